@@ -1,0 +1,117 @@
+"""Python API for launchers: ``plan(...)`` mirrors ``ppplan plan`` option for option."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from planner.core.cluster import ClusterSpec, default_cluster_path, load_cluster
+from planner.core.costs import CostTable
+from planner.core.costs_io import load_costs
+from planner.core.errors import InputError
+from planner.core.hf_config import load_model
+from planner.core.model import ModelSpec
+from planner.core.plan import Plan, load_plan_file
+from planner.planning import PlanRequest, make_plan
+
+__all__ = ["plan", "load_plan", "DEFAULT_MODEL", "resolve_cluster", "model_section"]
+
+DEFAULT_MODEL = "qwen3-next-80b-a3b"
+_LETTERS = {"embedding": "E", "decoder": "t", "mtp": "m", "head": "L"}
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Load and check a plan JSON file."""
+    return load_plan_file(path)
+
+
+def resolve_cluster(model: ModelSpec, cluster: str | Path | ClusterSpec | None, *,
+                    pp: int | None = None, vpp: int | None = None, tp: int | None = None,
+                    ep: int | None = None, dp: int | None = None,
+                    global_batch: int | None = None, seq_len: int | None = None,
+                    micro_batch_size: int | None = None, recompute: str | None = None,
+                    gpu: str | None = None) -> ClusterSpec:
+    """The cluster for ``model``: given, or the model's shipped default, with overrides."""
+    if isinstance(cluster, ClusterSpec):
+        spec = cluster
+    else:
+        path = cluster if cluster is not None else default_cluster_path(model.name)
+        if path is None:
+            raise InputError("--cluster", f"model {model.name!r} has no default cluster",
+                             "pass --cluster FILE (see examples/clusters/)")
+        spec = load_cluster(path)
+    if gpu is not None:
+        from planner.core.hardware import gpu_from_config
+
+        spec = replace(spec, gpu=gpu_from_config(gpu, where="--gpu"))
+    changes = {k: v for k, v in dict(pp=pp, vpp=vpp, tp=tp, ep=ep, dp=dp).items() if v is not None}
+    if changes:
+        spec = spec.with_parallel(**changes)
+    train = {k: v for k, v in dict(global_batch=global_batch, seq_len=seq_len,
+                                   micro_batch_size=micro_batch_size, recompute=recompute).items()
+             if v is not None}
+    if train:
+        spec = replace(spec, training=replace(spec.training, **train))
+    if dp is None and (pp is not None or tp is not None):
+        p = spec.parallel
+        if p.pp * p.tp * p.dp != spec.num_gpus:
+            raise InputError("--pp", f"pp x tp = {p.pp}x{p.tp} does not divide {spec.num_gpus} GPUs",
+                             "pick pp x tp dividing the GPU count or pass --dp")
+    return spec.check().check_against(model)
+
+
+def model_section(model: ModelSpec, table: CostTable | None = None) -> dict:
+    """The plan's ``model`` section."""
+    return {"name": model.name, "num_layers": model.num_layers,
+            "layout": "".join(_LETTERS[layer.role] for layer in model.layers),
+            "layer_types": [lc.type for lc in table.layers] if table else model.type_keys()}
+
+
+def cluster_section(spec: ClusterSpec) -> dict:
+    """The plan's ``cluster`` section."""
+    from dataclasses import asdict
+
+    return {"gpu": asdict(spec.gpu), "num_gpus": spec.num_gpus, "gpus_per_node": spec.gpus_per_node,
+            "training": asdict(spec.training)}
+
+
+def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None = None,
+         pp: int | None = None, vpp: int | None = None, tp: int | None = None,
+         ep: int | None = None, dp: int | None = None, microbatches: int | None = None,
+         memory_gib: float | None = None, partition: str = "overlap", schedule: str = "auto",
+         placement: str = "loop", profile: str | Path | None = None, seed: int = 0,
+         time_limit: float = 10.0, global_batch: int | None = None, seq_len: int | None = None,
+         recompute: str | None = None, gpu: str | None = None) -> Plan:
+    """Plan ``model`` (a shipped id or config path; default ``DEFAULT_MODEL``).
+
+    Keyword arguments mirror ``ppplan plan``'s options. With ``profile``, measured
+    costs replace the analytical model.
+    """
+    spec = load_model(model or DEFAULT_MODEL)
+    cl = resolve_cluster(spec, cluster, pp=pp, vpp=vpp, tp=tp, ep=ep, dp=dp,
+                         global_batch=global_batch, seq_len=seq_len, recompute=recompute, gpu=gpu)
+    table = _costs(spec, cl, profile)
+    m = microbatches if microbatches is not None else cl.microbatches_per_step
+    if m < 1:
+        raise InputError("--microbatches", f"must be >= 1, got {m}")
+    limit = int(memory_gib * 2**30) if memory_gib is not None else cl.memory_limit_bytes
+    p = cl.parallel
+    req = PlanRequest(pp=p.pp, vpp=p.vpp, microbatches=m, microbatch_size=cl.training.micro_batch_size,
+                      memory_limit_bytes=limit, schedule=schedule, partition=partition,
+                      placement=placement, seed=seed, time_limit_s=time_limit,
+                      model=model_section(spec, table), cluster=cluster_section(cl),
+                      parallel={"tp": p.tp, "ep": p.ep, "dp": p.dp},
+                      peak_flops=cl.gpu.peak_flops, num_gpus=cl.num_gpus)
+    return make_plan(table, req)
+
+
+def _costs(spec: ModelSpec, cl: ClusterSpec, profile: str | Path | None) -> CostTable:
+    if profile is None:
+        from profiler.analytical import analytical_costs
+
+        return analytical_costs(spec, cl)
+    table = load_costs(profile)
+    if table.num_layers != spec.num_layers:
+        raise InputError("--profile", f"has {table.num_layers} layers, model {spec.name} has "
+                         f"{spec.num_layers}", "profile the same model")
+    return table.at_microbatch_size(cl.training.micro_batch_size)

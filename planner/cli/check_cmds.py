@@ -1,0 +1,49 @@
+"""``ppplan simulate`` and ``ppplan validate``: replay a plan's schedule against its costs."""
+
+from __future__ import annotations
+
+import click
+
+from planner.cli.common import echo_json, fail
+
+__all__ = ["COMMANDS"]
+
+
+@click.command("simulate")
+@click.argument("plan_path", metavar="PLAN", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the simulation as JSON.")
+def simulate_command(plan_path: str, as_json: bool) -> None:
+    """Simulate PLAN's schedule with its embedded stage costs."""
+    from planner.simulation import simulate_plan
+
+    report = simulate_plan(plan_path)
+    if as_json:
+        echo_json(report)
+        return
+    click.echo(f"step {report['step_time_s']:.4f} s  bubble {report['bubble_fraction']:.1%}"
+               f"  MFU {report['mfu']:.1%}")
+    for r, (busy, peak) in enumerate(zip(report["busy_s"], report["peak_memory_bytes"])):
+        click.echo(f"rank {r}: busy {busy:.4f} s  bubble {report['step_time_s'] - busy:.4f} s"
+                   f"  peak {peak / 2**30:.2f} GiB")
+    click.echo("critical path: " + " -> ".join(report["critical_path"][:16])
+               + (" ..." if len(report["critical_path"]) > 16 else ""))
+
+
+@click.command("validate")
+@click.argument("plan_path", metavar="PLAN", type=click.Path(dir_okay=False))
+def validate_command(plan_path: str) -> None:
+    """Check PLAN: exit 0 when valid, 1 with the fault and the grid around it when not."""
+    from planner.simulation import validate_plan
+
+    problems = validate_plan(plan_path)
+    if not problems:
+        click.echo(f"{plan_path}: valid")
+        return
+    click.echo(f"{plan_path}: INVALID", err=True)
+    click.echo(problems[0], err=True)
+    if len(problems) > 1:
+        click.echo(f"... and {len(problems) - 1} more", err=True)
+    fail(1)
+
+
+COMMANDS = [simulate_command, validate_command]

@@ -1,0 +1,47 @@
+"""Human-readable summary tables of a plan."""
+
+from __future__ import annotations
+
+from planner.core.plan import Plan
+
+__all__ = ["plan_summary", "gib"]
+
+
+def gib(nbytes: float | None) -> str:
+    """Bytes as GiB text."""
+    return "-" if nbytes is None else f"{nbytes / 2**30:.1f}"
+
+
+def plan_summary(plan: Plan) -> str:
+    """Stages, predictions and baselines as aligned text."""
+    p, pred = plan.parallel, plan.predicted
+    lines = [
+        f"model {plan.model['name']}  pp {p['pp']} vpp {p['vpp']} tp {p.get('tp', 1)} ep {p.get('ep', 1)} "
+        f"dp {p.get('dp', 1)}  microbatches {plan.num_microbatches} x {plan.microbatches['size']}"
+        f"  schedule {plan.solver.get('schedule', plan.solver['name'])}  placement {p.get('placement', 'loop')}",
+        "",
+        f"{'stage':>5} {'rank':>4} {'layers':>11} {'n':>3}  {'F ms':>7} {'I ms':>7} {'W ms':>7}",
+    ]
+    sc = plan.stage_costs
+    layout = plan.model.get("layout", "")
+    for st in plan.stages:
+        a, b = st["layers"]
+        s = st["stage"]
+        lines.append(f"{s:>5} {st['rank']:>4} {f'[{a},{b})':>11} {b - a:>3}  {sc['f'][s] * 1e3:7.2f} "
+                     f"{sc['i'][s] * 1e3:7.2f} {sc['w'][s] * 1e3:7.2f}  {layout[a:b]}")
+    lines += ["", f"{'rank':>4} {'peak GiB':>9} {'limit GiB':>9} {'busy s':>8}"]
+    for r, peak in enumerate(pred["peak_memory_bytes"]):
+        busy = pred.get("busy_s", [None] * len(pred["peak_memory_bytes"]))[r]
+        lines.append(f"{r:>4} {gib(peak):>9} {gib(pred['memory_limit_bytes']):>9} "
+                     f"{busy if busy is None else f'{busy:8.3f}'}")
+    lines += ["", f"predicted step {pred['step_time_s']:.4f} s   bubble {pred['bubble_fraction']:.1%}"
+                  f"   MFU {pred['mfu']:.1%}"
+              + (f"   lower bound {pred['lower_bound_s']:.4f} s" if "lower_bound_s" in pred else ""), ""]
+    lines.append(f"{'baseline':<16} {'step s':>9} {'vs plan':>8}")
+    for name, b in plan.baselines.items():
+        t = b.get("step_time_s")
+        ratio = f"{t / pred['step_time_s']:.3f}x" if t else "-"
+        note = "" if b.get("fits_memory", True) else "  (exceeds memory)"
+        lines.append(f"{name:<16} {t if t is None else f'{t:9.4f}'} {ratio:>8}{note}")
+    lines.append(f"\nsolver {plan.solver['name']} status {plan.solver['status']} in {plan.solver['wall_s']:.2f} s")
+    return "\n".join(lines)

@@ -1,0 +1,217 @@
+"""Cluster and training specification: GPUs, parallel degrees, batch and memory budget.
+
+Loaded from a YAML file (``examples/clusters/<model>.yaml`` is each shipped model's
+default) and overridable from CLI options; ``check()`` validates the combination and
+``check_against(model)`` the parts that depend on the model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from planner.core.errors import InputError
+from planner.core.hardware import GpuSpec, gpu_from_config
+from planner.core.jsonio import read_yaml
+from planner.core.model import ModelSpec
+from planner.core.paths import CLUSTERS_DIR
+
+__all__ = ["ParallelSpec", "TrainingSpec", "ClusterSpec", "load_cluster", "default_cluster_path",
+           "cluster_from_dict", "RECOMPUTE_MODES"]
+
+PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
+"""Bytes per activation/weight element for the supported training precisions."""
+RECOMPUTE_MODES = ("none", "selective", "full")
+"""Activation recomputation modes."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParallelSpec:
+    """Parallel degrees. pp x tp x dp = GPUs; ep is carved out of dp x tp (Megatron)."""
+
+    pp: int = 1
+    """Pipeline-parallel ranks."""
+    vpp: int = 1
+    """Virtual stages (model chunks) per pipeline rank."""
+    tp: int = 1
+    """Tensor-parallel degree (with sequence parallelism)."""
+    ep: int = 1
+    """Expert-parallel degree."""
+    dp: int = 1
+    """Data-parallel replicas."""
+
+    @property
+    def num_stages(self) -> int:
+        """Pipeline stages in all: pp x vpp."""
+        return self.pp * self.vpp
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingSpec:
+    """What one optimizer step processes and the memory budget."""
+
+    global_batch: int
+    """Sequences per optimizer step, all replicas together."""
+    seq_len: int
+    """Tokens per sequence."""
+    micro_batch_size: int = 1
+    """Sequences per microbatch."""
+    precision: str = "bf16"
+    """Weights and activations precision: bf16, fp16 or fp8."""
+    memory_headroom: float = 0.1
+    """Share of GPU memory kept free (allocator fragmentation, NCCL buffers, CUDA context)."""
+    distributed_optimizer: bool = True
+    """Optimizer state sharded over data-parallel ranks (Megatron --use-distributed-optimizer)."""
+    recompute: str = "none"
+    """Activation recomputation: none, selective (attention core, Megatron's default selective)
+    or full (keep only each layer's input; the forward runs again before backward)."""
+
+    @property
+    def bytes_per_element(self) -> int:
+        """Bytes per activation element."""
+        return PRECISION_BYTES[self.precision]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterSpec:
+    """GPUs, their layout and how the job uses them."""
+
+    gpu: GpuSpec
+    """Accelerator kind."""
+    num_gpus: int
+    """GPUs in the job."""
+    parallel: ParallelSpec
+    """Parallel degrees."""
+    training: TrainingSpec
+    """Batch, sequence length, precision, memory headroom."""
+    gpus_per_node: int = 8
+    """GPUs sharing NVLink."""
+
+    @property
+    def memory_limit_bytes(self) -> int:
+        """Per-GPU memory a plan may use: capacity x (1 - headroom)."""
+        return int(self.gpu.memory_bytes * (1.0 - self.training.memory_headroom))
+
+    @property
+    def microbatches_per_step(self) -> int:
+        """Default microbatch count: per-replica batch / micro-batch size."""
+        t = self.training
+        return t.global_batch // (self.parallel.dp * t.micro_batch_size)
+
+    def check(self) -> "ClusterSpec":
+        """Validate degrees and batch divisibility; return self."""
+        p, t = self.parallel, self.training
+        for name in ("pp", "vpp", "tp", "ep", "dp"):
+            if getattr(p, name) < 1:
+                raise InputError(f"parallel.{name}", f"must be >= 1, got {getattr(p, name)}")
+        if p.pp * p.tp * p.dp != self.num_gpus:
+            raise InputError("parallel", f"pp x tp x dp = {p.pp}x{p.tp}x{p.dp} = {p.pp * p.tp * p.dp}"
+                             f" but num_gpus = {self.num_gpus}",
+                             f"set dp to {self.num_gpus // max(p.pp * p.tp, 1)} or change num_gpus")
+        if (p.dp * p.tp) % p.ep:
+            raise InputError("parallel.ep", f"ep {p.ep} must divide dp x tp = {p.dp * p.tp}",
+                             "pick an ep that divides dp x tp")
+        if t.precision not in PRECISION_BYTES:
+            raise InputError("training.precision", f"unknown {t.precision!r}",
+                             f"use one of {', '.join(PRECISION_BYTES)}")
+        if t.global_batch < 1 or t.seq_len < 1 or t.micro_batch_size < 1:
+            raise InputError("training", "global_batch, seq_len and micro_batch_size must be >= 1")
+        if t.global_batch % (p.dp * t.micro_batch_size):
+            raise InputError("training.global_batch",
+                             f"{t.global_batch} is not divisible by dp x micro_batch_size"
+                             f" = {p.dp * t.micro_batch_size}",
+                             "make global_batch a multiple of dp x micro_batch_size")
+        if t.recompute not in RECOMPUTE_MODES:
+            raise InputError("training.recompute", f"unknown {t.recompute!r}",
+                             f"use one of {', '.join(RECOMPUTE_MODES)}")
+        if not 0.0 <= t.memory_headroom < 1.0:
+            raise InputError("training.memory_headroom", f"{t.memory_headroom} is not in [0, 1)")
+        return self
+
+    def check_against(self, model: ModelSpec) -> "ClusterSpec":
+        """Validate the parts that depend on the model; return self."""
+        p = self.parallel
+        if model.num_layers < p.num_stages:
+            raise InputError("parallel.pp", f"{model.num_layers} layers (embedding and head included)"
+                             f" cannot fill pp x vpp = {p.num_stages} stages",
+                             "lower pp or vpp")
+        if model.moe is not None and model.moe.num_experts % p.ep:
+            raise InputError("parallel.ep", f"ep {p.ep} does not divide {model.moe.num_experts} experts",
+                             "pick an ep that divides the expert count")
+        return self
+
+    def with_parallel(self, **changes: int) -> "ClusterSpec":
+        """Copy with some parallel degrees changed; dp follows from num_gpus when pp or tp change."""
+        par = replace(self.parallel, **changes)
+        if "dp" not in changes and ("pp" in changes or "tp" in changes):
+            dp = self.num_gpus // (par.pp * par.tp) if par.pp * par.tp else 0
+            if dp * par.pp * par.tp == self.num_gpus and dp >= 1:
+                ep = par.ep if (dp * par.tp) % par.ep == 0 else _largest_divisor(dp * par.tp, par.ep)
+                par = replace(par, dp=dp, ep=ep)
+        return replace(self, parallel=par)
+
+
+def _largest_divisor(n: int, at_most: int) -> int:
+    return max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
+
+
+def default_cluster_path(model_name: str) -> Path | None:
+    """The shipped default cluster of a model id, if there is one."""
+    p = CLUSTERS_DIR / f"{model_name}.yaml"
+    return p if p.exists() else None
+
+
+def _section(data: dict[str, Any], key: str, cls: type, where: str) -> Any:
+    raw = data.get(key, {})
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}.{key}", "expected a mapping")
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    for name, value in raw.items():
+        if name not in known:
+            raise InputError(f"{where}.{key}.{name}", "unknown field",
+                             f"known fields: {', '.join(known)}")
+        want = known[name].type
+        ok = (isinstance(value, bool) if want == "bool" else
+              isinstance(value, str) if want == "str" else
+              isinstance(value, (int, float)) and not isinstance(value, bool)
+              and (want != "int" or isinstance(value, int)))
+        if not ok:
+            raise InputError(f"{where}.{key}.{name}", f"expected {want}, got {value!r}")
+    try:
+        return cls(**raw)
+    except TypeError as exc:
+        raise InputError(f"{where}.{key}", str(exc).split(") ")[-1], "add the missing field") from None
+
+
+def cluster_from_dict(data: Any, *, where: str = "cluster") -> ClusterSpec:
+    """Build and check a ``ClusterSpec`` from a parsed YAML/JSON mapping."""
+    if not isinstance(data, dict):
+        raise InputError(where, "expected a mapping with gpu, num_gpus, parallel, training")
+    known = {"gpu", "num_gpus", "gpus_per_node", "parallel", "training", "description"}
+    for key in data:
+        if key not in known:
+            raise InputError(f"{where}.{key}", "unknown field", f"known fields: {', '.join(sorted(known))}")
+    if "gpu" not in data or "num_gpus" not in data:
+        raise InputError(f"{where}.{'gpu' if 'gpu' not in data else 'num_gpus'}", "missing")
+    num = data["num_gpus"]
+    if isinstance(num, bool) or not isinstance(num, int) or num < 1:
+        raise InputError(f"{where}.num_gpus", f"expected a positive integer, got {num!r}")
+    per_node = data.get("gpus_per_node", 8)
+    if isinstance(per_node, bool) or not isinstance(per_node, int) or per_node < 1:
+        raise InputError(f"{where}.gpus_per_node", f"expected a positive integer, got {per_node!r}")
+    if "training" not in data:
+        raise InputError(f"{where}.training", "missing", "add global_batch and seq_len")
+    return ClusterSpec(
+        gpu=gpu_from_config(data["gpu"], where=f"{where}.gpu"),
+        num_gpus=num,
+        gpus_per_node=per_node,
+        parallel=_section(data, "parallel", ParallelSpec, where),
+        training=_section(data, "training", TrainingSpec, where),
+    ).check()
+
+
+def load_cluster(path: str | Path) -> ClusterSpec:
+    """Load a cluster YAML file."""
+    return cluster_from_dict(read_yaml(path, what="cluster file"), where="cluster")

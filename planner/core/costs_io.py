@@ -1,0 +1,88 @@
+"""Cost table JSON: load (schema + semantic checks), save. Format: plans/costs.schema.json."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, fields
+from typing import Any
+
+from planner.core.costs import CostTable, LayerCost, P2PCost
+from planner.core.errors import InputError
+from planner.core.jsonio import read_json, write_json_atomic
+from planner.core.schemas import check_schema
+
+__all__ = ["costs_to_dict", "costs_from_dict", "load_costs", "save_costs"]
+
+_INT_FIELDS = {"act_bytes", "act_w_bytes", "param_bytes", "grad_bytes", "optim_bytes", "out_bytes"}
+
+
+def costs_to_dict(table: CostTable) -> dict[str, Any]:
+    """JSON-ready dict; pair entries carry serial time and hidden share for readers."""
+    type_cost = {lc.type: lc for lc in table.layers}
+    pairs = []
+    for (fa, fb), ov in sorted(table.pairs.items()):
+        serial = type_cost[fa].serial_f + type_cost[fb].serial_i if fa in type_cost and fb in type_cost else ov
+        pairs.append({"f_type": fa, "b_type": fb, "ov": ov, "serial": serial,
+                      "hidden_share": 1.0 - ov / serial if serial > 0 else 0.0})
+    return {
+        "schema_version": 1,
+        "kind": "ppplan.costs",
+        "model": table.model,
+        "source": table.source,
+        "device": table.device,
+        "scale": table.scale,
+        "microbatch_size": table.microbatch_size,
+        "seq_len": table.seq_len,
+        "p2p": asdict(table.p2p),
+        "size_curve": [list(p) for p in table.size_curve],
+        "layers": [asdict(lc) for lc in table.layers],
+        "pairs": pairs,
+        "meta": table.meta,
+    }
+
+
+def costs_from_dict(data: Any, *, what: str = "costs") -> CostTable:
+    """Validate and build a ``CostTable``; errors name the JSON path."""
+    check_schema(data, "costs", what=what)
+    known = {f.name for f in fields(LayerCost)}
+    layers = []
+    for k, raw in enumerate(data["layers"]):
+        kw = {key: (int(v) if key in _INT_FIELDS else v) for key, v in raw.items() if key in known}
+        lc = LayerCost(**kw)
+        if lc.act_w_bytes > lc.act_bytes:
+            raise InputError(f"{what}.layers[{k}].act_w_bytes",
+                             f"{lc.act_w_bytes} exceeds act_bytes {lc.act_bytes}",
+                             "act_w_bytes is the part of act_bytes kept for the weight-gradient")
+        layers.append(lc)
+    types = {lc.type for lc in layers}
+    pairs: dict[tuple[str, str], float] = {}
+    for k, p in enumerate(data.get("pairs", [])):
+        for side in ("f_type", "b_type"):
+            if p[side] not in types:
+                raise InputError(f"{what}.pairs[{k}].{side}", f"unknown layer type {p[side]!r}",
+                                 f"use one of {', '.join(sorted(types))}")
+        pairs[(p["f_type"], p["b_type"])] = float(p["ov"])
+    curve = tuple(sorted((int(s), float(v)) for s, v in data.get("size_curve", [[1, 1.0]])))
+    return CostTable(
+        model=data.get("model", ""),
+        source=data.get("source", "user"),
+        layers=tuple(layers),
+        pairs=pairs,
+        p2p=P2PCost(**data.get("p2p", {})),
+        microbatch_size=data.get("microbatch_size", 1),
+        seq_len=data.get("seq_len", 0),
+        size_curve=curve,
+        device=data.get("device", ""),
+        scale=float(data.get("scale", 1.0)),
+        meta=data.get("meta", {}),
+    )
+
+
+def load_costs(path: str | os.PathLike[str]) -> CostTable:
+    """Load a cost table (profile) file."""
+    return costs_from_dict(read_json(path, what="profile"), what="profile")
+
+
+def save_costs(table: CostTable, path: str | os.PathLike[str]) -> None:
+    """Write a cost table atomically."""
+    write_json_atomic(path, costs_to_dict(table))

@@ -1,0 +1,80 @@
+"""GPU presets: peak throughput, memory and interconnect bandwidths.
+
+Numbers are from ../shared/reference.md (vendor datasheets and DeepEP's published
+measurements). Bandwidths are one direction, per GPU, in bytes per second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from planner.core.errors import InputError
+
+__all__ = ["GpuSpec", "GPU_PRESETS", "gpu_from_config"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuSpec:
+    """One accelerator kind and the links around it."""
+
+    name: str
+    """Preset name."""
+    peak_flops: float
+    """Dense BF16 peak, FLOP/s (the MFU denominator)."""
+    memory_bytes: float
+    """HBM capacity."""
+    hbm_bandwidth: float
+    """HBM bandwidth, bytes/s."""
+    nvlink_bandwidth: float
+    """NVLink point-to-point bandwidth inside a node, one direction, bytes/s."""
+    ib_bandwidth: float
+    """Network bandwidth per GPU across nodes (one NIC per GPU), bytes/s."""
+    a2a_intranode_bandwidth: float
+    """Achieved expert-parallel all-to-all bandwidth inside a node (DeepEP EP8), bytes/s."""
+    a2a_internode_bandwidth: float
+    """Achieved expert-parallel all-to-all bandwidth across nodes (DeepEP EP16-64), bytes/s."""
+    p2p_latency_s: float = 10e-6
+    """Latency of one pipeline send/receive (kernel launch + network), seconds."""
+
+
+GB = 1e9
+GPU_PRESETS: dict[str, GpuSpec] = {
+    "a100": GpuSpec(name="a100", peak_flops=312e12, memory_bytes=80 * 2**30, hbm_bandwidth=2.0e12,
+                    nvlink_bandwidth=300 * GB, ib_bandwidth=25 * GB,
+                    a2a_intranode_bandwidth=100 * GB, a2a_internode_bandwidth=20 * GB),
+    "h100": GpuSpec(name="h100", peak_flops=989e12, memory_bytes=80 * 2**30, hbm_bandwidth=3.35e12,
+                    nvlink_bandwidth=450 * GB, ib_bandwidth=50 * GB,
+                    a2a_intranode_bandwidth=153 * GB, a2a_internode_bandwidth=50 * GB),
+    "h800": GpuSpec(name="h800", peak_flops=989e12, memory_bytes=80 * 2**30, hbm_bandwidth=3.35e12,
+                    nvlink_bandwidth=160 * GB, ib_bandwidth=50 * GB,
+                    a2a_intranode_bandwidth=153 * GB, a2a_internode_bandwidth=45 * GB),
+    "h200": GpuSpec(name="h200", peak_flops=989e12, memory_bytes=141 * GB, hbm_bandwidth=4.8e12,
+                    nvlink_bandwidth=450 * GB, ib_bandwidth=50 * GB,
+                    a2a_intranode_bandwidth=153 * GB, a2a_internode_bandwidth=50 * GB),
+}
+
+
+def gpu_from_config(value: Any, *, where: str = "cluster.gpu") -> GpuSpec:
+    """A preset name, or a mapping ``{preset: NAME, <field>: value, ...}`` / full field set."""
+    if isinstance(value, str):
+        if value.lower() not in GPU_PRESETS:
+            raise InputError(where, f"unknown GPU {value!r}", f"use one of {', '.join(GPU_PRESETS)}")
+        return GPU_PRESETS[value.lower()]
+    if not isinstance(value, dict):
+        raise InputError(where, "expected a preset name or a mapping of GPU fields")
+    known = {f.name for f in fields(GpuSpec)}
+    base_name = value.get("preset", value.get("name"))
+    overrides = {k: v for k, v in value.items() if k != "preset"}
+    for key, v in overrides.items():
+        if key not in known:
+            raise InputError(f"{where}.{key}", "unknown field", f"known fields: {', '.join(sorted(known))}")
+        if key != "name" and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0):
+            raise InputError(f"{where}.{key}", f"expected a positive number, got {v!r}")
+    if isinstance(base_name, str) and base_name.lower() in GPU_PRESETS:
+        return replace(GPU_PRESETS[base_name.lower()], **overrides)
+    missing = sorted(known - set(overrides) - {"p2p_latency_s"})
+    if missing:
+        raise InputError(f"{where}.{missing[0]}", "missing for a custom GPU",
+                         "give every field or start from 'preset: h100'")
+    return GpuSpec(**overrides)

@@ -1,0 +1,207 @@
+"""The plan: what ppplan decides and predicts, as JSON (plans/plan.schema.json).
+
+Top-level keys are fixed (other tools read them): ``schema_version``, ``model``,
+``cluster``, ``parallel``, ``microbatches``, ``stages``, ``schedule``, ``predicted``,
+``baselines``, ``solver``. ``stage_costs`` embeds the per-stage costs the prediction
+was made with, so ``ppplan simulate`` and ``ppplan validate`` need nothing else;
+``costs`` records where they came from (analytical or measured, device, scale).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner.core.costs import P2PCost
+from planner.core.errors import InputError
+from planner.core.jsonio import read_json, write_json_atomic
+from planner.core.placement import check_bounds
+from planner.core.schedule import Action, Schedule, parse_schedule
+from planner.core.schemas import check_schema
+from planner.core.stage_costs import StageCosts
+
+__all__ = ["Plan", "SCHEMA_VERSION", "load_plan_file", "stage_costs_to_dict", "stage_costs_from_dict"]
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(kw_only=True)
+class Plan:
+    """A pipeline plan: partition, microbatches, per-rank schedule and predictions."""
+
+    model: dict[str, Any]
+    """name, num_layers, layout (one Megatron letter per layer: E, t, m, L), layer_types."""
+    cluster: dict[str, Any]
+    """gpu (name, peak_flops, memory_bytes, ...), num_gpus, gpus_per_node, training settings."""
+    parallel: dict[str, Any]
+    """pp, vpp, tp, ep, dp and the stage placement style (loop or v)."""
+    microbatches: dict[str, int]
+    """count and size (sequences per microbatch)."""
+    stages: list[dict[str, Any]]
+    """``{stage, rank, layers: [start, end]}`` per stage, end exclusive."""
+    schedule: dict[str, list[str]]
+    """Rank (as string) -> action strings in execution order."""
+    stage_costs: dict[str, Any]
+    """Per-stage costs the prediction used (see ``stage_costs_to_dict``)."""
+    predicted: dict[str, Any] = field(default_factory=dict)
+    """step_time_s, bubble_fraction, mfu, peak_memory_bytes (per rank), memory_limit_bytes, ..."""
+    baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Name -> at least step_time_s, for the same model and cluster."""
+    solver: dict[str, Any] = field(default_factory=dict)
+    """name, status, wall_s, gap, and what was tried."""
+    costs: dict[str, Any] = field(default_factory=dict)
+    """Provenance of the costs: source, device, scale, profile path."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Optional sections written by later passes (e.g. ``replan``)."""
+
+    # --- derived views -------------------------------------------------------------
+    @property
+    def pp(self) -> int:
+        """Pipeline ranks."""
+        return int(self.parallel["pp"])
+
+    @property
+    def num_stages(self) -> int:
+        """Stages (pp x vpp)."""
+        return len(self.stages)
+
+    @property
+    def num_microbatches(self) -> int:
+        """Microbatches per step."""
+        return int(self.microbatches["count"])
+
+    @property
+    def memory_limit_bytes(self) -> int | None:
+        """Per-GPU memory limit the plan was made for."""
+        v = self.predicted.get("memory_limit_bytes")
+        return int(v) if v is not None else None
+
+    def bounds(self) -> list[tuple[int, int]]:
+        """Layer range ``(start, end)`` of each stage."""
+        return [(int(s["layers"][0]), int(s["layers"][1])) for s in self.stages]
+
+    def ranks(self) -> list[int]:
+        """Rank of each stage."""
+        return [int(s["rank"]) for s in self.stages]
+
+    def parsed_schedule(self) -> Schedule:
+        """The schedule as ``Action`` lists."""
+        return parse_schedule(self.schedule)
+
+    def parsed_stage_costs(self) -> StageCosts:
+        """The embedded stage costs."""
+        return stage_costs_from_dict(self.stage_costs, self.ranks())
+
+    def stage_layers(self, rank: int) -> list[tuple[int, int]]:
+        """Layer ranges of the stages on ``rank``, in stage order."""
+        return [b for b, r in zip(self.bounds(), self.ranks()) if r == rank]
+
+    def actions(self, rank: int) -> list[Action]:
+        """Actions of ``rank`` in execution order."""
+        return self.parsed_schedule().get(rank, [])
+
+    # --- JSON ------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict with the fixed top-level keys first."""
+        out = {
+            "schema_version": SCHEMA_VERSION,
+            "model": self.model,
+            "cluster": self.cluster,
+            "parallel": self.parallel,
+            "microbatches": self.microbatches,
+            "stages": self.stages,
+            "schedule": self.schedule,
+            "predicted": self.predicted,
+            "baselines": self.baselines,
+            "solver": self.solver,
+            "costs": self.costs,
+            "stage_costs": self.stage_costs,
+        }
+        out.update(self.extra)
+        return out
+
+    def to_json(self) -> str:
+        """Indented JSON text."""
+        import json
+
+        return json.dumps(self.to_dict(), indent=1) + "\n"
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write atomically (never half-written)."""
+        write_json_atomic(path, self.to_dict())
+
+    @staticmethod
+    def from_dict(data: Any, *, what: str = "plan") -> "Plan":
+        """Check against the schema and for internal consistency, then build."""
+        check_schema(data, "plan", what=what)
+        known = {"schema_version", "model", "cluster", "parallel", "microbatches", "stages",
+                 "schedule", "predicted", "baselines", "solver", "costs", "stage_costs"}
+        plan = Plan(**{k: data[k] for k in known - {"schema_version"} if k in data},
+                    extra={k: v for k, v in data.items() if k not in known})
+        _check_consistency(plan, what)
+        return plan
+
+
+def _check_consistency(plan: Plan, what: str) -> None:
+    for k, st in enumerate(plan.stages):
+        if st["stage"] != k:
+            raise InputError(f"{what}.stages[{k}].stage", f"is {st['stage']}, expected {k}",
+                             "list stages in order 0, 1, ...")
+        if not 0 <= st["rank"] < plan.pp:
+            raise InputError(f"{what}.stages[{k}].rank", f"{st['rank']} is not in 0..{plan.pp - 1}")
+    if plan.num_stages != plan.pp * int(plan.parallel.get("vpp", 1)):
+        raise InputError(f"{what}.stages", f"{plan.num_stages} stages but pp x vpp = "
+                         f"{plan.pp} x {plan.parallel.get('vpp', 1)}")
+    try:
+        check_bounds(plan.bounds(), int(plan.model["num_layers"]))
+    except ValueError as exc:
+        raise InputError(f"{what}.stages", str(exc)) from None
+    try:
+        sched = plan.parsed_schedule()
+    except ValueError as exc:
+        raise InputError(f"{what}.{str(exc).split(':')[0]}", str(exc).split(": ", 1)[1]) from None
+    for rank in sched:
+        if not 0 <= rank < plan.pp:
+            raise InputError(f"{what}.schedule.{rank}", f"rank {rank} is not in 0..{plan.pp - 1}")
+    n = plan.num_stages
+    for key in ("f", "i", "w", "act_bytes", "act_w_bytes", "static_bytes", "out_bytes"):
+        if len(plan.stage_costs[key]) != n:
+            raise InputError(f"{what}.stage_costs.{key}", f"has {len(plan.stage_costs[key])} "
+                             f"entries for {n} stages")
+
+
+def stage_costs_to_dict(sc: StageCosts) -> dict[str, Any]:
+    """JSON form of ``StageCosts`` (ranks live in ``stages``)."""
+    return {
+        "f": list(sc.f), "i": list(sc.i), "w": list(sc.w),
+        "act_bytes": list(sc.act_bytes), "act_w_bytes": list(sc.act_w_bytes),
+        "static_bytes": list(sc.static_bytes), "out_bytes": list(sc.out_bytes),
+        "flops": list(sc.flops),
+        "fused": [{"f_stage": a, "b_stage": b, "time": t, "serial": sc.serial_fused.get((a, b), t)}
+                  for (a, b), t in sorted(sc.fused.items())],
+        "p2p": {"latency_s": sc.p2p.latency_s, "bandwidth": sc.p2p.bandwidth},
+    }
+
+
+def stage_costs_from_dict(d: dict[str, Any], ranks: list[int]) -> StageCosts:
+    """Inverse of ``stage_costs_to_dict``."""
+    return StageCosts(
+        f=tuple(d["f"]), i=tuple(d["i"]), w=tuple(d["w"]),
+        act_bytes=tuple(int(x) for x in d["act_bytes"]),
+        act_w_bytes=tuple(int(x) for x in d["act_w_bytes"]),
+        static_bytes=tuple(int(x) for x in d["static_bytes"]),
+        out_bytes=tuple(int(x) for x in d["out_bytes"]),
+        flops=tuple(d.get("flops", ())),
+        ranks=tuple(ranks),
+        fused={(e["f_stage"], e["b_stage"]): e["time"] for e in d.get("fused", [])},
+        serial_fused={(e["f_stage"], e["b_stage"]): e.get("serial", e["time"]) for e in d.get("fused", [])},
+        p2p=P2PCost(**d.get("p2p", {})),
+    )
+
+
+def load_plan_file(path: str | os.PathLike[str]) -> Plan:
+    """Load and check a plan JSON file."""
+    return Plan.from_dict(read_json(path, what="plan"), what="plan")
+
+

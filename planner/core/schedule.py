@@ -1,0 +1,165 @@
+"""Actions and schedules as plain data, in torch.distributed.pipelining's text form.
+
+An action is ``(stage, kind, microbatch)``: ``2F0`` forward of stage 2 on microbatch 0,
+``2I0`` input-gradient, ``2W0`` weight-gradient, ``2B0`` full backward (I then W), and
+``(0F3;7I1)OVERLAP_F_B`` a fused pair run concurrently. A schedule is one ordered list
+of actions per rank: ``dict[int, list[Action]]``.
+
+Dependencies are defined once, in ``predecessors``, and used by the validator, the
+simulator and the CP-SAT model.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = [
+    "Action",
+    "Schedule",
+    "Key",
+    "COMPUTE_KINDS",
+    "parse_action",
+    "format_schedule",
+    "parse_schedule",
+    "provides",
+    "predecessors",
+    "DEPENDENCIES",
+    "OVERLAP",
+    "schedule_to_text",
+]
+
+COMPUTE_KINDS = ("F", "I", "W", "B")
+OVERLAP = "OVERLAP_F_B"
+
+Key = tuple[int, str, int]
+"""(stage, kind, microbatch) of one unit of work; kind in F, I, W."""
+
+_ATOM = re.compile(r"^(\d+)(F|I|W|B)(\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One entry of a rank's schedule."""
+
+    stage: int
+    """Stage index (for a fused action: the forward's stage)."""
+    kind: str
+    """F, I, W, B or OVERLAP_F_B."""
+    microbatch: int
+    """Microbatch index (for a fused action: the forward's microbatch)."""
+    sub: tuple["Action", ...] = ()
+    """For OVERLAP_F_B: (forward action, backward action)."""
+
+    def __str__(self) -> str:
+        if self.kind == OVERLAP:
+            return f"({';'.join(str(a) for a in self.sub)}){OVERLAP}"
+        return f"{self.stage}{self.kind}{self.microbatch}"
+
+    @property
+    def parts(self) -> tuple["Action", ...]:
+        """The plain actions this action performs (itself unless fused)."""
+        return self.sub if self.kind == OVERLAP else (self,)
+
+    @staticmethod
+    def fused(forward: "Action", backward: "Action") -> "Action":
+        """The OVERLAP_F_B action running ``forward`` beside ``backward`` (I or B)."""
+        return Action(forward.stage, OVERLAP, forward.microbatch, (forward, backward))
+
+
+Schedule = dict[int, list[Action]]
+
+
+def parse_action(text: str) -> Action:
+    """Parse the text form; raises ``ValueError`` naming the token on a bad one."""
+    t = text.strip()
+    if t.endswith(")" + OVERLAP) and t.startswith("("):
+        inner = t[1: -len(OVERLAP) - 1].split(";")
+        if len(inner) != 2:
+            raise ValueError(f"bad fused action {text!r}: expected (xFm;yIn){OVERLAP}")
+        fwd, bwd = parse_action(inner[0]), parse_action(inner[1])
+        if fwd.kind != "F" or bwd.kind not in ("I", "B"):
+            raise ValueError(f"bad fused action {text!r}: first part must be F, second I or B")
+        return Action.fused(fwd, bwd)
+    m = _ATOM.match(t)
+    if not m:
+        raise ValueError(f"bad action {text!r}: expected e.g. 2F0, 2I0, 2W0, 2B0 or (0F3;7I1){OVERLAP}")
+    return Action(int(m.group(1)), m.group(2), int(m.group(3)))
+
+
+def provides(action: Action) -> list[Key]:
+    """Units of work the action completes (B completes both I and W)."""
+    out: list[Key] = []
+    for a in action.parts:
+        if a.kind == "B":
+            out += [(a.stage, "I", a.microbatch), (a.stage, "W", a.microbatch)]
+        else:
+            out.append((a.stage, a.kind, a.microbatch))
+    return out
+
+
+DEPENDENCIES: dict[str, tuple[tuple[int, str], ...]] = {
+    "F": ((-1, "F"),),
+    "I": ((0, "F"), (1, "I")),
+    "B": ((0, "F"), (1, "I")),
+    "W": ((0, "I"),),
+}
+"""The one definition of data dependencies: kind -> (stage offset, kind) of the same
+microbatch that must finish first; targets outside [0, num_stages) are dropped.
+
+F(s, m) needs F(s-1, m); I or B (s, m) needs F(s, m) and the input-gradient of stage
+s+1 (the last stage computes the loss itself, so needs only its F); W(s, m) needs I(s, m).
+"""
+
+
+def predecessors(action: Action, num_stages: int) -> list[Key]:
+    """Units of work that must finish before ``action`` starts (see ``DEPENDENCIES``).
+
+    A fused action needs what its parts need, except what the other part provides.
+    """
+    own = set(provides(action)) if action.kind == OVERLAP else ()
+    out: list[Key] = []
+    for a in action.parts:
+        for off, kind in DEPENDENCIES[a.kind]:
+            t = a.stage + off
+            if 0 <= t < num_stages and (t, kind, a.microbatch) not in own:
+                out.append((t, kind, a.microbatch))
+    return out
+
+
+def parse_schedule(data: dict[str, list[str]]) -> Schedule:
+    """Rank (as string) -> action strings, to a ``Schedule``; raises ``ValueError`` naming rank and position."""
+    sched: Schedule = {}
+    for rank_text, actions in data.items():
+        rank = int(rank_text)
+        parsed = []
+        for pos, text in enumerate(actions):
+            try:
+                parsed.append(parse_action(text))
+            except ValueError as exc:
+                raise ValueError(f"schedule[{rank_text}][{pos}]: {exc}") from None
+        sched[rank] = parsed
+    return dict(sorted(sched.items()))
+
+
+def format_schedule(schedule: Schedule) -> dict[str, list[str]]:
+    """``Schedule`` to its JSON form: rank as string -> action strings."""
+    return {str(r): [str(a) for a in schedule[r]] for r in sorted(schedule)}
+
+
+def schedule_to_text(schedule: Schedule, *, mark: tuple[int, int] | None = None,
+                     window: tuple[int, int] | None = None) -> str:
+    """The rank x step grid, one row per rank; ``mark=(rank, pos)`` brackets one cell."""
+    lo, hi = window if window else (0, max((len(v) for v in schedule.values()), default=0))
+    cells = {r: [str(a) for a in acts] for r, acts in schedule.items()}
+    width = max([len(c) for row in cells.values() for c in row[lo:hi]] + [3]) + 2
+    lines = ["rank | " + "".join(f"{k:<{width}}" for k in range(lo, hi))]
+    for r in sorted(schedule):
+        row = []
+        for k in range(lo, hi):
+            c = cells[r][k] if k < len(cells[r]) else ""
+            if mark == (r, k):
+                c = f">{c}<"
+            row.append(f"{c:<{width}}")
+        lines.append(f"{r:>4} | " + "".join(row).rstrip())
+    return "\n".join(lines)

@@ -1,0 +1,108 @@
+"""Per-stage costs: what the simulator, validator and schedule solvers consume.
+
+Built from a ``CostTable`` and a partition (layer range per stage), or written by hand
+(bring-your-own-costs: one layer per stage). Fused F&B costs follow design.md: a
+stage running F of layers ``Lf`` beside the input-gradient of layers ``Lb`` pairs
+``Lf[j]`` with ``reversed(Lb)[j]`` (Megatron pairs F.layer[0] with B.layer[last]);
+leftover layers of the longer side run at serial cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from planner.core.costs import CostTable, P2PCost
+
+__all__ = ["StageCosts", "stage_costs", "fused_range_cost"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageCosts:
+    """Costs of each stage for one microbatch, and where each stage runs."""
+
+    f: tuple[float, ...]
+    """Forward, exposed all-to-all included, seconds."""
+    i: tuple[float, ...]
+    """Input-gradient, exposed all-to-all included, seconds."""
+    w: tuple[float, ...]
+    """Weight-gradient, seconds."""
+    act_bytes: tuple[int, ...]
+    """Activation bytes a forward allocates."""
+    act_w_bytes: tuple[int, ...]
+    """Part of ``act_bytes`` held after the input-gradient until the weight-gradient."""
+    static_bytes: tuple[int, ...]
+    """Parameters + gradients + optimizer state of the stage."""
+    out_bytes: tuple[int, ...]
+    """Activation bytes sent to the next stage (and gradient bytes received back)."""
+    ranks: tuple[int, ...]
+    """Rank of each stage."""
+    fused: dict[tuple[int, int], float] = field(default_factory=dict)
+    """(forward stage, backward stage) -> time of F beside I, for stage pairs on one rank."""
+    serial_fused: dict[tuple[int, int], float] = field(default_factory=dict)
+    """Same pairs run without overlap (F then I), for reporting hidden time."""
+    p2p: P2PCost = field(default_factory=P2PCost)
+    """Pipeline send/receive link."""
+    flops: tuple[float, ...] = ()
+    """Model FLOPs (forward + backward) of each stage per microbatch."""
+
+    @property
+    def num_stages(self) -> int:
+        """Number of stages."""
+        return len(self.f)
+
+    @property
+    def num_ranks(self) -> int:
+        """Number of ranks."""
+        return max(self.ranks) + 1
+
+    def fused_time(self, f_stage: int, b_stage: int) -> float:
+        """F of ``f_stage`` beside the input-gradient of ``b_stage``."""
+        return self.fused.get((f_stage, b_stage), self.f[f_stage] + self.i[b_stage])
+
+    def p2p_time(self, stage: int) -> float:
+        """Seconds to send stage ``stage``'s output to the next stage (or its gradient back)."""
+        return self.p2p.time(self.out_bytes[stage])
+
+    def static_per_rank(self) -> list[int]:
+        """Parameter/gradient/optimizer bytes each rank holds."""
+        out = [0] * self.num_ranks
+        for s, r in enumerate(self.ranks):
+            out[r] += self.static_bytes[s]
+        return out
+
+
+def fused_range_cost(table: CostTable, f_layers: range, b_layers: range) -> float:
+    """Time of F over ``f_layers`` beside input-gradient over ``b_layers`` (see module doc)."""
+    fl, bl = list(f_layers), list(reversed(b_layers))
+    n = min(len(fl), len(bl))
+    total = sum(table.ov(fl[j], bl[j]) for j in range(n))
+    total += sum(table.layers[a].serial_f for a in fl[n:])
+    total += sum(table.layers[b].serial_i for b in bl[n:])
+    return total
+
+
+def stage_costs(table: CostTable, bounds: list[tuple[int, int]], ranks: list[int]) -> StageCosts:
+    """Aggregate a cost table over a partition (``bounds[s] = (start, end)`` layer range)."""
+    def total(attr: str, a: int, b: int) -> float:
+        return sum(getattr(table.layers[k], attr) for k in range(a, b))
+
+    fused, serial = {}, {}
+    for sf, (fa, fb) in enumerate(bounds):
+        for sb, (ba, bb) in enumerate(bounds):
+            if ranks[sf] == ranks[sb]:
+                fused[(sf, sb)] = fused_range_cost(table, range(fa, fb), range(ba, bb))
+                serial[(sf, sb)] = total("serial_f", fa, fb) + total("serial_i", ba, bb)
+    return StageCosts(
+        f=tuple(total("serial_f", a, b) for a, b in bounds),
+        i=tuple(total("serial_i", a, b) for a, b in bounds),
+        w=tuple(total("w", a, b) for a, b in bounds),
+        act_bytes=tuple(int(total("act_bytes", a, b)) for a, b in bounds),
+        act_w_bytes=tuple(int(total("act_w_bytes", a, b)) for a, b in bounds),
+        static_bytes=tuple(int(total("static_bytes", a, b)) for a, b in bounds),
+        out_bytes=tuple(table.layers[b - 1].out_bytes for _, b in bounds),
+        ranks=tuple(ranks),
+        fused=fused,
+        serial_fused=serial,
+        p2p=table.p2p,
+        flops=tuple(total("flops", a, b) for a, b in bounds),
+    )

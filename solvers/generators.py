@@ -1,0 +1,106 @@
+"""Classic schedule generators: ``(pp, vpp, microbatches) -> Schedule``.
+
+Generators only emit order; timing, memory and validity are separate passes
+(``planner.core.simulate``, ``planner.core.validate``).
+
+- ``gpipe``: all forwards, then all backwards (Huang et al. 2019).
+- ``one_f_one_b``: PipeDream-flush / Megatron 1F1B (Narayanan et al. 2021): rank r
+  warms up with pp-1-r forwards, then alternates, then drains. ``fuse=True`` is
+  Megatron's combined 1F1B with EP A2A overlap: each steady step runs F(m+warm)
+  beside B(m) as one OVERLAP_F_B action. Fusing couples neighbouring stages (step k of
+  stage s needs step k of s+1 for its gradient, and s+1 needs an earlier step of s for
+  its input), so rank r warms up with 2(pp-1-r)+1 forwards, as interleaved 1F1B does;
+  with pp-r warm-ups the steady cycle would be two fused steps long [Note: fused warm-up].
+- ``interleaved_1f1b``: Megatron's interleaved schedule over vpp chunks per rank
+  (loop placement, stage = chunk * pp + rank); needs M divisible by pp.
+
+``split_w=True`` emits each backward as I followed at once by W (no deferral), the
+input a W-moving pass starts from.
+"""
+
+from __future__ import annotations
+
+from planner.core.errors import InfeasibleError
+from planner.core.schedule import Action, Schedule
+
+__all__ = ["gpipe", "one_f_one_b", "interleaved_1f1b", "GENERATORS"]
+
+
+def _backward(stage: int, mb: int, split_w: bool) -> list[Action]:
+    if split_w:
+        return [Action(stage, "I", mb), Action(stage, "W", mb)]
+    return [Action(stage, "B", mb)]
+
+
+def gpipe(pp: int, microbatches: int, *, split_w: bool = False) -> Schedule:
+    """All forwards then all backwards, one stage per rank."""
+    sched: Schedule = {}
+    for r in range(pp):
+        acts = [Action(r, "F", m) for m in range(microbatches)]
+        for m in range(microbatches):
+            acts += _backward(r, m, split_w)
+        sched[r] = acts
+    return sched
+
+
+def one_f_one_b(pp: int, microbatches: int, *, split_w: bool = False, fuse: bool = False) -> Schedule:
+    """1F1B with one stage per rank; ``fuse`` pairs steady-state F and B (see module doc)."""
+    sched: Schedule = {}
+    for r in range(pp):
+        warm = min(2 * (pp - r - 1) + 1 if fuse else pp - r - 1, microbatches)
+        acts = [Action(r, "F", m) for m in range(warm)]
+        for k in range(microbatches - warm):
+            fwd = Action(r, "F", warm + k)
+            if fuse:
+                bwd = Action(r, "B", k)
+                acts.append(Action.fused(fwd, bwd))
+                if split_w:
+                    acts[-1] = Action.fused(fwd, Action(r, "I", k))
+                    acts.append(Action(r, "W", k))
+            else:
+                acts.append(fwd)
+                acts += _backward(r, k, split_w)
+        for m in range(max(microbatches - warm, 0), microbatches):
+            acts += _backward(r, m, split_w)
+        sched[r] = acts
+    return sched
+
+
+def interleaved_1f1b(pp: int, vpp: int, microbatches: int, *, split_w: bool = False) -> Schedule:
+    """Megatron interleaved 1F1B; stage of chunk c on rank r is c * pp + r."""
+    if vpp == 1:
+        return one_f_one_b(pp, microbatches, split_w=split_w)
+    if microbatches % pp:
+        ok = [m for m in range(pp, 2 * microbatches + pp, pp)][:3]
+        raise InfeasibleError(f"interleaved 1F1B needs microbatches divisible by pp={pp}; "
+                              f"got {microbatches} (try {', '.join(map(str, ok))})")
+    total = microbatches * vpp
+    group = pp * vpp
+
+    def unit(k: int, backward: bool) -> tuple[int, int]:
+        chunk = (k // pp) % vpp
+        if backward:
+            chunk = vpp - 1 - chunk
+        return chunk, (k // group) * pp + k % pp
+
+    sched: Schedule = {}
+    for r in range(pp):
+        warm = min((pp - r - 1) * 2 + (vpp - 1) * pp, total)
+        acts: list[Action] = []
+        for k in range(warm):
+            c, m = unit(k, False)
+            acts.append(Action(c * pp + r, "F", m))
+        for k in range(total - warm):
+            c, m = unit(warm + k, False)
+            acts.append(Action(c * pp + r, "F", m))
+            c, m = unit(k, True)
+            acts += _backward(c * pp + r, m, split_w)
+        for k in range(total - warm, total):
+            c, m = unit(k, True)
+            acts += _backward(c * pp + r, m, split_w)
+        sched[r] = acts
+    return sched
+
+
+GENERATORS = ("gpipe", "1f1b", "interleaved")
+"""Names accepted by ``planner`` for the classic generators."""
