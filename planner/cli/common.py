@@ -17,8 +17,9 @@ def run_guarded(group: click.Group, argv: list[str] | None) -> int:
         group.main(args=argv, prog_name="ppplan", standalone_mode=False)
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except click.ClickException as exc:
-        exc.show()
+    except click.ClickException as exc:  # bad options too: one line, like library errors
+        hint = f" (see '{exc.ctx.command_path} --help')" if getattr(exc, "ctx", None) else ""
+        click.echo(f"error: {' '.join(exc.format_message().splitlines())}{hint}", err=True)
         return 2 if exc.exit_code in (1, 2) else exc.exit_code
     except click.Abort:
         click.echo("aborted", err=True)

@@ -107,9 +107,11 @@ class ClusterSpec:
             if getattr(p, name) < 1:
                 raise InputError(f"parallel.{name}", f"must be >= 1, got {getattr(p, name)}")
         if p.pp * p.tp * p.dp != self.num_gpus:
+            fits = self.num_gpus % (p.pp * p.tp) == 0
             raise InputError("parallel", f"pp x tp x dp = {p.pp}x{p.tp}x{p.dp} = {p.pp * p.tp * p.dp}"
                              f" but num_gpus = {self.num_gpus}",
-                             f"set dp to {self.num_gpus // max(p.pp * p.tp, 1)} or change num_gpus")
+                             f"set dp to {self.num_gpus // (p.pp * p.tp)} or change num_gpus" if fits else
+                             f"pick pp x tp dividing {self.num_gpus} or change num_gpus")
         if (p.dp * p.tp) % p.ep:
             raise InputError("parallel.ep", f"ep {p.ep} must divide dp x tp = {p.dp * p.tp}",
                              "pick an ep that divides dp x tp")
@@ -179,10 +181,10 @@ def _section(data: dict[str, Any], key: str, cls: type, where: str) -> Any:
               and (want != "int" or isinstance(value, int)))
         if not ok:
             raise InputError(f"{where}.{key}.{name}", f"expected {want}, got {value!r}")
-    try:
-        return cls(**raw)
-    except TypeError as exc:
-        raise InputError(f"{where}.{key}", str(exc).split(") ")[-1], "add the missing field") from None
+    for name, f in known.items():
+        if name not in raw and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise InputError(f"{where}.{key}.{name}", "missing", f"add '{name}' under '{key}'")
+    return cls(**raw)
 
 
 def cluster_from_dict(data: Any, *, where: str = "cluster") -> ClusterSpec:

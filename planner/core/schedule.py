@@ -152,7 +152,7 @@ def schedule_to_text(schedule: Schedule, *, mark: tuple[int, int] | None = None,
     """The rank x step grid, one row per rank; ``mark=(rank, pos)`` brackets one cell."""
     lo, hi = window if window else (0, max((len(v) for v in schedule.values()), default=0))
     cells = {r: [str(a) for a in acts] for r, acts in schedule.items()}
-    width = max([len(c) for row in cells.values() for c in row[lo:hi]] + [3]) + 2
+    width = max([len(c) for row in cells.values() for c in row[lo:hi]] + [3]) + (4 if mark else 2)
     lines = ["rank | " + "".join(f"{k:<{width}}" for k in range(lo, hi))]
     for r in sorted(schedule):
         row = []

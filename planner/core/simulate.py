@@ -19,7 +19,8 @@ pair costs), network contention between concurrent sends, allocator fragmentatio
 
 Since start times with a fixed per-rank order are longest paths in a DAG, the work
 splits in two: ``compile_schedule`` (structure only: numbering, dependency
-resolution, a topological order, deadlock detection) and ``simulate_compiled``
+resolution, a topological order, deadlock detection; in ``planner.core.compiled``)
+and ``simulate_compiled``
 (one pass over that order with the durations). Solvers that re-time one schedule
 shape under many partitions compile once.
 """
@@ -27,111 +28,14 @@ shape under many partitions compile once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import accumulate
 
-from planner.core.schedule import Action, Schedule, predecessors, provides
+from planner.core.compiled import Compiled, DeadlockError, compile_schedule
+from planner.core.schedule import Action, Schedule
 from planner.core.stage_costs import StageCosts
 
 __all__ = ["SimResult", "DeadlockError", "Compiled", "simulate", "compile_schedule",
            "simulate_compiled"]
-
-_MAX_DEPS = 3  # a fused (F;B) needs F(s-1), F(s') and I(s'+1)
-
-
-class DeadlockError(ValueError):
-    """The schedule cannot make progress: each blocked rank waits for work that never comes."""
-
-    def __init__(self, message: str, blocked: dict[int, int]) -> None:
-        super().__init__(message)
-        self.blocked = blocked
-        """Rank -> position of the action it is stuck on."""
-
-
-@dataclass(frozen=True)
-class Compiled:
-    """A schedule lowered to integer arrays; node n is ``actions[n]`` on ``rank_of[n]``."""
-
-    actions: list[Action]
-    rank_of: list[int]
-    order: list[list[int]]
-    """Nodes of each rank in execution order."""
-    topo: list[int]
-    """All nodes in an order where each comes after its rank predecessor and its dependencies."""
-    prev: list[int]
-    """Node before n on its rank, or the sentinel ``len(actions)``."""
-    deps: list[tuple[int, ...]]
-    """Up to 3 dependency nodes per node, padded with the sentinel."""
-    bounds: list[tuple[int, ...]]
-    """Stage boundary each dependency crosses between ranks (its P2P cost), or -1 when local."""
-
-
-def _resolve(schedule: Schedule, num_stages: int, ranks: tuple[int, ...] | list[int]):
-    actions: list[Action] = []
-    rank_of: list[int] = []
-    nr = max(max(ranks) + 1, max(schedule, default=-1) + 1)
-    order: list[list[int]] = [[] for _ in range(nr)]
-    where: dict[tuple[int, str, int], int] = {}
-    for r in sorted(schedule):
-        for a in schedule[r]:
-            n = len(actions)
-            actions.append(a)
-            rank_of.append(r)
-            order[r].append(n)
-            for key in provides(a):
-                where[key] = n
-    sentinel = len(actions)
-    deps, bounds = [], []
-    for n, a in enumerate(actions):
-        dn, bn = [], []
-        for key in predecessors(a, num_stages):
-            d = where.get(key)
-            if d is None:
-                raise ValueError(f"rank {rank_of[n]}: action {a} needs {key[0]}{key[1]}{key[2]},"
-                                 " which no rank runs")
-            dn.append(d)
-            # F(s-1) -> F(s) crosses boundary s-1; I(s+1) -> I(s) crosses boundary s.
-            cross = rank_of[d] != rank_of[n]
-            bn.append((key[0] if key[1] == "F" else key[0] - 1) if cross else -1)
-        pad = _MAX_DEPS - len(dn)
-        deps.append(tuple(dn) + (sentinel,) * pad)
-        bounds.append(tuple(bn) + (-1,) * pad)
-    return actions, rank_of, order, deps, bounds
-
-
-def compile_schedule(schedule: Schedule, num_stages: int,
-                     ranks: tuple[int, ...] | list[int]) -> Compiled:
-    """Resolve dependencies and find a topological order; raises ``DeadlockError`` when the
-    ranks cannot all finish and ``ValueError`` when a needed unit of work is never run."""
-    actions, rank_of, order, deps, bounds = _resolve(schedule, num_stages, ranks)
-    sentinel = len(actions)
-    done = [False] * (sentinel + 1)
-    done[sentinel] = True
-    prev = [sentinel] * sentinel
-    topo: list[int] = []
-    ptr = [0] * len(order)
-    waiters: dict[int, list[int]] = {}
-    stack = list(range(len(order) - 1, -1, -1))
-    while stack:
-        r = stack.pop()
-        row, k = order[r], ptr[r]
-        while k < len(row):
-            n = row[k]
-            blocker = next((d for d in deps[n] if not done[d]), None)
-            if blocker is not None:
-                waiters.setdefault(blocker, []).append(r)
-                break
-            if k:
-                prev[n] = row[k - 1]
-            done[n] = True
-            topo.append(n)
-            k += 1
-            stack.extend(waiters.pop(n, ()))
-        ptr[r] = k
-    blocked = {r: ptr[r] for r in range(len(order)) if ptr[r] < len(order[r])}
-    if blocked:
-        raise DeadlockError("deadlock: " + ", ".join(
-            f"rank {r} stuck at position {p} ({actions[order[r][p]]})" for r, p in blocked.items()),
-            blocked)
-    return Compiled(actions, rank_of, order, topo, prev, deps, bounds)
 
 
 @dataclass
@@ -184,19 +88,20 @@ class SimResult:
         return [f"{self.rank_of[n]}:{self.actions[n]}" for n in self.critical_path]
 
 
-def _durations(actions: list[Action], c: StageCosts) -> list[float]:
-    f, i, w = c.f, c.i, c.w
-    table = {"F": f, "I": i, "W": w}
+def _per_unit(costs: StageCosts, f, i, w, b) -> list:
+    """A value per ``Compiled.units`` code (stage * 4 + kind code), plus a trailing 0 for -1."""
     out = []
-    for a in actions:
-        arr = table.get(a.kind)
-        if arr is not None:
-            out.append(arr[a.stage])
-        elif a.kind == "B":
-            out.append(i[a.stage] + w[a.stage])
-        else:
-            fw, bw = a.sub
-            out.append(c.fused_time(fw.stage, bw.stage) + (w[bw.stage] if bw.kind == "B" else 0.0))
+    for s in range(costs.num_stages):
+        out += [f(s), i(s), w(s), b(s)]
+    return out + [0]
+
+
+def _durations(comp: Compiled, c: StageCosts) -> list[float]:
+    f, i, w = c.f, c.i, c.w
+    table = _per_unit(c, f.__getitem__, i.__getitem__, w.__getitem__, lambda s: i[s] + w[s])
+    out = [table[u] for u in comp.units]
+    for n, fs, bs, with_w in comp.fused:
+        out[n] = c.fused_time(fs, bs) + (w[bs] if with_w else 0.0)
     return out
 
 
@@ -207,30 +112,15 @@ def simulate(schedule: Schedule, costs: StageCosts) -> SimResult:
 
 def simulate_compiled(comp: Compiled, costs: StageCosts) -> SimResult:
     """Time an already compiled schedule with ``costs``."""
-    dur = _durations(comp.actions, costs)
+    dur = _durations(comp, costs)
     nn = len(dur)
     delay = [costs.p2p_time(s) for s in range(costs.num_stages)] + [0.0]  # index -1 -> 0
     end = [0.0] * (nn + 1)
     start = [0.0] * nn
-    prev, deps, bounds = comp.prev, comp.deps, comp.bounds
-    for n in comp.topo:
-        t = end[prev[n]]
-        d0, d1, d2 = deps[n]
-        b0, b1, b2 = bounds[n]
-        x = end[d0] + delay[b0]
-        if x > t:
-            t = x
-        x = end[d1] + delay[b1]
-        if x > t:
-            t = x
-        x = end[d2] + delay[b2]
-        if x > t:
-            t = x
-        start[n] = t
-        end[n] = t + dur[n]
+    _longest_paths(comp.steps, dur, delay, start, end)
     del end[nn]
     step = max(end, default=0.0)
-    busy = [sum(dur[n] for n in row) for row in comp.order]
+    busy = [sum(dur[row[0]: row[-1] + 1]) if row else 0 for row in comp.order]
     peak_act, memory = _memory(comp, costs, start, end)
     static = costs.static_per_rank() + [0] * (len(comp.order) - costs.num_ranks)
     return SimResult(step_time=step, compiled=comp, start=start, end=end, busy=busy,
@@ -239,43 +129,71 @@ def simulate_compiled(comp: Compiled, costs: StageCosts) -> SimResult:
                      memory=memory, critical_path=_critical_path(comp, start, end, delay))
 
 
+def _longest_paths(steps: list[tuple[int, ...]], dur: list[float], delay: list[float],
+                   start: list[float], end: list[float]) -> None:
+    """Fill ``start``/``end``: each node starts when its rank predecessor and every
+    dependency (plus its P2P delay) have ended. Two copies of one loop, for 2 and 3
+    dependency slots (``Compiled.steps``); unrolled because this is the hot path."""
+    if steps and len(steps[0]) == 8:
+        for n, p, d0, b0, d1, b1, d2, b2 in steps:
+            t = end[p]
+            x = end[d0] + delay[b0]
+            if x > t:
+                t = x
+            x = end[d1] + delay[b1]
+            if x > t:
+                t = x
+            x = end[d2] + delay[b2]
+            if x > t:
+                t = x
+            start[n] = t
+            end[n] = t + dur[n]
+        return
+    for n, p, d0, b0, d1, b1 in steps:
+        t = end[p]
+        x = end[d0] + delay[b0]
+        if x > t:
+            t = x
+        x = end[d1] + delay[b1]
+        if x > t:
+            t = x
+        start[n] = t
+        end[n] = t + dur[n]
+
+
 def _memory(comp: Compiled, c: StageCosts, start: list[float], end: list[float]):
+    """Per rank: peak activation bytes and the (time, bytes held) trace (module docstring)."""
     act, keep = c.act_bytes, c.act_w_bytes
+    delta = _per_unit(c, act.__getitem__, lambda s: keep[s] - act[s], lambda s: -keep[s],
+                      lambda s: -act[s])
+    when = start + end
     peaks, traces = [], []
-    for row in comp.order:
-        held = peak = 0
-        trace: list[tuple[float, int]] = [(0.0, 0)]
-        for n in row:
-            for p in comp.actions[n].parts:
-                k, s = p.kind, p.stage
-                if k == "F":
-                    held += act[s]
-                    trace.append((start[n], held))
-                    if held > peak:
-                        peak = held
-                else:
-                    held -= act[s] - keep[s] if k == "I" else keep[s] if k == "W" else act[s]
-                    trace.append((end[n], held))
-        peaks.append(peak)
-        traces.append(trace)
+    for units, at in comp.memory_events:
+        held = list(accumulate([delta[u] for u in units]))
+        peaks.append(max(0, max(held, default=0)))  # only F raises it, so the max is at an F
+        traces.append([(0.0, 0), *zip([when[k] for k in at], held)])
     return peaks, traces
 
 
 def _critical_path(comp: Compiled, start: list[float], end: list[float],
                    delay: list[float]) -> list[int]:
-    """Walk back from the last node along whichever input determined each start."""
+    """Walk back from the last node along whichever input determined each start
+    (dependencies first, then the rank predecessor; the first of equals wins)."""
     if not end:
         return []
     sentinel = len(end)
     n = max(range(len(end)), key=end.__getitem__)
     path = [n]
+    rank_of, deps, bounds = comp.rank_of, comp.dep_array, comp.bound_array
     while True:
-        cands = [(d, delay[b]) for d, b in zip(comp.deps[n], comp.bounds[n]) if d != sentinel]
-        if comp.prev[n] != sentinel:
-            cands.append((comp.prev[n], 0.0))
-        best = max(cands, key=lambda db: end[db[0]] + db[1], default=None)
-        if best is None or end[best[0]] + best[1] < start[n] - 1e-12 * max(1.0, start[n]):
+        (d0, d1, d2), (b0, b1, b2) = deps[n].tolist(), bounds[n].tolist()
+        p = n - 1 if n and rank_of[n - 1] == rank_of[n] else sentinel
+        best, best_t = -1, 0.0
+        for d, b in ((d0, b0), (d1, b1), (d2, b2), (p, -1)):
+            if d != sentinel and (best < 0 or end[d] + delay[b] > best_t):
+                best, best_t = d, end[d] + delay[b]
+        if best < 0 or best_t < start[n] - 1e-12 * max(1.0, start[n]):
             break
-        n = best[0]
+        n = best
         path.append(n)
     return path[::-1]

@@ -35,7 +35,7 @@ class Violation:
     """The faulty action's text."""
 
     def __str__(self) -> str:
-        if self.rank is None:
+        if self.rank is None or self.position is None:
             return self.message
         return f"rank {self.rank}, position {self.position} ({self.action}): {self.message}"
 
@@ -135,9 +135,27 @@ def _check_deadlines(sim: SimResult, deadlines: dict[Key, float]) -> list[Violat
 def _check_memory(sim: SimResult, limit: int | None) -> list[Violation]:
     if limit is None:
         return []
-    return [Violation(f"rank {r} peak memory {peak / 2**30:.2f} GiB exceeds the limit "
-                      f"{limit / 2**30:.2f} GiB")
-            for r, peak in enumerate(sim.peak_memory_bytes) if peak > limit]
+    out = []
+    for r, peak in enumerate(sim.peak_memory_bytes):
+        if peak > limit:
+            pos, action = _first_over(sim, r, limit)
+            out.append(Violation(f"rank {r} peak memory {peak / 2**30:.2f} GiB exceeds the limit "
+                                 f"{limit / 2**30:.2f} GiB", r, pos, action))
+    return out
+
+
+def _first_over(sim: SimResult, rank: int, limit: int) -> tuple[int | None, str | None]:
+    """Position and text of the first action on ``rank`` after whose allocation static +
+    activation bytes exceed ``limit``; (None, None) when static bytes alone do."""
+    static = sim.peak_memory_bytes[rank] - sim.peak_act_bytes[rank]
+    if static > limit:
+        return None, None
+    held = iter(sim.memory[rank][1:])  # one (time, bytes) per part of each action, in order
+    for pos, n in enumerate(sim.compiled.order[rank]):
+        for _ in sim.actions[n].parts:
+            if static + next(held)[1] > limit:
+                return pos, str(sim.actions[n])
+    return None, None
 
 
 def _positions(sim: SimResult) -> list[tuple[int, int]]:

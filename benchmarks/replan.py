@@ -1,0 +1,114 @@
+"""Re-planning after routing drift on the shipped traces (examples/routing/).
+
+Scenario: a team plans qwen3-next-80b-a3b on its default cluster (pp 8, dp 8, EP 8,
+H100) with ``ppplan plan``, which assumes perfectly balanced routing; after the first
+steps it re-plans for the routing it sees (``start.json``, balanced) and runs that
+*start plan*. Later traces show the router's load moving; each is given to
+``replan(start_plan, trace)``. Per trace the benchmark reports:
+
+- ``old_step_s``: the start plan's step time under the new routing (same simulator);
+  ``old_fits_memory``: whether it still fits;
+- ``new_step_s``: the recommended re-plan (move-penalised search), ``best_step_s`` the
+  fastest plan found ignoring the penalty, ``front_door_step_s`` what ``make_plan``
+  alone returns, with the layers each moves;
+- ``gain`` = (old - new) / old; ``gap_recovered`` = (old - new) / (old - best);
+- ``migration_bytes`` / ``migration_s`` / ``break_even_steps`` and the decision.
+
+The first row is the default plan re-planned for ``start.json`` (how the start plan
+was made). Targets (issue 9): the balanced trace -> keep; a hot layer range -> the
+re-plan recovers most of the gap to the best plan for that routing.
+
+    python benchmarks/replan.py [--json] [--min-gain 0.03]
+
+Times are simulator predictions (deterministic); only ``wall_s`` depends on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from planner.api import plan as make_default_plan
+from planner.replan import DEFAULT_MIN_GAIN, replan
+
+ROUTING = Path(__file__).resolve().parent.parent / "examples" / "routing"
+CASES = (("balanced", "balanced.json", None), ("hot_early", "hot_early.jsonl", None),
+         ("hot_late", "hot_late.jsonl", None), ("drift_last", "drift.jsonl", 1),
+         ("drift_all", "drift.jsonl", None))
+"""(name, trace file, window)."""
+
+
+def _row(name: str, trace: str, window: int | None, old, min_gain: float) -> tuple[dict, object]:
+    t0 = time.perf_counter()
+    res = replan(old, [ROUTING / trace], window=window, min_gain=min_gain)
+    wall = time.perf_counter() - t0
+    rp = res.plan.extra["replan"]
+    hot = _ranges([d.layer for d in res.layers if d.now_imbalance > 1.2])
+    return {
+        "case": name, "trace": trace, "window": window,
+        "hot_layers": hot,
+        "then_step_s": res.then_step_s, "old_step_s": res.old_step_s,
+        "old_fits_memory": not res.old_problem, "new_step_s": res.new_step_s,
+        "best_step_s": res.best_step_s, "front_door_step_s": rp["front_door"]["step_time_s"],
+        "gain": res.gain, "gap_recovered": res.gap_recovered,
+        "moved_layers": len(res.migration.moves), "front_door_moved_layers": rp["front_door"]["moved_layers"],
+        "migration_bytes": res.migration.total_bytes, "migration_s": res.migration.seconds,
+        "break_even_steps": rp["break_even_steps"],
+        "decision": "replan" if res.recommended else "keep", "reason": res.reason,
+        "old_stages": rp["old_stages"], "new_stages": [list(b) for b in res.plan.bounds()],
+        "wall_s": wall,
+    }, res
+
+
+def _ranges(layers: list[int]) -> str:
+    """Layer indices with busiest-rank imbalance > 1.2 as compact ranges ("1-12,49")."""
+    parts: list[list[int]] = []
+    for k in layers:
+        if parts and k == parts[-1][1] + 1:
+            parts[-1][1] = k
+        else:
+            parts.append([k, k])
+    return ",".join(f"{a}-{b}" if a != b else str(a) for a, b in parts)
+
+
+def run(min_gain: float) -> dict:
+    """All rows (see the module doc)."""
+    default = make_default_plan()
+    first, start = _row("start", "start.json", None, default, min_gain)
+    rows = [first] + [_row(n, t, w, start.plan, min_gain)[0] for n, t, w in CASES]
+    by = {r["case"]: r for r in rows}
+    hot = [by[c] for c in ("hot_early", "hot_late", "drift_last")]
+    return {"model": "qwen3-next-80b-a3b", "cluster": "examples/clusters/qwen3-next-80b-a3b.yaml",
+            "min_gain": min_gain, "rows": rows,
+            "targets": {"balanced_keeps": by["balanced"]["decision"] == "keep",
+                        "hot_gap_recovered": {r["case"]: r["gap_recovered"] for r in hot}}}
+
+
+def _table(out: dict) -> str:
+    head = (f"{'case':<11}{'hot':>9}{'old s':>8}{'fits':>6}{'new s':>8}{'best s':>8}{'gain':>7}"
+            f"{'gap':>6}{'moved':>7}{'fd mv':>6}{'GB':>7}{'mig s':>7}{'b-e':>5}  decision")
+    lines = [head]
+    for r in out["rows"]:
+        gap = f"{r['gap_recovered']:.0%}" if r["gap_recovered"] is not None else "-"
+        lines.append(f"{r['case']:<11}{r['hot_layers']:>9}{r['old_step_s']:>8.3f}"
+                     f"{'yes' if r['old_fits_memory'] else 'NO':>6}{r['new_step_s']:>8.3f}"
+                     f"{r['best_step_s']:>8.3f}{r['gain']:>7.1%}{gap:>6}{r['moved_layers']:>7}"
+                     f"{r['front_door_moved_layers']:>6}{r['migration_bytes'] / 1e9:>7.1f}"
+                     f"{r['migration_s']:>7.2f}{str(r['break_even_steps']):>5}  {r['decision']}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    """Print the table, or JSON with --json."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--min-gain", type=float, default=DEFAULT_MIN_GAIN)
+    args = parser.parse_args()
+    out = run(args.min_gain)
+    print(json.dumps(out, indent=1) if args.json else _table(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""``ppplan replan``: offline re-planning after MoE routing drift."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from planner.cli.common import echo_json
+
+__all__ = ["COMMANDS"]
+
+
+@click.command("replan")
+@click.argument("plan_path", metavar="PLAN", type=click.Path(dir_okay=False))
+@click.option("--routing", "routing", multiple=True, required=True, type=click.Path(dir_okay=False),
+              help="Routing trace: Megatron tokens-per-expert JSON lines or {\"layers\": ...} JSON (repeatable).")
+@click.option("--window", type=click.IntRange(min=1), help="Use the last N iterations of the traces (default: all).")
+@click.option("--min-gain", type=click.FloatRange(min=0), default=0.03, show_default=True,
+              help="Smallest relative step-time gain that recommends re-partitioning.")
+@click.option("--move-penalty", type=click.FloatRange(min=0), default=0.002, show_default=True,
+              help="Share of the step time one moved layer costs when choosing among plans.")
+@click.option("--then", "then", multiple=True, type=click.Path(dir_okay=False),
+              help="Trace of the routing the plan was made for (default: the plan's own routing section, else balanced).")
+@click.option("--profile", type=click.Path(dir_okay=False), help="Measured cost table the plan was made from.")
+@click.option("--model", help="Model id or config path, when the plan's model name is not a shipped id.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="New plan JSON (never the input plan).")
+@click.option("--json", "as_json", is_flag=True, help="Print the new plan's replan section as JSON.")
+def replan_command(plan_path: str, routing: tuple[str, ...], then: tuple[str, ...], out: str,
+                   as_json: bool, **options) -> None:
+    """Re-plan PLAN for the routing in the traces: drift report, new plan, migration cost, advice."""
+    from planner.replan import replan
+    from planner.replan_report import render_report
+
+    if _same_file(out, plan_path) or any(_same_file(out, t) for t in (*routing, *then)):
+        raise click.BadParameter("must not be the input plan or a trace (inputs are never overwritten)",
+                                 param_hint="--out")
+    result = replan(plan_path, list(routing), then=list(then) or None, **options)
+    result.plan.save(out)
+    if as_json:
+        echo_json(result.plan.extra["replan"])
+    else:
+        click.echo(render_report(result))
+        click.echo(f"wrote {out}")
+
+
+def _same_file(a: str, b: str) -> bool:
+    pa, pb = Path(a), Path(b)
+    if pa.exists() and pb.exists():
+        return os.path.samefile(pa, pb)
+    return pa.resolve() == pb.resolve()
+
+
+COMMANDS = [replan_command]

@@ -1,0 +1,333 @@
+"""A schedule lowered to integer arrays: the structural half of the simulator.
+
+``compile_schedule`` numbers the actions rank by rank, resolves each one's
+dependencies (from ``planner.core.schedule.DEPENDENCIES``, the one definition), finds
+a topological order and detects deadlock. The result depends on the schedule's shape
+only, so ``planner.core.simulate.simulate_compiled`` can re-time it under many cost
+sets cheaply.
+
+[Note: flat unit index] Unit of work (stage, kind, microbatch) lives at
+``(stage * 3 + row[kind]) * M + microbatch`` of one flat array (M = microbatches), so
+dependencies are found with array arithmetic over all actions at once (numpy) instead
+of building and hashing one key tuple per action. A fused OVERLAP_F_B action is
+treated as its two parts; the dependencies one part satisfies for the other are
+dropped, as ``predecessors`` does.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from operator import attrgetter
+
+import numpy as np
+
+from planner.core.schedule import DEPENDENCIES, OVERLAP, Action, Schedule, predecessors
+
+__all__ = ["Compiled", "DeadlockError", "compile_schedule", "KIND_CODES"]
+
+MAX_DEPS = 3
+"""Most dependencies of one action: a fused (F;B) needs F(s-1), F(s') and I(s'+1)."""
+KIND_CODES = {"F": 0, "I": 1, "W": 2, "B": 3}
+"""Code of each plain kind in ``Compiled.units`` (``stage * 4 + code``)."""
+_CODE_OF = {**KIND_CODES, OVERLAP: -1}
+_ROW = np.array([0, 1, 2, 1])
+"""Row in the flat unit index of the unit each kind code completes first (B: I, then W)."""
+
+
+class DeadlockError(ValueError):
+    """The schedule cannot make progress: each blocked rank waits for work that never comes."""
+
+    def __init__(self, message: str, blocked: dict[int, int]) -> None:
+        super().__init__(message)
+        self.blocked = blocked
+        """Rank -> position of the action it is stuck on."""
+
+
+@dataclass(frozen=True, eq=False)
+class Compiled:
+    """A schedule lowered to integer arrays; node n is ``actions[n]`` on ``rank_of[n]``."""
+
+    actions: list[Action]
+    """All actions, numbered rank by rank."""
+    rank_of: list[int]
+    """Rank of each node."""
+    order: list[list[int]]
+    """Nodes of each rank in execution order (consecutive node numbers)."""
+    topo: list[int]
+    """All nodes in an order where each comes after its rank predecessor and its dependencies."""
+    dep_array: np.ndarray
+    """(nodes x 3) dependency nodes, padded with the sentinel ``len(actions)``."""
+    bound_array: np.ndarray
+    """(nodes x 3) stage boundary each dependency crosses between ranks, or -1 when local."""
+    steps: list[tuple[int, ...]]
+    """``(n, prev, w0, b0, w1, b1)`` in ``topo`` order, with ``(w2, b2)`` appended when some node
+    needs three: the dependencies n may wait for and the boundaries they cross (the
+    timing pass's input; see [Note: earlier same-rank dependencies])."""
+    units: list[int]
+    """``stage * 4 + KIND_CODES[kind]`` of each plain node; -1 for a fused node."""
+    fused: list[tuple[int, int, int, bool]]
+    """``(node, forward stage, backward stage, backward is B)`` of each OVERLAP_F_B node."""
+    memory_events: list[tuple[list[int], list[int]]]
+    """Per rank, in order: unit code of each memory change and its time's index into
+    ``start + end`` (n for an F part, which allocates at the start; len + n otherwise)."""
+
+    @functools.cached_property
+    def prev(self) -> list[int]:
+        """Node before n on its rank, or the sentinel ``len(actions)``."""
+        out = [len(self.actions)] * len(self.actions)
+        for row in filter(None, self.order):
+            out[row[0] + 1: row[-1] + 1] = row[:-1]
+        return out
+
+    @functools.cached_property
+    def deps(self) -> list[tuple[int, ...]]:
+        """Up to 3 dependency nodes per node, padded with the sentinel."""
+        return list(zip(*self.dep_array.T.tolist()))
+
+    @functools.cached_property
+    def bounds(self) -> list[tuple[int, ...]]:
+        """Stage boundary each dependency crosses between ranks (its P2P cost), or -1 when local."""
+        return list(zip(*self.bound_array.T.tolist()))
+
+
+def compile_schedule(schedule: Schedule, num_stages: int,
+                     ranks: tuple[int, ...] | list[int]) -> Compiled:
+    """Resolve dependencies and find a topological order; raises ``DeadlockError`` when the
+    ranks cannot all finish and ``ValueError`` when a needed unit of work is never run
+    (or an action names a stage outside ``0..num_stages-1`` or a negative microbatch)."""
+    actions, rank_of, order = _number(schedule, ranks)
+    nodes = _Nodes(actions, rank_of, num_stages)
+    dep, bnd = _dependencies(nodes, _unit_nodes(nodes))
+    n = len(actions)
+    waits, wait_bnd = _waits(nodes, dep, bnd)
+    topo, ptr = _topological(order, waits.T.tolist(), n)
+    blocked = {r: ptr[r] for r in range(len(order)) if ptr[r] < len(order[r])}
+    if blocked:
+        raise DeadlockError("deadlock: " + ", ".join(
+            f"rank {r} stuck at position {p} ({actions[order[r][p]]})" for r, p in blocked.items()),
+            blocked)
+    t = np.array(topo, dtype=np.int64)
+    prev = np.arange(-1, n - 1)
+    prev[[row[0] for row in order if row]] = n
+    cols = [t, prev[t]]
+    for j in range(waits.shape[1]):
+        cols += [waits[t, j], wait_bnd[t, j]]
+    units = np.where(nodes.code >= 0, nodes.stage * 4 + nodes.code, -1)
+    return Compiled(actions, rank_of, order, topo, dep, bnd,
+                    list(zip(*(c.tolist() for c in cols))), units.tolist(),
+                    nodes.fused_list(), _memory_events(nodes, units, order))
+
+
+def _waits(nodes: _Nodes, dep: np.ndarray, bnd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The dependencies a node may wait for, compacted to 2 columns (3 if some node needs
+    them), sentinel-padded, with their boundaries. [Note: earlier same-rank dependencies]
+    A dependency earlier on the same rank has ended before the node's rank predecessor
+    ends (the rank is serial), so it can neither block the node nor set its start."""
+    n = len(nodes.actions)
+    rank = nodes.rank
+    wait = (dep != n) & ((rank[dep] != rank[:n, None]) | (dep > np.arange(n)[:, None]))
+    slot = np.argsort(~wait, axis=1, kind="stable")
+    width = max(2, int(wait.sum(axis=1).max(initial=0)))
+    slot = slot[:, :width]
+    kept = np.take_along_axis(wait, slot, axis=1)
+    return (np.where(kept, np.take_along_axis(dep, slot, axis=1), n),
+            np.where(kept, np.take_along_axis(bnd, slot, axis=1), -1))
+
+
+def _number(schedule: Schedule, ranks: tuple[int, ...] | list[int]):
+    """Nodes numbered rank by rank: actions, rank of each, node numbers per rank."""
+    actions: list[Action] = []
+    rank_of: list[int] = []
+    nr = max(max(ranks) + 1, max(schedule, default=-1) + 1)
+    order: list[list[int]] = [[] for _ in range(nr)]
+    for r in sorted(schedule):
+        lo = len(actions)
+        actions.extend(schedule[r])
+        rank_of.extend([r] * (len(actions) - lo))
+        order[r] = list(range(lo, len(actions)))
+    return actions, rank_of, order
+
+
+def _column(items: list, attr: str) -> np.ndarray:
+    return np.fromiter(map(attrgetter(attr), items), np.int64, len(items))
+
+
+class _Nodes:
+    """Per-node numpy columns: kind code (-1 fused), stage, microbatch, rank; and the two
+    parts (forward, backward) of each fused node."""
+
+    def __init__(self, actions: list[Action], rank_of: list[int], num_stages: int) -> None:
+        n = len(actions)
+        self.actions, self.num_stages = actions, num_stages
+        self.code = np.fromiter(map(_CODE_OF.__getitem__, map(attrgetter("kind"), actions)), np.int64, n)
+        self.stage, self.mb = _column(actions, "stage"), _column(actions, "microbatch")
+        self.rank = np.array(rank_of + [-1], dtype=np.int64)  # the sentinel's rank is -1
+        self.fused = np.flatnonzero(self.code < 0)
+        fwd = [actions[k].sub[0] for k in self.fused.tolist()]
+        bwd = [actions[k].sub[1] for k in self.fused.tolist()]
+        self.b_code = np.fromiter((KIND_CODES[b.kind] for b in bwd), np.int64, len(bwd))
+        self.b_stage, self.b_mb = _column(bwd, "stage"), _column(bwd, "microbatch")
+        stages = np.concatenate([self.stage, self.b_stage])
+        mbs = np.concatenate([self.mb, _column(fwd, "microbatch"), self.b_mb])
+        if n and (stages.min() < 0 or stages.max() >= num_stages or mbs.min() < 0):
+            bad = next(k for k, a in enumerate(actions) if any(
+                not 0 <= p.stage < num_stages or p.microbatch < 0 for p in a.parts))
+            raise ValueError(f"rank {rank_of[bad]}: action {actions[bad]} has a stage outside "
+                             f"0..{num_stages - 1} or a negative microbatch")
+        self.m = int(mbs.max()) + 1 if n else 0
+        """Microbatch count spanned (the M of the flat unit index)."""
+
+    def flat(self, stage: np.ndarray, row: np.ndarray | int, mb: np.ndarray) -> np.ndarray:
+        """Flat unit index (see the module note)."""
+        return (stage * 3 + row) * self.m + mb
+
+    def fused_list(self) -> list[tuple[int, int, int, bool]]:
+        """``Compiled.fused``."""
+        return list(zip(self.fused.tolist(), self.stage[self.fused].tolist(),
+                        self.b_stage.tolist(), (self.b_code == 3).tolist()))
+
+
+def _unit_nodes(nodes: _Nodes) -> np.ndarray:
+    """Flat unit index -> node completing it (-1 if none); later nodes win, as in a dict."""
+    code, stage, mb, fz = nodes.code, nodes.stage, nodes.mb, nodes.fused
+    plain = np.flatnonzero(code >= 0)
+    b = plain[code[plain] == 3]
+    fb = fz[nodes.b_code == 3]
+    flat = np.concatenate([
+        nodes.flat(stage[plain], _ROW[code[plain]], mb[plain]),
+        nodes.flat(stage[b], 2, mb[b]),  # B also completes W
+        nodes.flat(stage[fz], 0, mb[fz]),  # a fused node completes its F,
+        nodes.flat(nodes.b_stage, 1, nodes.b_mb),  # its backward's I
+        nodes.flat(nodes.b_stage[nodes.b_code == 3], 2, nodes.b_mb[nodes.b_code == 3])])  # and W
+    owner = np.concatenate([plain, b, fz, fz, fb])
+    where = np.full(nodes.num_stages * 3 * nodes.m, -1, dtype=np.int64)
+    where[flat] = owner
+    if np.count_nonzero(where >= 0) < flat.size:  # duplicates: replay in node order
+        for f, k in sorted(zip(flat.tolist(), owner.tolist()), key=lambda fk: fk[1]):
+            where[f] = k
+    return where
+
+
+@functools.cache
+def _rule_tables(num_stages: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per (kind code, stage, slot) from ``DEPENDENCIES``: predecessor stage and row
+    (-1 = no predecessor) and the stage boundary it crosses: F(s-1) -> F(s) crosses
+    boundary s-1, I(s+1) -> I(s) crosses boundary s. Rules outside the stages are dropped."""
+    stage = np.full((4, num_stages, MAX_DEPS), -1, dtype=np.int64)
+    row, bound = stage.copy(), stage.copy()
+    for kind, code in KIND_CODES.items():
+        for s in range(num_stages):
+            found = [(t, k) for off, k in DEPENDENCIES[kind] if 0 <= (t := s + off) < num_stages]
+            for j, (t, k) in enumerate(found):
+                stage[code, s, j], row[code, s, j] = t, "FI".index(k)
+                bound[code, s, j] = t if k == "F" else t - 1
+    for a in (stage, row, bound):
+        a.flags.writeable = False
+    return stage, row, bound
+
+
+def _lookup(nodes: _Nodes, where: np.ndarray, code: np.ndarray, stage: np.ndarray,
+            mb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Dependency nodes (n = none, -1 = missing), boundaries and flat units, per slot."""
+    n = len(nodes.actions)
+    st, row, bound = (a[code, stage] for a in _rule_tables(nodes.num_stages))
+    valid = st >= 0
+    flat = np.where(valid, nodes.flat(st, row, mb[:, None]), -1)
+    dep = np.where(valid, where[np.where(valid, flat, 0)], n)
+    return dep, np.where(valid, bound, -1), flat
+
+
+def _dependencies(nodes: _Nodes, where: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(nodes x 3) dependency nodes (sentinel-padded) and crossed boundaries (-1 local)."""
+    n = len(nodes.actions)
+    dep = np.full((n, MAX_DEPS), n, dtype=np.int64)
+    bnd = np.full((n, MAX_DEPS), -1, dtype=np.int64)
+    plain = np.flatnonzero(nodes.code >= 0)
+    dep[plain], bnd[plain], _ = _lookup(nodes, where, nodes.code[plain], nodes.stage[plain],
+                                        nodes.mb[plain])
+    if nodes.fused.size:
+        _fused_dependencies(nodes, where, dep, bnd)
+    bad = np.flatnonzero((dep < 0).any(axis=1))
+    if bad.size:
+        k = int(bad[0])
+        key = predecessors(nodes.actions[k], nodes.num_stages)[int(np.argmax(dep[k] < 0))]
+        raise ValueError(f"rank {nodes.rank[k]}: action {nodes.actions[k]} needs "
+                         f"{key[0]}{key[1]}{key[2]}, which no rank runs")
+    bnd[(nodes.rank[dep] == nodes.rank[:n, None]) | (dep == n)] = -1
+    return dep, bnd
+
+
+def _fused_dependencies(nodes: _Nodes, where: np.ndarray, dep: np.ndarray, bnd: np.ndarray) -> None:
+    """Fill the rows of fused nodes: both parts' dependencies, minus the units the node
+    completes itself, compacted to the first slots in ``predecessors`` order."""
+    fz = nodes.fused
+    f_dep, f_bnd, f_flat = _lookup(nodes, where, np.zeros_like(fz), nodes.stage[fz], nodes.mb[fz])
+    b_dep, b_bnd, b_flat = _lookup(nodes, where, nodes.b_code, nodes.b_stage, nodes.b_mb)
+    own = np.stack([nodes.flat(nodes.stage[fz], 0, nodes.mb[fz]),
+                    nodes.flat(nodes.b_stage, 1, nodes.b_mb)], axis=1)
+    d = np.concatenate([f_dep, b_dep], axis=1)
+    b = np.concatenate([f_bnd, b_bnd], axis=1)
+    flat = np.concatenate([f_flat, b_flat], axis=1)
+    keep = (flat >= 0) & (flat[:, :, None] != own[:, None, :]).all(axis=2)
+    if (keep.sum(axis=1) > MAX_DEPS).any():
+        raise AssertionError(f"a fused action has more than {MAX_DEPS} dependencies")
+    slot = np.argsort(~keep, axis=1, kind="stable")[:, :MAX_DEPS]
+    kept = np.take_along_axis(keep, slot, axis=1)
+    dep[fz] = np.where(kept, np.take_along_axis(d, slot, axis=1), len(nodes.actions))
+    bnd[fz] = np.where(kept, np.take_along_axis(b, slot, axis=1), -1)
+
+
+def _memory_events(nodes: _Nodes, units: np.ndarray, order: list[list[int]]):
+    """``Compiled.memory_events``: F parts change memory at the start, the rest at the end."""
+    n = len(nodes.actions)
+    plain = np.flatnonzero(nodes.code >= 0)
+    fz = nodes.fused
+    node = np.concatenate([plain, fz, fz])
+    sub = np.concatenate([np.zeros(plain.size + fz.size, np.int64), np.ones(fz.size, np.int64)])
+    unit = np.concatenate([units[plain], nodes.stage[fz] * 4, nodes.b_stage * 4 + nodes.b_code])
+    at = np.concatenate([np.where(nodes.code[plain] == 0, plain, n + plain), fz, n + fz])
+    pick = np.lexsort((sub, node))
+    node, unit, at = node[pick], unit[pick], at[pick]
+    lo = np.searchsorted(node, [row[0] if row else 0 for row in order])
+    hi = np.searchsorted(node, [row[-1] + 1 if row else 0 for row in order])
+    return [(unit[a:b].tolist(), at[a:b].tolist()) for a, b in zip(lo.tolist(), hi.tolist())]
+
+
+def _topological(order: list[list[int]], blockers: list[list[int]], sentinel: int):
+    """Run the ranks as far as their dependencies allow; returns (topo order, positions reached).
+
+    ``blockers`` are 2 or 3 columns of dependency nodes that may not be done yet (the
+    sentinel where a slot is empty), as ``_waits`` gives them.
+    """
+    done = bytearray(sentinel + 1)
+    done[sentinel] = 1
+    c0, c1, c2 = blockers if len(blockers) == 3 else (*blockers, blockers[-1])
+    topo: list[int] = []
+    ptr = [0] * len(order)
+    waiting: list[list[int] | None] = [None] * (sentinel + 1)
+    stack = list(range(len(order) - 1, -1, -1))
+    while stack:
+        r = stack.pop()
+        row = order[r]
+        if not row:
+            continue
+        lo, hi = row[0], row[-1] + 1
+        n = lo + ptr[r]
+        while n < hi:
+            d = c0[n] if not done[c0[n]] else c1[n] if not done[c1[n]] else c2[n] if not done[c2[n]] else -1
+            if d >= 0:
+                if waiting[d] is None:
+                    waiting[d] = [r]
+                else:
+                    waiting[d].append(r)
+                break
+            done[n] = 1
+            topo.append(n)
+            w = waiting[n]
+            if w is not None:
+                stack.extend(w)
+                waiting[n] = None
+            n += 1
+        ptr[r] = n - lo
+    return topo, ptr

@@ -1,0 +1,278 @@
+"""MoE routing traces: parse tokens-per-expert logs and measure per-layer imbalance.
+
+Two formats are read (one or more files; counts from several files add up, so the
+logs of every pipeline rank, or of every data-parallel rank, can be passed together):
+
+- Megatron tokens-per-expert JSON lines (``--save-tokens-per-expert-interval``), one
+  record per iteration and layer::
+
+      {"iter": 100, "block": "decoder", "layer": 3, "tpe": [[128, 64], [96, 80]]}
+
+  ``tpe`` holds per-rank rows: either one row per source rank with a count for every
+  expert (rows are summed), or ``ep`` rows of ``num_experts / ep`` counts, the local
+  experts of each EP rank in order (rows are concatenated). ``block`` is ``decoder``
+  (default) or ``mtp``. [Note: layer numbering] Megatron numbers transformer layers
+  from 1 (``TransformerBlock`` builds layer ``i + 1 + offset``; the MoE loggers index
+  their per-layer trackers with ``layer_number - 1``), so decoder layer ``k`` is the
+  k-th decoder layer of the ``ModelSpec``, which is layer index ``k`` because the
+  embedding is index 0. MTP layers are numbered from 1 within the ``mtp`` block.
+- Plain JSON: ``{"layers": {"<layer>": [tokens per expert, ...]}, "iter": N}`` with
+  the same numbering (decoder layers 1..D, then MTP layers D+1.., i.e. the ModelSpec
+  index); ``iter`` is optional (default 0). It is one snapshot.
+
+Experts are assigned to EP ranks contiguously, ``num_experts / ep`` each (Megatron's
+expert-parallel layout). Only the last ``window`` distinct iterations are kept.
+
+Metrics per MoE layer, computed for each iteration from the counts of all files and
+averaged over the window's iterations (each step pays its own straggler; the ratio of
+the summed counts would understate it):
+
+- imbalance = busiest EP rank's token copies / mean over EP ranks (>= 1): the factor
+  ``profiler.analytical.analytical_costs(imbalance=...)`` applies to expert compute
+  and all-to-all volume.
+- MaxVio = (max - mean) / mean of tokens per expert (Wang et al. 2024, loss-free
+  balancing; see ../shared/reference.md, "Routing imbalance").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from planner.core.errors import InputError
+from planner.core.model import ModelSpec
+
+__all__ = ["RoutingSummary", "load_routing", "rank_imbalance", "max_violation", "layer_factors",
+           "BLOCKS"]
+
+BLOCKS = ("decoder", "mtp")
+"""Megatron block names a tokens-per-expert record may carry."""
+
+_Records = dict[tuple[int, int], list[float]]
+"""(iteration, ModelSpec layer index) -> tokens per expert, summed over files."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoutingSummary:
+    """Routing statistics of the MoE layers over a window of iterations."""
+
+    tokens_per_expert: dict[int, list[float]]
+    """ModelSpec layer index -> tokens per expert, summed over the window."""
+    imbalance: dict[int, float]
+    """ModelSpec layer index -> busiest EP rank load / mean (>= 1), mean over the window."""
+    max_vio: dict[int, float]
+    """ModelSpec layer index -> (max - mean) / mean of tokens per expert, mean over the window."""
+    iterations: tuple[int, int]
+    """First and last iteration of the window."""
+
+
+def rank_imbalance(tokens: list[float], ep: int) -> float:
+    """Busiest EP rank's load / mean load, experts assigned contiguously (>= 1)."""
+    per = len(tokens) // ep
+    loads = [sum(tokens[r * per:(r + 1) * per]) for r in range(ep)]
+    mean = sum(loads) / ep
+    return max(loads) / mean if mean > 0 else 1.0
+
+
+def max_violation(tokens: list[float]) -> float:
+    """MaxVio: (max - mean) / mean of tokens per expert (0 = perfectly balanced)."""
+    mean = sum(tokens) / len(tokens)
+    return (max(tokens) - mean) / mean if mean > 0 else 0.0
+
+
+def layer_factors(summary: RoutingSummary, model: ModelSpec) -> list[float]:
+    """One imbalance factor per ModelSpec layer (1.0 for layers without experts)."""
+    out = [1.0] * model.num_layers
+    for idx, value in summary.imbalance.items():
+        out[idx] = max(1.0, value)
+    return out
+
+
+def load_routing(paths: list[str | Path], model: ModelSpec, *, ep: int,
+                 window: int | None = None) -> RoutingSummary:
+    """Read routing traces for ``model`` at expert-parallel degree ``ep``.
+
+    Every MoE layer must have counts in the window; any malformed record is an
+    ``InputError`` naming the file and line.
+    """
+    if model.moe is None:
+        raise InputError("model", f"{model.name} has no MoE layers", "routing traces need an MoE model")
+    if ep < 1 or model.moe.num_experts % ep:
+        raise InputError("ep", f"{ep} does not divide {model.moe.num_experts} experts",
+                         "use the expert-parallel degree of the run")
+    if window is not None and window < 1:
+        raise InputError("--window", f"must be >= 1, got {window}")
+    if not paths:
+        raise InputError("--routing", "no trace given", "pass at least one trace file")
+    records: _Records = {}
+    for path in paths:
+        _read_file(Path(path), model, ep, records)
+    return _summarise(records, model, ep, window, [str(p) for p in paths])
+
+
+def _read_file(path: Path, model: ModelSpec, ep: int, records: _Records) -> None:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError(str(path), f"cannot read: {exc.strerror or exc}", "check the path") from None
+    if not text.strip():
+        raise InputError(f"{path}:1", "empty trace", "pass a tokens-per-expert log with records")
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError:
+        whole = None
+    if isinstance(whole, dict) and "layers" in whole:
+        _read_plain(path, text, whole, model, ep, records)
+    else:
+        _read_lines(path, text, model, ep, records)
+
+
+def _read_lines(path: Path, text: str, model: ModelSpec, ep: int, records: _Records) -> None:
+    last_iter, seen = -1, set()
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(where, f"not valid JSON ({exc.msg})",
+                             "one JSON object per line, or a plain {\"layers\": ...} file") from None
+        if not isinstance(rec, dict):
+            raise InputError(where, "expected a JSON object with iter, layer and tpe")
+        it = _int_field(rec, "iter", where, minimum=0)
+        if it < last_iter:
+            raise InputError(where, f"iteration {it} comes after {last_iter}",
+                             "iterations must not decrease within a file")
+        last_iter = it
+        block = rec.get("block", "decoder")
+        if block not in BLOCKS:
+            raise InputError(f"{where}: block", f"unknown {block!r}", f"use one of {', '.join(BLOCKS)}")
+        idx = _layer_index(model, block, _int_field(rec, "layer", where, minimum=None), where)
+        if (it, idx) in seen:
+            raise InputError(where, f"second record for iteration {it}, {block} layer {rec['layer']}",
+                             "log each layer once per iteration")
+        seen.add((it, idx))
+        _add(records, (it, idx), _expert_counts(rec.get("tpe"), model, ep, where))
+    if last_iter < 0:
+        raise InputError(f"{path}:1", "empty trace (no records)", "pass a tokens-per-expert log with records")
+
+
+def _read_plain(path: Path, text: str, data: dict[str, Any], model: ModelSpec, ep: int,
+                records: _Records) -> None:
+    it = _int_field(data, "iter", f"{path}:1", minimum=0) if "iter" in data else 0
+    layers = data["layers"]
+    if not isinstance(layers, dict) or not layers:
+        raise InputError(f"{path}:{_line_of(text, 'layers')}: layers", "empty or not an object",
+                         "map each MoE layer number to its tokens per expert")
+    moe = [layer.index for layer in model.layers if layer.is_moe]
+    if len(layers) != len(moe):
+        raise InputError(f"{path}:{_line_of(text, 'layers')}: layers",
+                         f"has {len(layers)} layers, model {model.name} has {len(moe)} MoE layers",
+                         "give tokens per expert for every MoE layer")
+    for key, counts in layers.items():
+        where = f"{path}:{_line_of(text, key)}"
+        try:
+            number = int(key)
+        except ValueError:
+            raise InputError(f"{where}: layers.{key}", "layer key is not an integer",
+                             "use the ModelSpec layer index (decoder layers 1..N, then MTP)") from None
+        if not 1 <= number < model.num_layers or not model.layers[number].is_moe:
+            raise InputError(f"{where}: layers.{key}", f"is not an MoE layer of {model.name}",
+                             f"MoE layers are {moe[0]}..{moe[-1]}")
+        _add(records, (it, number), _expert_counts([counts], model, ep, where))
+
+
+def _int_field(rec: dict[str, Any], key: str, where: str, *, minimum: int | None) -> int:
+    value = rec.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"{where}: {key}", f"expected an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise InputError(f"{where}: {key}", f"must be >= {minimum}, got {value}")
+    return value
+
+
+def _layer_index(model: ModelSpec, block: str, number: int, where: str) -> int:
+    """ModelSpec index of Megatron's 1-based ``number`` within ``block`` (see the module note)."""
+    members = [layer for layer in model.layers if layer.role == block]
+    if not 1 <= number <= len(members):
+        raise InputError(f"{where}: layer", f"{block} layer {number} is not in 1..{len(members)}"
+                         f" ({model.name})", "Megatron numbers layers from 1; check the model")
+    layer = members[number - 1]
+    if not layer.is_moe:
+        raise InputError(f"{where}: layer", f"{block} layer {number} of {model.name} has no experts",
+                         "trace only MoE layers")
+    return layer.index
+
+
+def _expert_counts(tpe: Any, model: ModelSpec, ep: int, where: str) -> list[float]:
+    experts = model.moe.num_experts
+    if isinstance(tpe, list) and tpe and all(_is_number(x) for x in tpe):
+        tpe = [tpe]
+    if not isinstance(tpe, list) or not tpe or not all(isinstance(r, list) and r for r in tpe):
+        raise InputError(f"{where}: tpe", "expected per-rank rows of tokens per expert")
+    for row in tpe:
+        for x in row:
+            if not _is_number(x) or not math.isfinite(x):
+                raise InputError(f"{where}: tpe", f"{x!r} is not a number")
+            if x < 0:
+                raise InputError(f"{where}: tpe", f"negative token count {x}", "counts must be >= 0")
+    rows, cols = len(tpe), len(tpe[0])
+    if any(len(r) != cols for r in tpe):
+        raise InputError(f"{where}: tpe", "rows have different lengths")
+    if cols == experts:
+        return [float(sum(col)) for col in zip(*tpe)]
+    if rows == ep and rows * cols == experts:
+        return [float(x) for row in tpe for x in row]
+    raise InputError(f"{where}: tpe", f"{rows} rows of {cols} counts do not match {experts} experts"
+                     f" of {model.name}", f"give rows of {experts} counts per source rank, or {ep} rows"
+                     f" of {experts // ep} (one per EP rank)")
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _line_of(text: str, key: str) -> int:
+    pos = text.find(f'"{key}"')
+    return text.count("\n", 0, pos) + 1 if pos >= 0 else 1
+
+
+def _add(records: _Records, key: tuple[int, int], counts: list[float]) -> None:
+    if key in records:
+        records[key] = [a + b for a, b in zip(records[key], counts)]
+    else:
+        records[key] = counts
+
+
+def _summarise(records: _Records, model: ModelSpec, ep: int, window: int | None,
+               names: list[str]) -> RoutingSummary:
+    iters = sorted({it for it, _ in records})
+    kept = set(iters[-window:] if window is not None else iters)
+    by_layer: dict[int, list[list[float]]] = defaultdict(list)
+    for (it, idx), counts in sorted(records.items()):
+        if it in kept:
+            by_layer[idx].append(counts)
+    moe = [layer.index for layer in model.layers if layer.is_moe]
+    missing = [idx for idx in moe if idx not in by_layer]
+    if missing:
+        shown = ", ".join(map(str, missing[:8])) + (" ..." if len(missing) > 8 else "")
+        raise InputError(", ".join(names), f"no counts for MoE layer(s) {shown} in iterations "
+                         f"{min(kept)}..{max(kept)}", "trace every MoE layer (pass the logs of all "
+                         "pipeline ranks) or widen --window")
+    tpe, imb, vio = {}, {}, {}
+    for idx in moe:
+        snaps = by_layer[idx]
+        empty = [s for s in snaps if sum(s) <= 0]
+        if empty:
+            raise InputError(", ".join(names), f"MoE layer {idx} has a record with no tokens",
+                             "drop records of iterations that routed nothing")
+        tpe[idx] = [sum(col) for col in zip(*snaps)]
+        imb[idx] = sum(rank_imbalance(s, ep) for s in snaps) / len(snaps)
+        vio[idx] = sum(max_violation(s) for s in snaps) / len(snaps)
+    return RoutingSummary(tokens_per_expert=tpe, imbalance=imb, max_vio=vio,
+                          iterations=(min(kept), max(kept)))
