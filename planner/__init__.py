@@ -1,0 +1,80 @@
+"""ppplan: an overlap-aware pipeline-parallel planner.
+
+Public API for launchers::
+
+    from planner import plan, load_plan, replan
+
+    p = plan("qwen3-30b-a3b", pp=4, vpp=2)      # keyword arguments mirror ``ppplan plan``
+    p.stage_layers(rank=0); p.actions(rank=0)   # layer ranges and actions of one rank
+    p.megatron_args(); p.torchtitan_options(); p.torch_csv(); p.to_json()
+
+Each returns a ``planner.export.LaunchPlan`` (a ``Plan``). Names are resolved on first
+use, so ``import planner`` stays light and works before optional parts exist.
+
+[Note: replan vs planner.replan] Importing the submodule ``planner.replan`` would
+normally overwrite the package attribute ``replan`` with the module, so ``from planner
+import replan`` would return a module once anything had imported it. The package's
+``replan`` is therefore a property that always gives the function; reach the module
+with ``from planner.replan import ...``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import sys
+import types
+from typing import Any, Callable
+
+__all__ = ["plan", "load_plan", "replan", "LaunchPlan"]
+
+_SOURCES = {"plan": ("planner.api", "plan"), "load_plan": ("planner.api", "load_plan"),
+            "replan": ("planner.replan", "replan")}
+
+
+def _launching(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` with its result upgraded to ``LaunchPlan`` (same signature and docstring)."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from planner.export import as_launch_plan
+
+        return as_launch_plan(fn(*args, **kwargs))
+
+    return wrapper
+
+
+def __getattr__(name: str) -> Any:
+    if name == "LaunchPlan":
+        from planner.export import LaunchPlan
+
+        return LaunchPlan
+    if name not in _SOURCES:
+        raise AttributeError(f"module 'planner' has no attribute {name!r}")
+    module, attr = _SOURCES[name]
+    try:
+        fn = getattr(importlib.import_module(module), attr)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        raise ImportError(f"planner.{name} needs {module}, which this installation does not have") from None
+    value = _launching(fn)
+    if name != "replan":
+        globals()[name] = value
+    return value
+
+
+class _Package(types.ModuleType):
+    """The ``planner`` package, with ``replan`` pinned to the API function (see the Note)."""
+
+    @property
+    def replan(self) -> Callable[..., Any]:
+        """``planner.replan.replan`` returning ``LaunchPlan``s."""
+        return __getattr__("replan")
+
+    @replan.setter
+    def replan(self, module: Any) -> None:
+        # The import system stores the submodule here; it stays reachable in sys.modules.
+        pass
+
+
+sys.modules[__name__].__class__ = _Package

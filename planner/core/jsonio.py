@@ -52,10 +52,17 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the usual file mode
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:

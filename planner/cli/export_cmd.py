@@ -1,0 +1,57 @@
+"""``ppplan export``: a plan in a framework's own format."""
+
+from __future__ import annotations
+
+import click
+
+from planner.cli.common import echo_json
+from planner.export import FORMATS
+
+__all__ = ["COMMANDS"]
+
+
+@click.command("export")
+@click.argument("plan_path", metavar="PLAN", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(FORMATS), required=True,
+              help="torch-csv (_PipelineScheduleRuntime CSV), torchtitan (TOML + CSV), megatron "
+                   "(arguments), deepspeed (PipelineModule subclass), trace (Chrome/Perfetto JSON).")
+@click.option("--out", type=click.Path(dir_okay=False),
+              help="Main output file (default: schedule.csv, torchtitan.toml, megatron_args.txt, "
+                   "deepspeed_pipeline.py or trace.json), '-' for stdout; torchtitan writes its "
+                   "CSV beside it.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was exported as JSON.")
+def export_command(plan_path: str, fmt: str, out: str | None, as_json: bool) -> None:
+    """Export PLAN for a training framework, or refuse naming what it cannot express."""
+    from planner.api import load_plan
+    from planner.export import LaunchPlan, export_plan, write_export
+
+    if out == "-" and fmt == "torchtitan":
+        raise click.BadParameter("torchtitan needs its schedule CSV in a file; give a path",
+                                 param_hint="--out")
+    result = export_plan(LaunchPlan.of(load_plan(plan_path)), fmt, out=out)
+    if out == "-":
+        click.echo(result.files["-"], nl=False)
+        return
+    write_export(result)
+    if as_json:
+        echo_json(result.summary)
+        return
+    summary = result.summary
+    if fmt == "megatron":
+        click.echo(" ".join(_quoted(summary["args"])))
+        if summary["alternative"]:
+            click.echo("without a layout string: " + " ".join(_quoted(summary["alternative"])))
+    elif fmt == "torchtitan":
+        click.echo(" ".join(summary["overrides"]))
+    elif fmt == "deepspeed":
+        click.echo(f"parts {summary['parts']}")
+    click.echo("wrote " + ", ".join(result.files))
+
+
+def _quoted(args: list[str]) -> list[str]:
+    import shlex
+
+    return [shlex.quote(a) for a in args]
+
+
+COMMANDS = [export_command]

@@ -1,0 +1,118 @@
+"""A small progress bar on stderr for long solves and profiles.
+
+Drawn only when stderr is a terminal and nothing asked for quiet (``set_quiet(True)``,
+done by ``--quiet``, or the environment variable ``PPPLAN_QUIET=1``); otherwise every
+call is a no-op, so library code may report progress unconditionally::
+
+    with progress("profiling", total=len(layers)) as bar:
+        for layer in layers:
+            ...
+            bar.advance()
+
+    with progress("solving", total=time_limit, unit="s", clock=True):   # fills with elapsed time
+        solver.solve(model)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TextIO
+
+__all__ = ["Progress", "progress", "set_quiet", "enabled"]
+
+_quiet = False
+_WIDTH = 28
+_REDRAW_S = 0.1
+
+
+def set_quiet(quiet: bool) -> None:
+    """Silence (or re-enable) every progress bar of this process."""
+    global _quiet
+    _quiet = quiet
+
+
+def enabled(stream: TextIO | None = None) -> bool:
+    """Whether bars are drawn: not quiet and the stream (default stderr) is a terminal."""
+    stream = stream or sys.stderr
+    if _quiet or os.environ.get("PPPLAN_QUIET", "") not in ("", "0"):
+        return False
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+class Progress:
+    """One bar: ``label [#####.....]  42%  3.1 s`` redrawn in place."""
+
+    def __init__(self, label: str, total: float | None, *, unit: str = "",
+                 stream: TextIO | None = None, active: bool | None = None) -> None:
+        self.label = label
+        self.total = total
+        self.unit = unit
+        self.done = 0.0
+        self.stream = stream or sys.stderr
+        self.active = enabled(self.stream) if active is None else active
+        self._t0 = time.monotonic()
+        self._last = 0.0
+        self._lock = threading.Lock()
+
+    def advance(self, amount: float = 1.0) -> None:
+        """Add ``amount`` to the work done."""
+        self.set(self.done + amount)
+
+    def set(self, done: float) -> None:
+        """Set the work done (clipped to the total)."""
+        self.done = min(done, self.total) if self.total else done
+        now = time.monotonic()
+        if self.active and now - self._last >= _REDRAW_S:
+            self._last = now
+            self._draw()
+
+    def render(self) -> str:
+        """The bar's current text (without the carriage return)."""
+        elapsed = time.monotonic() - self._t0
+        if self.total:
+            share = max(0.0, min(1.0, self.done / self.total))
+            fill = int(round(share * _WIDTH))
+            bar = f"[{'#' * fill}{'.' * (_WIDTH - fill)}] {share:4.0%}"
+        else:
+            bar = f"{self.done:.1f}{self.unit}"
+        return f"{self.label} {bar}  {elapsed:.1f} s"
+
+    def _draw(self) -> None:
+        with self._lock:
+            self.stream.write("\r" + self.render() + "\x1b[K")
+            self.stream.flush()
+
+    def close(self) -> None:
+        """Draw the final state and end the line."""
+        if self.active:
+            self._draw()
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+@contextmanager
+def progress(label: str, total: float | None = None, *, unit: str = "", clock: bool = False,
+             stream: TextIO | None = None) -> Iterator[Progress]:
+    """A bar for the ``with`` block; ``clock=True`` fills it with elapsed seconds (time limits)."""
+    bar = Progress(label, total, unit=unit, stream=stream)
+    stop = threading.Event()
+    ticker = None
+    if clock and bar.active:
+        def tick() -> None:
+            while not stop.wait(_REDRAW_S):
+                bar.set(time.monotonic() - bar._t0)
+
+        ticker = threading.Thread(target=tick, name="ppplan-progress", daemon=True)
+        ticker.start()
+    try:
+        yield bar
+    finally:
+        stop.set()
+        if ticker is not None:
+            ticker.join()
+        bar.close()
