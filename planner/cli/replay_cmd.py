@@ -1,0 +1,57 @@
+"""``ppplan replay``: run a plan on torch.distributed and compare with its prediction."""
+
+from __future__ import annotations
+
+import click
+
+from planner.cli.common import fail
+
+__all__ = ["COMMANDS"]
+
+
+@click.command("replay")
+@click.argument("plan_path", metavar="PLAN", type=click.Path(dir_okay=False))
+@click.option("--scale", type=click.FloatRange(min=0, max=1, min_open=True), help="Width factor of the replayed model (default: the plan's profile scale).")
+@click.option("--seq-len", type=click.IntRange(min=1), help="Tokens per sequence (default: the plan's).")
+@click.option("--steps", type=click.IntRange(min=1), default=5, show_default=True, help="Timed steps.")
+@click.option("--warmup", type=click.IntRange(min=0), default=2, show_default=True, help="Untimed steps first.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--threads", type=click.IntRange(min=1), help="Torch threads per rank on CPU (default: cores / ranks).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True, help="Seconds any collective or receive may wait.")
+@click.option("--deadline", "deadline_s", type=click.FloatRange(min=0, min_open=True), default=900.0, show_default=True, help="Seconds for the whole replay.")
+@click.option("--no-grad-check", is_flag=True, help="Skip the single-process gradient check.")
+@click.option("--out", type=click.Path(dir_okay=False), default="replay.json", show_default=True)
+@click.option("--trace", type=click.Path(dir_okay=False), help="Also write a Chrome/Perfetto trace (measured and predicted).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report JSON instead of the summary.")
+@click.option("--fault", hidden=True, help="Test hook: die:RANK or hang:RANK.")
+def replay_command(plan_path: str, out: str, trace: str | None, as_json: bool, no_grad_check: bool,
+                   **options) -> None:
+    """Replay PLAN as a pipeline-parallel training step (one process per pipeline rank, or
+    under torchrun) and report measured step time, MFU and prediction error."""
+    from planner.api import load_plan
+    from planner.cli.common import echo_json
+    from planner.core.jsonio import write_json_atomic
+    from planner.replay import ReplayFailed, ReplayOptions, replay
+    from planner.replay.report import text_summary
+
+    plan = load_plan(plan_path)
+    try:
+        result = replay(plan, ReplayOptions(grad_check=not no_grad_check, **options))
+    except ReplayFailed as exc:
+        click.echo(f"error: replay failed: {exc}", err=True)
+        fail(3)
+    if result is None:  # a torchrun rank other than 0
+        return
+    write_json_atomic(out, result.report)
+    if trace:
+        write_json_atomic(trace, result.trace)
+    if as_json:
+        echo_json(result.report)
+    else:
+        click.echo(text_summary(result.report))
+        click.echo(f"wrote {out}" + (f" and {trace}" if trace else ""))
+    if result.report["grad_check"].get("passed") is False:
+        fail(4)
+
+
+COMMANDS = [replay_command]

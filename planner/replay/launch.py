@@ -1,0 +1,170 @@
+"""Starting the ranks of a replay: local processes, or the ones ``torchrun`` started.
+
+Local (the default): one process per pipeline rank (``torch.multiprocessing`` spawn),
+rendezvous on 127.0.0.1 at a free port. The parent watches them: when one exits
+with an error it stops all the others at once; when none has answered by the
+deadline it stops them all; either way it raises ``ReplayFailed`` naming the rank.
+Children also ask the kernel to kill them if the parent dies (Linux
+``PR_SET_PDEATHSIG``), so no rank outlives its launcher.
+
+Under ``torchrun`` (``RANK`` and ``WORLD_SIZE`` set): this process is one rank;
+``env://`` rendezvous; rank 0 gets the result, the others None.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import queue
+import signal
+import socket
+import time
+import traceback
+from typing import Any
+
+import torch.multiprocessing as mp
+
+from planner.core.plan import Plan
+from planner.replay.lowering import check_plan
+from planner.replay.options import ReplayFailed, ReplayOptions, ReplayResult
+
+__all__ = ["replay", "under_torchrun"]
+
+_POLL_S = 0.05
+_GRACE_S = 5.0
+_SETTLE_S = 3.0
+"""After a rank reports an error, how long to wait for a rank that died silently (the cause)."""
+
+
+def under_torchrun() -> bool:
+    """Whether torchrun (or another env:// launcher) started this process."""
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def replay(plan: Plan, options: ReplayOptions | None = None) -> ReplayResult | None:
+    """Replay ``plan``; returns the result on rank 0 (and in the local launcher), else None."""
+    opts = (options or ReplayOptions()).check()
+    if under_torchrun():
+        world = int(os.environ["WORLD_SIZE"])
+        check_plan(plan, world_size=world)
+        _check_fits(plan, opts)
+        return _rank_main(plan.to_dict(), opts, rank=int(os.environ["RANK"]), world_size=world,
+                          local_rank=int(os.environ.get("LOCAL_RANK", 0)), init_method="env://")
+    check_plan(plan, world_size=plan.pp)
+    _check_fits(plan, opts)
+    return _spawn(plan, opts)
+
+
+def _check_fits(plan: Plan, opts: ReplayOptions) -> None:
+    from planner.replay.fit import check_fits
+
+    check_fits(plan, opts)
+
+
+def _rank_main(plan_data: dict, opts: ReplayOptions, **where: Any) -> ReplayResult | None:
+    from planner.replay.report import assemble
+    from planner.replay.worker import run_rank
+
+    out = run_rank(plan_data, opts, **where)
+    return None if out is None else assemble(Plan.from_dict(plan_data), opts, out)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _child(rank: int, world: int, port: int, plan_data: dict, opts: ReplayOptions, results: Any) -> None:
+    _die_with_parent()
+    try:
+        out = _rank_main(plan_data, opts, rank=rank, world_size=world, local_rank=rank,
+                         init_method=f"tcp://127.0.0.1:{port}")
+        if out is not None:
+            results.put(("ok", rank, out))
+    except BaseException as exc:  # report any failure of this rank to the parent, then exit non-zero
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        results.put(("error", rank, f"{type(exc).__name__}: {first}", traceback.format_exc()))
+        raise SystemExit(1) from None
+
+
+def _spawn(plan: Plan, opts: ReplayOptions) -> ReplayResult:
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    port = _free_port()
+    procs = [ctx.Process(target=_child, args=(r, plan.pp, port, plan.to_dict(), opts, results),
+                         daemon=True, name=f"ppplan-replay-rank{r}") for r in range(plan.pp)]
+    for p in procs:
+        p.start()
+    pids = tuple(p.pid for p in procs if p.pid is not None)
+    try:
+        return _watch(procs, results, opts, pids)
+    finally:
+        _stop(procs)
+
+
+def _watch(procs: list, results: Any, opts: ReplayOptions, pids: tuple[int, ...]) -> ReplayResult:
+    deadline = time.monotonic() + opts.deadline_s
+    while time.monotonic() < deadline:
+        try:
+            msg = results.get(timeout=_POLL_S)
+        except queue.Empty:
+            msg = None
+        if msg is not None and msg[0] == "ok":
+            return msg[2]
+        if msg is not None:
+            raise ReplayFailed(_error_message(msg, procs, opts), pids=pids)
+        dead = [(r, p.exitcode) for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
+        if dead:
+            raise ReplayFailed(_death_message(dead, results), pids=pids)
+        if all(p.exitcode == 0 for p in procs):
+            raise ReplayFailed("every rank exited without a result", pids=pids)
+    raise ReplayFailed(f"no result within {opts.deadline_s:g} s (--deadline); ranks still running: "
+                       f"{[r for r, p in enumerate(procs) if p.is_alive()]}", pids=pids)
+
+
+def _error_message(msg: tuple, procs: list, opts: ReplayOptions) -> str:
+    """A rank raised; if another rank died silently first, that one is the cause."""
+    end = time.monotonic() + _SETTLE_S
+    while time.monotonic() < end and any(p.exitcode is None for r, p in enumerate(procs) if r != msg[1]):
+        time.sleep(_POLL_S)
+    silent = [(r, p.exitcode) for r, p in enumerate(procs) if p.exitcode not in (None, 0, 1)]
+    text = f"rank {msg[1]} failed: {msg[2]}"
+    if silent:
+        r, code = silent[0]
+        return f"rank {r} died (exit code {code}); then {text}"
+    if "timed out" in msg[2].lower() or "timeout" in msg[2].lower():
+        text += f" (a rank stopped answering for --timeout {opts.timeout_s:g} s)"
+    return text
+
+
+def _death_message(dead: list[tuple[int, int]], results: Any) -> str:
+    try:
+        msg = results.get(timeout=1.0)
+        if msg[0] == "error":
+            return f"rank {msg[1]} failed: {msg[2]}"
+    except queue.Empty:
+        pass
+    r, code = dead[0]
+    how = f"signal {-code}" if code < 0 else f"exit code {code}"
+    return f"rank {r} died ({how}) before finishing its step; the other ranks were stopped"
+
+
+def _stop(procs: list) -> None:
+    """Terminate every still-running rank, kill it if it ignores that, and reap it."""
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    end = time.monotonic() + _GRACE_S
+    for p in procs:
+        p.join(max(0.0, end - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join()

@@ -1,0 +1,89 @@
+"""The model a replay runs: the plan's model at a reduced width, cut into stages.
+
+Layers come from the measured profiler's modules (``profiler.layers.build_layer``),
+built from one seed so that a stage built on any rank and the single-process
+reference hold the same numbers. A stage is its layers in order, named
+``layers.<global index>`` so gradients can be compared by name across ranks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from planner.core.errors import InputError
+from planner.core.hf_config import load_model
+from planner.core.model import ModelSpec
+from planner.core.plan import Plan
+
+__all__ = ["ReplayModel", "StageModule", "replay_model", "build_stage", "make_batch", "loss_fn"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayModel:
+    """What every rank needs to build its stages and its data identically."""
+
+    spec: ModelSpec
+    """The model at the replay width (``scaled_model`` of the plan's model)."""
+    scale: float
+    """Width factor relative to the plan's model."""
+    seq_len: int
+    """Tokens per sequence."""
+    microbatch_size: int
+    """Sequences per microbatch."""
+    microbatches: int
+    """Microbatches per step."""
+    seed: int = 0
+    """Seed of the weights and of the token data."""
+
+
+def replay_model(plan: Plan, *, scale: float, seq_len: int, seed: int = 0) -> ReplayModel:
+    """Load the plan's model, check its layer count, and scale its width."""
+    from profiler.layers import scaled_model
+
+    spec = load_model(str(plan.model["name"]))
+    if spec.num_layers != int(plan.model["num_layers"]):
+        raise InputError("plan.model.num_layers", f"is {plan.model['num_layers']} but model "
+                         f"{spec.name} has {spec.num_layers} layers", "re-plan this model")
+    return ReplayModel(spec=scaled_model(spec, scale), scale=scale, seq_len=seq_len,
+                       microbatch_size=int(plan.microbatches.get("size", 1)),
+                       microbatches=plan.num_microbatches, seed=seed)
+
+
+class StageModule(nn.Module):
+    """Layers ``[start, end)`` of the model, applied in order."""
+
+    def __init__(self, layers: dict[int, nn.Module]) -> None:
+        super().__init__()
+        self.layers = nn.ModuleDict({str(k): m for k, m in sorted(layers.items())})
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers.values():
+            x = layer(x)
+        return x
+
+
+def build_stage(rm: ReplayModel, start: int, end: int, device: torch.device) -> StageModule:
+    """The stage holding layers ``[start, end)`` on ``device`` (FP32, seeded)."""
+    from profiler.layers import build_layer
+
+    layers = {k: build_layer(rm.spec, rm.spec.layers[k], seed=rm.seed) for k in range(start, end)}
+    return StageModule(layers).to(device)
+
+
+def make_batch(rm: ReplayModel, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(token ids, targets), each ``[microbatches x microbatch_size, seq_len]``, from the seed."""
+    gen = torch.Generator().manual_seed(rm.seed + 1)
+    shape = (rm.microbatches * rm.microbatch_size, rm.seq_len)
+    ids = torch.randint(0, rm.spec.vocab, shape, generator=gen)
+    target = torch.randint(0, rm.spec.vocab, shape, generator=gen)
+    return ids.to(device), target.to(device)
+
+
+def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of the head's logits (the profiler's definition)."""
+    from profiler.layers import loss_fn as layers_loss
+
+    return layers_loss(logits, target)

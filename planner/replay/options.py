@@ -1,0 +1,72 @@
+"""Options of a replay (``ppplan replay`` flags, one field each) and its result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner.core.errors import InputError
+
+__all__ = ["ReplayOptions", "ReplayResult", "ReplayFailed"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayOptions:
+    """How to replay a plan."""
+
+    scale: float | None = None
+    """Width factor of the replayed model; None = the scale of the plan's profile."""
+    seq_len: int | None = None
+    """Tokens per sequence; None = the plan's (profile's) sequence length."""
+    steps: int = 5
+    """Timed steps."""
+    warmup: int = 2
+    """Untimed steps before the timed ones (after the gradient-check step)."""
+    seed: int = 0
+    """Seed of weights and data."""
+    grad_check: bool = True
+    """Compare the first step's gradients with a single-process reference."""
+    timeout_s: float = 60.0
+    """Limit on every collective and receive (``init_process_group(timeout=...)``)."""
+    deadline_s: float = 900.0
+    """Limit on the whole replay; the launcher kills every rank after it."""
+    threads: int | None = None
+    """Torch threads per rank on CPU; None = CPU cores / local ranks (at least 1)."""
+    fault: str | None = None
+    """Fault injection for tests: ``die:RANK`` exits that rank, ``hang:RANK`` blocks it,
+    both just before the first step."""
+
+    def check(self) -> "ReplayOptions":
+        """Raise ``InputError`` naming the option on a bad value."""
+        if self.scale is not None and not 0 < self.scale <= 1:
+            raise InputError("--scale", f"must be in (0, 1], got {self.scale}", "e.g. --scale 0.05")
+        for name, value, low in (("--steps", self.steps, 1), ("--warmup", self.warmup, 0),
+                                 ("--seq-len", self.seq_len, 1), ("--threads", self.threads, 1)):
+            if value is not None and value < low:
+                raise InputError(name, f"must be >= {low}, got {value}")
+        if self.timeout_s <= 0 or self.deadline_s <= 0:
+            raise InputError("--timeout", "must be positive")
+        if self.fault is not None:
+            kind, _, rank = self.fault.partition(":")
+            if kind not in ("die", "hang") or not rank.isdigit():
+                raise InputError("fault", f"bad value {self.fault!r}", "use die:RANK or hang:RANK")
+        return self
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayResult:
+    """What a replay returns on rank 0."""
+
+    report: dict[str, Any]
+    """The JSON report: measured, predicted, prediction_error, grad_check, ..."""
+    trace: dict[str, Any] = field(default_factory=dict)
+    """Chrome/Perfetto trace of the measured and predicted timelines."""
+
+
+class ReplayFailed(RuntimeError):
+    """A rank died, hung past its timeout, or raised; every rank has been stopped."""
+
+    def __init__(self, message: str, *, pids: tuple[int, ...] = ()) -> None:
+        super().__init__(message)
+        self.pids = pids
+        """Process ids of the ranks the launcher started (all stopped by now)."""

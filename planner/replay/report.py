@@ -1,0 +1,83 @@
+"""Rank 0's last job: the reference run, the prediction, the metrics, the trace."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from planner.core.plan import Plan
+from planner.replay.gradcheck import compare_grads, reference_step
+from planner.replay.measure import action_timeline, summarize
+from planner.replay.options import ReplayOptions, ReplayResult
+from planner.replay.predict import copied_prediction, repredict
+from planner.replay.trace import chrome_trace
+
+__all__ = ["ENGINE", "assemble", "text_summary"]
+
+ENGINE = ("torch.distributed.pipelining._PipelineScheduleRuntime: the plan's compute-only "
+          "actions, lowered by torch (_add_send_recv); OVERLAP_F_B halves run one after the other")
+
+
+def _grad_check(gathered: list[dict[str, Any]], rm: Any, device: torch.device) -> dict[str, Any]:
+    grads: dict[str, torch.Tensor] = {}
+    losses: list[float] = []
+    for r in gathered:
+        grads.update(r["grads"])
+        losses = losses or r["losses"]
+    ref_losses, ref_grads = reference_step(rm, device)
+    return compare_grads(grads, losses, ref_grads, ref_losses)
+
+
+def assemble(plan: Plan, opts: ReplayOptions, out: dict[str, Any]) -> ReplayResult:
+    """The report and trace from what ``worker.run_rank`` returned on rank 0."""
+    rm, gathered = out["rm"], out["ranks"]
+    if out["table"] is None:
+        predicted, sim = copied_prediction(plan)
+    else:
+        predicted, sim = repredict(plan, out["table"])
+    peak, peak_label = out["peak"]
+    measured, errors, rep = summarize(plan, rm, gathered, predicted, peak_flops=peak, peak_label=peak_label)
+    timelines = [action_timeline(plan, r["rank"], r["steps"][rep]["spans"]) for r in gathered]
+    report = {
+        "plan": {"model": plan.model.get("name"), "pp": plan.pp, "vpp": plan.parallel.get("vpp", 1),
+                 "stages": [list(b) for b in plan.bounds()], "microbatches": plan.num_microbatches,
+                 "schedule": plan.solver.get("schedule"), "costs": plan.costs},
+        "replay": {"scale": rm.scale, "seq_len": rm.seq_len, "microbatch_size": rm.microbatch_size,
+                   "hidden": rm.spec.hidden, "device": out["device"], "backend": out["backend"],
+                   "world_size": len(gathered), "threads_per_rank": gathered[0]["threads"],
+                   "steps": opts.steps, "warmup": opts.warmup, "seed": opts.seed, "engine": ENGINE},
+        "measured": measured,
+        "predicted": predicted,
+        "prediction_error": errors,
+        "grad_check": _grad_check(gathered, rm, out["torch_device"]) if opts.grad_check else {"passed": None, "skipped": True},
+    }
+    trace = chrome_trace(timelines, sim, predicted_label=predicted["source"])
+    return ReplayResult(report=report, trace=trace)
+
+
+def text_summary(report: dict[str, Any]) -> str:
+    """A few lines for the terminal: measured vs predicted, per rank, gradient check."""
+    m, p, e, g = (report[k] for k in ("measured", "predicted", "prediction_error", "grad_check"))
+    rp = report["replay"]
+
+    def pct(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:+.1%}"
+
+    lines = [f"replayed {report['plan']['model']} at scale {rp['scale']:g} (hidden {rp['hidden']}, "
+             f"seq {rp['seq_len']}) on {rp['world_size']} x {rp['device']} ({rp['backend']})",
+             f"prediction: {p['source']}",
+             f"step time  measured {m['step_time_s'] * 1e3:9.2f} ms   predicted "
+             f"{p['step_time_s'] * 1e3:9.2f} ms   error {pct(e['step_time'])}",
+             f"MFU        measured {m['mfu']:9.2%}      predicted {(p['mfu'] or 0):9.2%}      "
+             f"(peak: {m['peak_flops_source']})"]
+    for r, busy in enumerate(m["busy_s"]):
+        lines.append(f"rank {r}: busy {busy * 1e3:8.2f} ms (error {pct(e['busy_s'][r])}), bubble "
+                     f"{m['bubble_s'][r] * 1e3:8.2f} ms, peak memory {m['peak_memory_bytes'][r] / 2**20:.0f} MiB")
+    if g.get("passed") is None:
+        lines.append("gradient check: skipped")
+    else:
+        lines.append(f"gradient check: {'passed' if g['passed'] else 'FAILED'} (max |diff| "
+                     f"{g['max_abs_diff']:.3g} over {g['parameters']} tensors, loss |diff| "
+                     f"{g['loss_max_abs_diff']:.3g})")
+    return "\n".join(lines)

@@ -1,0 +1,126 @@
+"""Per-action timing inside torch's pipeline runtime, on CPU or GPU.
+
+Each stage's compute entry points (``forward_one_chunk``, ``backward_one_chunk``,
+``backward_weight_one_chunk``) and the runtime's loss computation are wrapped so every
+call leaves one span ``(stage, kind, microbatch, start, end)``. Waiting for a receive
+happens before these calls in ``_PipelineScheduleRuntime._perform_action``, so a span
+is compute only; the bubble is what lies between spans. The loss of the last stage is
+part of its forward (the planner counts it in the head's F).
+
+Clocks: ``time.perf_counter`` on CPU; CUDA events on GPU (recorded on the current
+stream, resolved after a synchronize, so timing does not stall the pipeline).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.distributed.pipelining import PipelineStage
+from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
+
+__all__ = ["Clock", "Span", "Recorder", "TimedStage", "TimedRuntime"]
+
+
+class Clock:
+    """Time marks: floats from ``perf_counter`` on CPU, CUDA events on GPU."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+
+    def mark(self) -> Any:
+        """A point in time (opaque until ``seconds``)."""
+        if self.cuda:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            return ev
+        return time.perf_counter()
+
+    def seconds(self, base: Any, mark: Any) -> float:
+        """Seconds from ``base`` to ``mark`` (synchronizes the GPU first)."""
+        if self.cuda:
+            mark.synchronize()
+            return base.elapsed_time(mark) / 1e3
+        return mark - base
+
+
+@dataclass(frozen=True)
+class Span:
+    """One timed compute call, seconds from the step's start."""
+
+    stage: int
+    kind: str
+    microbatch: int
+    start: float
+    end: float
+
+
+class Recorder:
+    """Collects marks during a step and turns them into ``Span``s afterwards."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.base: Any = None
+        self.open: list[tuple[int, str, int, Any, Any]] = []
+
+    def begin_step(self) -> None:
+        """Reset and mark the step's start."""
+        self.open = []
+        self.base = self.clock.mark()
+
+    def record(self, stage: int, kind: str, microbatch: int, start: Any, end: Any) -> None:
+        """Keep one call's marks."""
+        self.open.append((stage, kind, microbatch, start, end))
+
+    def extend_last(self, end: Any) -> None:
+        """Move the end of the latest span (the loss follows the last stage's forward)."""
+        s, k, m, start, _ = self.open[-1]
+        self.open[-1] = (s, k, m, start, end)
+
+    def spans(self) -> list[Span]:
+        """The step's spans, in call order."""
+        sec = self.clock.seconds
+        return [Span(s, k, m, sec(self.base, a), sec(self.base, b)) for s, k, m, a, b in self.open]
+
+
+class TimedStage(PipelineStage):
+    """``PipelineStage`` whose compute calls leave spans in a ``Recorder``."""
+
+    def __init__(self, *args: Any, recorder: Recorder, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.recorder = recorder
+
+    def _timed(self, kind: str, mb: int, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        start = self.recorder.clock.mark()
+        out = fn(*args, **kwargs)
+        self.recorder.record(self.stage_index, kind, mb, start, self.recorder.clock.mark())
+        return out
+
+    def forward_one_chunk(self, fwd_chunk_id: int, *args: Any, **kwargs: Any) -> Any:
+        return self._timed("F", fwd_chunk_id, super().forward_one_chunk, fwd_chunk_id, *args, **kwargs)
+
+    def backward_one_chunk(self, bwd_chunk_id: int, loss: Any = None, full_backward: bool = True,
+                           last_backward: bool = False) -> None:
+        kind = "B" if full_backward else "I"
+        self._timed(kind, bwd_chunk_id, super().backward_one_chunk, bwd_chunk_id, loss=loss,
+                    full_backward=full_backward, last_backward=last_backward)
+
+    def backward_weight_one_chunk(self, bwd_chunk_id: int, last_backward: bool = False) -> None:
+        self._timed("W", bwd_chunk_id, super().backward_weight_one_chunk, bwd_chunk_id,
+                    last_backward=last_backward)
+
+
+class TimedRuntime(_PipelineScheduleRuntime):
+    """torch's schedule runtime with the loss timed as part of the last stage's forward."""
+
+    def __init__(self, *args: Any, recorder: Recorder, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.recorder = recorder
+
+    def _maybe_compute_loss(self, stage: Any, output: Any, target_mbs: Any, mb_index: int,
+                            loss_kwargs: Any = None) -> None:
+        super()._maybe_compute_loss(stage, output, target_mbs, mb_index, loss_kwargs)
+        if stage.is_last and self._loss_fn is not None:
+            self.recorder.extend_last(self.recorder.clock.mark())
