@@ -1,6 +1,8 @@
-"""``ppplan profile``: write a cost table (analytical here; measured in profiler/)."""
+"""``ppplan profile``: write a cost table, measured on this device or analytical; or compare two."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import click
 
@@ -8,23 +10,78 @@ __all__ = ["COMMANDS"]
 
 
 @click.command("profile")
-@click.argument("model")
+@click.argument("model", required=False)
 @click.option("--analytical", is_flag=True, help="Compute costs from the GPU preset instead of measuring.")
-@click.option("--cluster", type=click.Path(dir_okay=False), help="Cluster YAML (default: the model's own).")
+@click.option("--cluster", type=click.Path(dir_okay=False), help="Cluster YAML for --analytical (default: the model's own).")
+@click.option("--device", default="cpu", show_default=True, help="Where to measure: cpu or cuda.")
+@click.option("--scale", type=float, default=1 / 16, show_default=True, help="Width of the measured layers relative to the model (0 < F <= 1).")
+@click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel processes exchanging tokens with real all-to-alls.")
+@click.option("--routing", "routing", multiple=True, type=click.Path(dir_okay=False), help="Tokens-per-expert trace(s) for the routing imbalance (default: the routers on sample tokens).")
+@click.option("--trace-ep", type=int, help="Expert-parallel size the --routing trace was recorded with (default: --ep); its busiest-rank factors are applied.")
+@click.option("--seq-len", type=int, default=256, show_default=True, help="Tokens per sequence.")
+@click.option("--micro-batch", type=int, default=1, show_default=True, help="Sequences per microbatch.")
+@click.option("--warmup", type=int, default=1, show_default=True, help="Untimed runs per measurement.")
+@click.option("--repeats", type=int, default=5, show_default=True, help="Timed runs per measurement (median and spread).")
+@click.option("--no-links", is_flag=True, help="Skip the point-to-point / all-to-all benchmarks (no second process when --ep is 1).")
+@click.option("--threads", type=int, default=0, show_default=True, help="torch threads per process (0: automatic).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--compare", nargs=2, type=click.Path(dir_okay=False), help="Show two profiles side by side per layer type and exit.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--out", type=click.Path(dir_okay=False), default="profile.json", show_default=True)
-def profile_command(model: str, analytical: bool, cluster: str | None, out: str) -> None:
-    """Write MODEL's cost table."""
-    from planner.api import resolve_cluster
-    from planner.core.costs_io import save_costs
+def profile_command(model: str | None, analytical: bool, cluster: str | None, device: str, scale: float,
+                    ep: int, routing: tuple[str, ...], trace_ep: int | None, seq_len: int, micro_batch: int, warmup: int,
+                    repeats: int, no_links: bool, threads: int, seed: int, compare: tuple[str, str] | None,
+                    quiet: bool, out: str) -> None:
+    """Write MODEL's cost table (measured unless --analytical), or --compare A B."""
+    from planner.core.costs_io import load_costs, save_costs
     from planner.core.hf_config import load_model
-    from profiler.analytical import analytical_costs
 
-    if not analytical:
-        raise click.UsageError("measured profiling is not available yet; pass --analytical")
+    if compare:
+        from profiler.compare import render_comparison
+
+        click.echo(render_comparison(load_costs(compare[0]), load_costs(compare[1]), names=("A", "B")))
+        return
+    if model is None:
+        raise click.UsageError("missing MODEL (a shipped id or a config.json path)")
     spec = load_model(model)
-    table = analytical_costs(spec, resolve_cluster(spec, cluster))
+    if analytical:
+        from planner.api import resolve_cluster
+        from profiler.analytical import analytical_costs
+
+        table = analytical_costs(spec, resolve_cluster(spec, cluster))
+    else:
+        table = _measure(spec, device=device, scale=scale, ep=ep, routing=routing, trace_ep=trace_ep, seq_len=seq_len,
+                         micro_batch=micro_batch, warmup=warmup, repeats=repeats, threads=threads,
+                         measure_links=not no_links,
+                         seed=seed, quiet=quiet)
     save_costs(table, out)
-    click.echo(f"wrote {out}: {table.num_layers} layers, {len(table.pairs)} pair costs ({table.source}, {table.device})")
+    click.echo(f"wrote {out}: {table.num_layers} layers, {len(table.pairs)} pair costs "
+               f"({table.source}, {table.device}, scale {table.scale:g})")
+
+
+def _measure(spec, *, routing: tuple[str, ...], trace_ep: int | None, quiet: bool, **options):
+    from planner.progress import progress, set_quiet
+    from profiler.measure_launch import ProfilingError
+    from profiler.measured import ProfileRequest, check_request, measured_costs
+
+    req = ProfileRequest(**options)
+    check_request(spec, req)
+    if routing:
+        from profiler.routing import load_routing
+
+        summary = load_routing(list(routing), spec, ep=trace_ep or req.ep)
+        req = dataclasses.replace(req, imbalance=summary.imbalance,
+                                  routing_source=f"{', '.join(routing)} (EP {trace_ep or req.ep})")
+    set_quiet(quiet)
+    with progress("profiling") as bar:
+        def report(label: str, done: int, total: int) -> None:
+            bar.total = total
+            bar.set(done)
+
+        try:
+            return measured_costs(spec, req, progress=report)
+        except ProfilingError as exc:
+            raise click.ClickException(str(exc)) from None
 
 
 COMMANDS = [profile_command]

@@ -1,0 +1,134 @@
+"""Mixture of experts: top-k router, routed SwiGLU experts, optional (gated) shared expert.
+
+Routing follows the shipped models: softmax scores (Qwen3) or sigmoid scores
+(DeepSeek-V3), top-k, the k weights renormalised to sum to 1. DeepSeek's
+group-limited selection, score-correction bias and routed scaling factor are left
+out: they change which experts win, not the work per token.
+
+With an expert-parallel group of P ranks, rank r holds experts
+``[r E/P, (r+1) E/P)``. Tokens are copied once per chosen expert, sorted by expert,
+and sent with a real ``all_to_all_single`` (dispatch); each rank runs its experts on
+what it received and sends the results back (combine). Without a group every expert
+runs locally and there is nothing to exchange. The three compute parts are exposed
+separately (``route``, ``experts``, ``finish``) so a layer program can put the
+dispatch and combine between them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from planner.core.errors import InputError
+from planner.core.model import MoeSpec
+from profiler.layers.common import SwiGLU, param_generator
+from profiler.layers.program import Ctx
+
+__all__ = ["MoE", "select_experts"]
+
+
+def select_experts(logits: torch.Tensor, top_k: int, *, sigmoid: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-k experts per token from router logits [N, E]: (weights summing to 1, expert ids)."""
+    logits = logits.float()
+    scores = torch.sigmoid(logits) if sigmoid else torch.softmax(logits, dim=-1)
+    top, idx = torch.topk(scores, top_k, dim=-1)
+    return top / top.sum(dim=-1, keepdim=True), idx
+
+
+class MoE(nn.Module):
+    """Routed experts (+ shared expert); the parts are called by a layer program."""
+
+    def __init__(self, hidden: int, spec: MoeSpec, *, sigmoid_scores: bool = False,
+                 ep_group: Any = None) -> None:
+        super().__init__()
+        self.spec, self.hidden, self.group = spec, hidden, ep_group
+        self.ep = dist.get_world_size(ep_group) if ep_group is not None else 1
+        self.ep_rank = dist.get_rank(ep_group) if ep_group is not None else 0
+        if spec.num_experts % self.ep:
+            raise InputError("--ep", f"{self.ep} does not divide the {spec.num_experts} experts",
+                             "pick an expert-parallel size that divides the expert count")
+        self.local_experts = spec.num_experts // self.ep
+        self.sigmoid_scores = sigmoid_scores
+        self.router = nn.Linear(hidden, spec.num_experts, bias=False)
+        inter = spec.expert_intermediate
+        self.w_gate_up = nn.Parameter(torch.empty(self.local_experts, 2 * inter, hidden))
+        self.w_down = nn.Parameter(torch.empty(self.local_experts, hidden, inter))
+        self.shared = SwiGLU(hidden, spec.shared_intermediate) if spec.shared_intermediate else None
+        self.shared_gate = nn.Linear(hidden, 1, bias=False) if spec.shared_gate and self.shared else None
+
+    def init_experts(self, *, seed: int, layer_index: int) -> None:
+        """Draw each expert from its own generator (keyed by its global id), so an expert's
+        weights do not depend on the expert-parallel size."""
+        first = self.ep_rank * self.local_experts
+        with torch.no_grad():
+            for param, name in ((self.w_gate_up, "gate_up"), (self.w_down, "down")):
+                for e in range(self.local_experts):
+                    gen = param_generator(seed, layer_index, f"experts.{first + e}.{name}")
+                    shape = param.shape[1:]
+                    param[e].copy_(torch.empty(shape).normal_(0.0, shape[-1] ** -0.5, generator=gen))
+                param._ppplan_init_done = True
+
+    def route(self, x: torch.Tensor, ctx: Ctx) -> tuple[torch.Tensor, torch.Tensor]:
+        """Top-k routing of x [N, H]: returns (token copies sorted by expert, their weights).
+
+        Writes ``tokens_per_expert`` (global, this rank's tokens), ``token_of`` (source
+        token of each copy) and, with a group, the ``dispatch`` splits and ``recv_counts``."""
+        top, idx = select_experts(self.router(x), self.spec.top_k, sigmoid=self.sigmoid_scores)
+        expert_of = idx.flatten()
+        order = torch.argsort(expert_of, stable=True)
+        token_of = order // self.spec.top_k
+        counts = torch.bincount(expert_of, minlength=self.spec.num_experts)
+        ctx["tokens_per_expert"] = counts
+        ctx["token_of"] = token_of
+        if self.group is not None:
+            recv = torch.empty_like(counts)
+            dist.all_to_all_single(recv, counts, group=self.group)
+            ctx["recv_counts"] = recv.view(self.ep, self.local_experts)
+            ctx["dispatch"] = (counts.view(self.ep, -1).sum(1).tolist(),
+                               ctx["recv_counts"].sum(1).tolist())
+            ctx["combine"] = tuple(reversed(ctx["dispatch"]))
+        return x.index_select(0, token_of), top.flatten()[order].to(x.dtype)
+
+    def experts(self, rows: torch.Tensor, ctx: Ctx) -> torch.Tensor:
+        """Run the local experts on received rows (grouped by source rank, then expert)."""
+        if self.group is None:
+            return self._run(rows, ctx["tokens_per_expert"].tolist())
+        recv = ctx["recv_counts"]                                     # [P, local experts]
+        local = torch.arange(self.local_experts, device=rows.device).repeat(self.ep)
+        expert_of = torch.repeat_interleave(local, recv.flatten().to(rows.device))
+        perm = torch.argsort(expert_of, stable=True)
+        out = self._run(rows.index_select(0, perm), recv.sum(0).tolist())
+        return out.index_select(0, torch.argsort(perm))
+
+    def _run(self, rows: torch.Tensor, counts: list[int]) -> torch.Tensor:
+        outs, start = [], 0
+        # unbind once: its backward stacks the per-expert gradients in one op
+        gate_up, down = self.w_gate_up.unbind(0), self.w_down.unbind(0)
+        for e, n in enumerate(counts):
+            if n:
+                gate, up = F.linear(rows[start:start + n], gate_up[e]).chunk(2, dim=-1)
+                outs.append(F.linear(F.silu(gate) * up, down[e]))
+                start += n
+        return torch.cat(outs) if outs else rows.new_zeros((0, self.hidden))
+
+    def finish(self, back: torch.Tensor, weights: torch.Tensor, x: torch.Tensor,
+               ctx: Ctx) -> torch.Tensor:
+        """Weighted sum of each token's expert outputs, plus the shared expert of x [N, H]."""
+        y = x.new_zeros(x.shape).index_add(0, ctx["token_of"], back * weights[:, None])
+        if self.shared is not None:
+            shared = self.shared(x)
+            if self.shared_gate is not None:
+                shared = shared * torch.sigmoid(self.shared_gate(x))
+            y = y + shared
+        return y
+
+    def forward_local(self, x: torch.Tensor) -> torch.Tensor:
+        """The whole MoE on x [N, H] when every expert is local (no group)."""
+        ctx: Ctx = {}
+        rows, weights = self.route(x, ctx)
+        return self.finish(self.experts(rows, ctx), weights, x, ctx)
+

@@ -1,0 +1,157 @@
+"""Measure one layer: F, I, W per segment, exposed all-to-all, memory.
+
+``measure_layer`` runs the layer's program (``profiler.measure_run``) ``warmup +
+repeats`` times on the same microbatch and keeps, per repeat, the sums over compute
+segments (all, and routed-expert only) and over all-to-alls, forward and backward.
+Memory is measured on a separate, untimed forward:
+
+- ``act_bytes``: distinct storages autograd saves for backward (``saved_tensors_hooks``
+  pack hook), parameters excluded, the layer input included when it is saved;
+- ``act_w_bytes``: what only the weight-gradient needs: saved bytes with weights
+  requiring gradients minus saved bytes with weights frozen (autograd saves a matmul's
+  input only when the weight needs a gradient, see derivatives.yaml for ``mm``);
+- ``param_bytes``: this rank's parameters; ``out_bytes``: the output activation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from profiler.layers.program import Exchange
+from profiler.measure_run import LayerRun, Task, run_serial
+from profiler.timing import Clock, Stat, summarize
+
+__all__ = ["LayerTiming", "measure_layer", "saved_bytes", "grad_seed"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayerTiming:
+    """Measured costs of one layer type on this rank, for one microbatch."""
+
+    f: Stat
+    """Forward compute (all segments)."""
+    i: Stat
+    """Input-gradient compute."""
+    w: Stat
+    """Weight-gradient compute."""
+    a2a_f: Stat
+    """Forward all-to-alls (dispatch + combine), waited on one by one."""
+    a2a_b: Stat
+    """Backward all-to-alls."""
+    expert: tuple[float, float, float]
+    """Median routed-expert part of (f, i, w)."""
+    a2a_bytes: int
+    """Bytes this rank sends to other ranks in the forward all-to-alls."""
+    tokens_per_expert: tuple[int, ...]
+    """This rank's token copies per global expert in the measured forward (empty if dense)."""
+    act_bytes: int
+    """Activation bytes saved for backward."""
+    act_w_bytes: int
+    """Saved bytes only the weight-gradient needs."""
+    param_bytes: int
+    """Parameter bytes on this rank."""
+    out_bytes: int
+    """Bytes of the layer's output activation."""
+
+
+def grad_seed(y: torch.Tensor, seed: int) -> torch.Tensor:
+    """Deterministic output gradient for backward of ``y``."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(y.shape, generator=gen).to(device=y.device, dtype=y.dtype)
+
+
+def _sums(timed: list[tuple[Task, float]]) -> tuple[float, float, float]:
+    """(compute, expert compute, communication) seconds."""
+    compute = sum(t for task, t in timed if not task.comm)
+    expert = sum(t for task, t in timed if task.expert)
+    comm = sum(t for task, t in timed if task.comm)
+    return compute, expert, comm
+
+
+def measure_layer(module: nn.Module, x: torch.Tensor, *, clock: Clock, warmup: int, repeats: int,
+                  loss: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                  seed: int = 0) -> LayerTiming:
+    """Time F, I and W of ``module`` on input ``x`` (see the module doc)."""
+    params = list(module.parameters())
+    rows: list[tuple[float, ...]] = []
+    run = None
+    for r in range(warmup + repeats):
+        run = LayerRun(module.program(), x, params, loss=loss)
+        fwd = run_serial(run.forward_tasks(), clock)
+        bwd = run_serial(run.backward_tasks(grad_seed(run.state["y"], seed)), clock)
+        wgt = run_serial(run.weight_tasks(), clock)
+        for p in params:
+            p.grad = None
+        if r >= warmup:
+            rows.append((*_sums(fwd), *_sums(bwd), *_sums(wgt)))
+    cols = list(zip(*rows))
+    total, frozen = saved_bytes(module, x, params, loss)
+    y = run.state["y"]
+    tpe = run.ctx.get("tokens_per_expert")
+    return LayerTiming(
+        f=summarize(list(cols[0])), i=summarize(list(cols[3])), w=summarize(list(cols[6])),
+        a2a_f=summarize(list(cols[2])), a2a_b=summarize(list(cols[5])),
+        expert=(_median(cols[1]), _median(cols[4]), _median(cols[7])),
+        a2a_bytes=_a2a_bytes(module, run),
+        tokens_per_expert=tuple(tpe.tolist()) if tpe is not None else (),
+        act_bytes=total, act_w_bytes=min(total, max(0, total - frozen)),
+        param_bytes=sum(p.numel() * p.element_size() for p in params),
+        out_bytes=y.numel() * y.element_size(),
+    )
+
+
+def _median(values: tuple[float, ...]) -> float:
+    return summarize(list(values)).median
+
+
+def _a2a_bytes(module: nn.Module, run: LayerRun) -> int:
+    total = 0
+    for step in module.program():
+        if isinstance(step, Exchange):
+            in_splits = run.ctx[step.splits][0]
+            me = dist.get_rank(step.group)
+            rows = sum(in_splits) - in_splits[me]
+            src = run.state[step.src]
+            total += rows * src[0].numel() * src.element_size() if src.shape[0] else 0
+    return total
+
+
+def saved_bytes(module: nn.Module, x: torch.Tensor, params: list[nn.Parameter],
+                loss: Callable[[torch.Tensor], torch.Tensor] | None) -> tuple[int, int]:
+    """Saved-for-backward bytes of one forward: (weights trainable, weights frozen)."""
+    total = _saved_once(module, x, params, loss)
+    flags = [p.requires_grad for p in params]
+    try:
+        for p in params:
+            p.requires_grad_(False)
+        frozen = _saved_once(module, x, params, loss)
+    finally:
+        for p, flag in zip(params, flags):
+            p.requires_grad_(flag)
+    return total, frozen
+
+
+def _saved_once(module: nn.Module, x: torch.Tensor, params: list[nn.Parameter],
+                loss: Callable[[torch.Tensor], torch.Tensor] | None) -> int:
+    skip = {p.untyped_storage().data_ptr() for p in params}
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> Any:
+        storage = t.untyped_storage()
+        ptr = storage.data_ptr()
+        if ptr not in skip:
+            seen[ptr] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        run = LayerRun(module.program(), x, params, loss=loss)
+        for task in run.forward_tasks():
+            pending = task.run()
+            if task.comm:
+                pending.wait()
+    return sum(seen.values())

@@ -1,0 +1,160 @@
+"""Run one layer program on one microbatch segment by segment, as schedulable tasks.
+
+The autograd graph is cut at every step of the program (``profiler.layers.program``):
+each compute segment's inputs become fresh leaves. Then
+
+- forward tasks run the segments and start the all-to-alls;
+- input-gradient (I) tasks run torch's own ``stage_backward_input`` per segment
+  (``torch.autograd.grad`` w.r.t. the segment inputs, keeping the graph and the
+  gradients of the intermediates the weights need) and send gradients back through
+  the all-to-alls with split sizes reversed;
+- weight-gradient (W) tasks run ``stage_backward_weight`` per segment.
+
+This is the F / I / W split ``torch.distributed.pipelining`` makes for a stage, applied
+to the pieces between communications. A segment whose inputs need no gradient (the
+embedding's token ids) does nothing in I and its whole backward in W, as torch does
+on stage 0. All-to-alls are started with ``async_op=True``; a task list is run either
+alone (``run_serial``: each task waited on and timed) or interleaved with another
+(``profiler.pairs``). On a GPU the same code runs with NCCL, whose collectives run on
+their own stream; ``work.wait()`` orders the compute stream after them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
+
+from profiler.layers.program import Compute, Exchange, State, Step, all_to_all
+from profiler.timing import Clock
+
+__all__ = ["Task", "LayerRun", "run_serial"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Task:
+    """One piece of work of one layer: a compute segment or an all-to-all."""
+
+    name: str
+    """Step name (attn, experts, post, dispatch, combine, ...)."""
+    comm: bool
+    """True for an all-to-all (``run`` returns something with ``wait()``)."""
+    expert: bool
+    """Routed-expert compute (scales with routing imbalance)."""
+    run: Callable[[], Any]
+    """Starts the work; compute finishes on return."""
+
+
+class _Pending:
+    """An in-flight all-to-all; ``wait()`` stores the result in the state."""
+
+    def __init__(self, work: Any, store: Callable[[], None]) -> None:
+        self.work, self.store = work, store
+
+    def wait(self) -> None:
+        if self.work is not None:
+            self.work.wait()
+        self.store()
+
+
+def _leaf(t: torch.Tensor) -> torch.Tensor:
+    t = t.detach()
+    return t.requires_grad_(True) if t.is_floating_point() else t
+
+
+class LayerRun:
+    """One layer on one microbatch: forward, input-gradient and weight-gradient tasks."""
+
+    def __init__(self, steps: tuple[Step, ...], x: torch.Tensor, params: list[torch.nn.Parameter],
+                 *, loss: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
+        self.steps, self.params, self.loss = steps, params, loss
+        self.state: State = {"x": x}
+        self.grads: State = {}
+        self.ctx: dict[str, Any] = {}
+        self.leaves: dict[int, State] = {}
+        self.outputs: dict[int, State] = {}
+        self.param_groups: dict[int, Any] = {}
+
+    # -- forward ---------------------------------------------------------------
+    def forward_tasks(self) -> list[Task]:
+        """Tasks of the forward, in order (the head's loss is part of its last segment)."""
+        return [self._forward_task(k, step) for k, step in enumerate(self.steps)]
+
+    def _forward_task(self, k: int, step: Step) -> Task:
+        if isinstance(step, Exchange):
+            def start() -> _Pending:
+                in_s, out_s = self.ctx[step.splits]
+                out, work = all_to_all(self.state[step.src].detach(), in_s, out_s, step.group, async_op=True)
+                return _Pending(work, lambda: self.state.__setitem__(step.dst, out))
+            return Task(name=step.name, comm=True, expert=False, run=start)
+
+        def compute() -> None:
+            leaves = {name: _leaf(self.state[name]) for name in step.inputs}
+            out = step.fn(leaves, self.ctx)
+            if self.loss is not None and k == len(self.steps) - 1:
+                out = {**out, "loss": self.loss(out["y"])}
+            self.leaves[k], self.outputs[k] = leaves, out
+            self.state.update(out)
+        return Task(name=step.name, comm=False, expert=step.expert, run=compute)
+
+    # -- backward --------------------------------------------------------------
+    def backward_tasks(self, grad_y: torch.Tensor | None) -> list[Task]:
+        """Input-gradient tasks in reverse step order; ``grad_y`` seeds the output
+        (ignored for a layer with a loss, whose gradient seed is 1)."""
+        if self.loss is not None:
+            self.grads["loss"] = torch.ones_like(self.state["loss"])
+        else:
+            self.grads["y"] = grad_y
+        return [self._input_task(k, step) for k, step in reversed(list(enumerate(self.steps)))]
+
+    def _input_task(self, k: int, step: Step) -> Task:
+        if isinstance(step, Exchange):
+            def start() -> _Pending:
+                in_s, out_s = self.ctx[step.splits]
+                g, work = all_to_all(self.grads[step.dst], out_s, in_s, step.group, async_op=True)
+                return _Pending(work, lambda: self.grads.__setitem__(step.src, g))
+            return Task(name=step.name, comm=True, expert=False, run=start)
+
+        def compute() -> None:
+            names = [n for n, t in self.outputs[k].items() if n in self.grads and t.requires_grad]
+            outs = [self.outputs[k][n] for n in names]
+            leaves = self.leaves[k]
+            inputs = [leaves[n] for n in leaves]
+            if not any(t.requires_grad for t in inputs):
+                self.param_groups[k] = (None, names)  # nothing to do until W
+                return
+            dinputs, groups = stage_backward_input(outs, [self.grads[n] for n in names], inputs,
+                                                   iter(self.params))
+            self.param_groups[k] = (groups, names)
+            for name, g in zip(leaves, dinputs):
+                if g is not None:
+                    self.grads[name] = self.grads[name] + g if name in self.grads else g
+        return Task(name=step.name, comm=False, expert=step.expert, run=compute)
+
+    def weight_tasks(self) -> list[Task]:
+        """Weight-gradient tasks, one per compute segment (after ``backward_tasks`` ran)."""
+        return [Task(name=step.name, comm=False, expert=step.expert,
+                     run=lambda k=k: self._weight(k))
+                for k, step in reversed(list(enumerate(self.steps))) if isinstance(step, Compute)]
+
+    def _weight(self, k: int) -> None:
+        groups, names = self.param_groups.pop(k)
+        if groups is not None:  # groups whose intermediates got no gradient have nothing to do
+            stage_backward_weight(iter(self.params), [g for g in groups if "grads" in g])
+        elif names:  # no input gradient (token ids): the whole backward is weight-gradient
+            torch.autograd.backward([self.outputs[k][n] for n in names],
+                                    [self.grads[n] for n in names])
+
+def run_serial(tasks: list[Task], clock: Clock) -> list[tuple[Task, float]]:
+    """Run tasks one after another, waiting for each all-to-all; (task, seconds) each."""
+    marks = []
+    for task in tasks:
+        start = clock.mark()
+        pending = task.run()
+        if task.comm:
+            pending.wait()
+        marks.append((task, start, clock.mark()))
+    clock.sync()
+    return [(task, clock.elapsed(a, b)) for task, a, b in marks]

@@ -1,0 +1,165 @@
+"""What each profiling process runs: comm benchmarks, one layer per type, every type pair.
+
+One process per rank (``profiler.measure_launch`` starts them). With an expert-parallel
+size ``ep > 1`` all ``ep`` ranks build their share of every MoE layer and measure in
+lockstep (the all-to-alls are real); results are gathered on rank 0, which keeps the
+slowest rank's numbers (the straggler sets the pace). With ``ep == 1`` rank 0
+measures alone and rank 1 only joins the point-to-point benchmark.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+from planner.core.model import LayerSpec, ModelSpec
+from profiler.comm import LinkFit, all_to_all_benchmark, p2p_benchmark
+from profiler.layers import build_layer, layer_input, loss_fn
+from profiler.measure import LayerTiming, measure_layer
+from profiler.pairs import PairTiming, measure_pair
+from profiler.timing import Clock, Stat
+
+__all__ = ["WorkerConfig", "WorkerResult", "profile_rank", "representatives"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerConfig:
+    """Settings every profiling process receives."""
+
+    model: ModelSpec
+    """Full-size model spec."""
+    scale: float
+    """Width scale of the modules."""
+    ep: int
+    """Expert-parallel group size (number of measuring processes when > 1)."""
+    device: str
+    """cpu or cuda."""
+    seq_len: int
+    """Tokens per sequence."""
+    micro_batch: int
+    """Sequences per microbatch."""
+    warmup: int
+    """Untimed runs before the timed ones."""
+    repeats: int
+    """Timed runs (median and spread)."""
+    seed: int
+    """Weights and inputs seed."""
+    threads: int
+    """torch intra-op threads per process."""
+    pairs: bool = True
+    """Measure overlapped pairs."""
+    timeout_s: float = 600.0
+    """Collective timeout."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerResult:
+    """What rank 0 returns."""
+
+    layers: dict[str, LayerTiming]
+    """Timing per layer type (slowest rank)."""
+    pairs: dict[tuple[str, str], PairTiming] = field(default_factory=dict)
+    """Overlapped and serial time per (forward type, backward type), slowest rank."""
+    p2p: LinkFit | None = None
+    """Point-to-point fit (None with one process)."""
+    a2a: LinkFit | None = None
+    """All-to-all fit over the whole group (None with one process)."""
+    device_name: str = ""
+    """What measured (cpu or the GPU's name)."""
+
+
+def representatives(model: ModelSpec) -> dict[str, LayerSpec]:
+    """The first layer of each type, in order of appearance."""
+    reps: dict[str, LayerSpec] = {}
+    for layer in model.layers:
+        reps.setdefault(layer.type_key, layer)
+    return reps
+
+
+def _loss_for(layer: LayerSpec, x: torch.Tensor, vocab: int) -> Callable | None:
+    if layer.role != "head":
+        return None
+    n = x.shape[0] * x.shape[1]
+    targets = (torch.arange(n, device=x.device) * 7919 % vocab).view(x.shape[:2])
+    return lambda logits: loss_fn(logits, targets)
+
+
+def profile_rank(rank: int, world: int, port: int, cfg: WorkerConfig,
+                 report: Callable[[str], None]) -> WorkerResult | None:
+    """Profile on this rank; rank 0 returns the merged result, others None."""
+    torch.set_num_threads(cfg.threads)
+    device = torch.device("cuda", rank) if cfg.device == "cuda" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    p2p = a2a = None
+    if world > 1:
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
+                                init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=cfg.timeout_s))
+        p2p = p2p_benchmark(device=device)
+        a2a = all_to_all_benchmark(device=device)
+        report("comm")
+    group = dist.group.WORLD if cfg.ep > 1 else None
+    mine = _measure(rank, cfg, device, group, report) if (cfg.ep > 1 or rank == 0) else None
+    if world > 1:
+        gathered: list[Any] = [None] * world
+        dist.all_gather_object(gathered, mine)
+        mine = _merge([g for g in gathered if g is not None])
+    if rank != 0:
+        return None
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    return WorkerResult(layers=mine[0], pairs=mine[1], p2p=p2p, a2a=a2a, device_name=name)
+
+
+def _measure(rank: int, cfg: WorkerConfig, device: torch.device, group: Any,
+             report: Callable[[str], None]):
+    clock = Clock(device)
+    reps = representatives(cfg.model)
+    mods, inputs, losses, timings = {}, {}, {}, {}
+    for t, layer in reps.items():
+        mods[t] = build_layer(cfg.model, layer, scale=cfg.scale, ep_group=group, seed=cfg.seed).to(device)
+        inputs[t] = layer_input(cfg.model, layer, scale=cfg.scale, batch=cfg.micro_batch,
+                                seq_len=cfg.seq_len, seed=cfg.seed + 7 * rank, device=device)
+        vocab = mods[t].lm_head.out_features if layer.role == "head" else 0
+        losses[t] = _loss_for(layer, inputs[t], vocab)
+        timings[t] = measure_layer(mods[t], inputs[t], clock=clock, warmup=cfg.warmup,
+                                   repeats=cfg.repeats, loss=losses[t], seed=cfg.seed)
+        report(f"layer {t}")
+    pairs = {}
+    if cfg.pairs:
+        for ta in reps:
+            for tb in reps:
+                # no warm-up: every module already ran in its single-layer measurement
+                pairs[(ta, tb)] = measure_pair(mods[ta], inputs[ta], mods[tb], inputs[tb], clock=clock,
+                                               warmup=0, repeats=cfg.repeats,
+                                               loss_a=losses[ta], loss_b=losses[tb], seed=cfg.seed)
+                report(f"pair {ta} / {tb}")
+    return timings, pairs
+
+
+def _slowest(stats: list[Stat]) -> Stat:
+    return max(stats, key=lambda s: s.median)
+
+
+def _merge(results: list[tuple[dict[str, LayerTiming], dict]]):
+    """Slowest rank per timing, summed token counts, largest memory."""
+    if len(results) == 1:
+        return results[0]
+    layers = {}
+    for t, first in results[0][0].items():
+        per = [r[0][t] for r in results]
+        tpe = tuple(sum(c) for c in zip(*(p.tokens_per_expert for p in per)))
+        layers[t] = replace(
+            first, f=_slowest([p.f for p in per]), i=_slowest([p.i for p in per]),
+            w=_slowest([p.w for p in per]), a2a_f=_slowest([p.a2a_f for p in per]),
+            a2a_b=_slowest([p.a2a_b for p in per]),
+            expert=tuple(max(p.expert[k] for p in per) for k in range(3)),
+            a2a_bytes=max(p.a2a_bytes for p in per), tokens_per_expert=tpe,
+            act_bytes=max(p.act_bytes for p in per), act_w_bytes=max(p.act_w_bytes for p in per),
+            param_bytes=max(p.param_bytes for p in per))
+    pairs = {k: max((r[1][k] for r in results), key=lambda p: p.ov.median) for k in results[0][1]}
+    return layers, pairs

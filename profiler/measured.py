@@ -1,0 +1,225 @@
+"""Measured cost table: run the layers on this device and assemble a ``CostTable``.
+
+``measured_costs`` checks the request, finds the routing imbalance (a trace read by
+``profiler.routing``, or the model's routers on sample tokens), runs the profiling
+processes (``profiler.measure_launch``) and turns their measurements into the same
+table format the analytical profiler writes:
+
+- ``f``, ``i``, ``w``: compute medians of the layer's type; the routed-expert part is
+  first brought to a balanced load (divided by the imbalance of the measured batch)
+  and then multiplied by the layer's imbalance (busiest EP rank / mean);
+- ``a2a_f``, ``a2a_b``: exposed all-to-all medians plus the extra volume of the
+  straggler, ``(imbalance - 1) x bytes / fitted all-to-all bandwidth``;
+- pairs: every distinct type pair is measured overlapped and serial back to back
+  (``profiler.pairs``); ``OV[a, b] = (OV / serial)_measured x (F[a] + A_F[a] + I[b] +
+  A_B[b])``, the measured hidden share applied to the per-layer medians, so a pair and
+  its layers agree even when the machine's speed drifted between the two
+  measurements. A layer whose imbalance is not 1 gets its own type ``type@index`` (as
+  in ``profiler.analytical``); its pairs add the layer's extra serial time to the base
+  pair's, i.e. the straggler's extra work is assumed exposed (an upper bound);
+- memory: measured saved-activation and parameter bytes; gradients 4 B and Adam state
+  12 B per parameter (fp32, as Megatron keeps them), not sharded;
+- ``flops``: the model FLOPs of the reduced-width layer (``planner.core.layer_math``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from planner.core.costs import CostTable, LayerCost, P2PCost
+from planner.core.errors import InputError
+from planner.core.layer_math import layer_forward_flops
+from planner.core.model import LayerSpec, ModelSpec
+from profiler.layers import scaled_model
+from profiler.measure import LayerTiming
+from profiler.measure_launch import launch
+from profiler.measure_routing import sample_imbalance
+from profiler.measure_worker import WorkerConfig, WorkerResult
+from profiler.routing import rank_imbalance
+
+__all__ = ["ProfileRequest", "measured_costs", "check_request", "DEVICES"]
+
+DEVICES = ("cpu", "cuda")
+"""Devices the profiler measures on."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfileRequest:
+    """What to measure and how."""
+
+    device: str = "cpu"
+    """cpu or cuda."""
+    scale: float = 1 / 16
+    """Width scale of the layer modules (1 = full size)."""
+    ep: int = 1
+    """Expert-parallel group size (processes exchanging tokens)."""
+    seq_len: int = 256
+    """Tokens per sequence."""
+    micro_batch: int = 1
+    """Sequences per microbatch."""
+    warmup: int = 1
+    """Untimed runs before the timed ones."""
+    repeats: int = 5
+    """Timed runs per measurement."""
+    seed: int = 0
+    """Weights and inputs seed."""
+    threads: int = 0
+    """torch threads per process (0: 1 per expert-parallel rank when ep > 1, else torch's default)."""
+    imbalance: dict[int, float] | None = None
+    """Per MoE layer index: busiest EP rank / mean, from a routing trace (None: sample tokens)."""
+    routing_source: str = ""
+    """Where ``imbalance`` came from (trace paths), for the table's meta."""
+    timeout_s: float = 900.0
+    """Whole-run limit for the profiling processes."""
+    measure_links: bool = True
+    """Benchmark point-to-point and all-to-all links (needs a second process when ep is 1);
+    without it the table keeps the default ``P2PCost``."""
+
+
+def check_request(model: ModelSpec, req: ProfileRequest) -> None:
+    """One-line ``InputError`` for a request that cannot be measured."""
+    import torch
+
+    if req.device not in DEVICES:
+        raise InputError("--device", f"unknown device {req.device!r}", f"use one of {', '.join(DEVICES)}")
+    if req.device == "cuda" and not torch.cuda.is_available():
+        raise InputError("--device", "cuda requested but no CUDA device is available", "use --device cpu")
+    if req.device == "cuda" and req.ep > torch.cuda.device_count():
+        raise InputError("--ep", f"{req.ep} ranks need {req.ep} GPUs, found {torch.cuda.device_count()}",
+                         "lower --ep or profile on the CPU")
+    if req.ep < 1:
+        raise InputError("--ep", f"must be >= 1, got {req.ep}")
+    if req.ep > 1 and model.moe is None:
+        raise InputError("--ep", f"{model.name} has no experts", "use --ep 1 for a dense model")
+    spec = scaled_model(model, req.scale)
+    for where, m in (("the model's", model), ("the scaled model's", spec)):
+        if m.moe is not None and m.moe.num_experts % req.ep:
+            raise InputError("--ep", f"{req.ep} does not divide {where} {m.moe.num_experts} experts",
+                             "pick an expert-parallel size that divides the expert count"
+                             + (" or change --scale" if m is spec else ""))
+    if req.seq_len < 1 or req.micro_batch < 1 or req.repeats < 1 or req.warmup < 0:
+        raise InputError("--seq-len/--micro-batch/--repeats", "must be positive")
+
+
+def _world(req: ProfileRequest) -> int:
+    if not req.measure_links:
+        return req.ep
+    if req.device == "cuda":
+        import torch
+
+        return max(req.ep, 2) if torch.cuda.device_count() >= 2 else req.ep
+    return max(req.ep, 2)
+
+
+def measured_costs(model: ModelSpec, req: ProfileRequest, *,
+                   progress: Callable[[str, int, int], None] | None = None) -> CostTable:
+    """Measure ``model`` as ``req`` asks; ``progress(label, done, total)`` after each item."""
+    check_request(model, req)
+    t0 = time.monotonic()
+    if req.imbalance is not None:
+        imbalance, source = dict(req.imbalance), req.routing_source or "trace"
+    else:
+        imbalance, _ = sample_imbalance(model, scale=req.scale, ep=req.ep, seq_len=req.seq_len,
+                                        batch=req.micro_batch, seed=req.seed)
+        source = "sample tokens"
+    world = _world(req)
+    n_types = len(model.type_keys())
+    total = n_types + n_types ** 2 + (1 if world > 1 else 0)
+    done = [0]
+
+    def report(label: str) -> None:
+        done[0] += 1
+        if progress:
+            progress(label, done[0], total)
+
+    threads = req.threads or (1 if req.ep > 1 else _default_threads())
+    cfg = WorkerConfig(model=model, scale=req.scale, ep=req.ep, device=req.device, seq_len=req.seq_len,
+                       micro_batch=req.micro_batch, warmup=req.warmup, repeats=req.repeats,
+                       seed=req.seed, threads=threads, timeout_s=req.timeout_s)
+    result = launch(cfg, world, timeout_s=req.timeout_s, progress=report)
+    table = assemble(model, req, result, imbalance)
+    meta = dict(table.meta, routing=source, wall_s=round(time.monotonic() - t0, 3), processes=world)
+    return replace(table, meta=meta)
+
+
+def _default_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def _imbalance(layer: LayerSpec, imbalance: dict[int, float]) -> float:
+    return max(1.0, round(imbalance.get(layer.index, 1.0), 3)) if layer.is_moe else 1.0
+
+
+def _layer_cost(layer: LayerSpec, lt: LayerTiming, imb: float, req: ProfileRequest,
+                spec: ModelSpec, a2a_bw: float) -> LayerCost:
+    measured = rank_imbalance(list(lt.tokens_per_expert), req.ep) if lt.tokens_per_expert else 1.0
+    k = imb / measured                         # expert work at the target load
+    ef, ei, ew = lt.expert
+    extra_comm = (imb - measured) * lt.a2a_bytes / measured / a2a_bw if lt.a2a_bytes else 0.0
+    numel = lt.param_bytes // 4 if lt.param_bytes else 0
+    return LayerCost(
+        type=layer.type_key if imb == 1.0 else f"{layer.type_key}@{layer.index}",
+        role=layer.role,
+        f=lt.f.median + (k - 1) * ef, i=lt.i.median + (k - 1) * ei, w=lt.w.median + (k - 1) * ew,
+        a2a_f=max(0.0, lt.a2a_f.median + extra_comm), a2a_b=max(0.0, lt.a2a_b.median + extra_comm),
+        act_bytes=lt.act_bytes, act_w_bytes=lt.act_w_bytes, param_bytes=lt.param_bytes,
+        grad_bytes=4 * numel, optim_bytes=12 * numel, out_bytes=lt.out_bytes,
+        flops=3.0 * req.micro_batch * req.seq_len * layer_forward_flops(layer, spec, req.seq_len),
+        imbalance=imb)
+
+
+def assemble(model: ModelSpec, req: ProfileRequest, result: WorkerResult,
+             imbalance: dict[int, float]) -> CostTable:
+    """Cost table from the measurements (see the module doc for each field)."""
+    spec = scaled_model(model, req.scale)
+    a2a_bw = result.a2a.bandwidth if result.a2a else math.inf
+    layers, base_of = [], {}
+    for layer in model.layers:
+        lt = result.layers[layer.type_key]
+        cost = _layer_cost(layer, lt, _imbalance(layer, imbalance), req, spec, a2a_bw)
+        layers.append(cost)
+        base_of[cost.type] = (layer.type_key, cost.serial_f - lt.f.median - lt.a2a_f.median,
+                              cost.serial_i - lt.i.median - lt.a2a_b.median)
+    pairs = {}
+    lts = result.layers
+    for ta, (base_a, extra_f, _) in base_of.items():
+        for tb, (base_b, _, extra_i) in base_of.items():
+            if (base_a, base_b) in result.pairs:
+                ratio = result.pairs[(base_a, base_b)].ratio.median
+                serial = lts[base_a].f.median + lts[base_a].a2a_f.median + lts[base_b].i.median \
+                    + lts[base_b].a2a_b.median
+                pairs[(ta, tb)] = ratio * serial + extra_f + extra_i
+    p2p = P2PCost(latency_s=result.p2p.latency_s, bandwidth=result.p2p.bandwidth) if result.p2p else P2PCost()
+    return CostTable(model=model.name, source="measured", layers=tuple(layers), pairs=pairs, p2p=p2p,
+                     microbatch_size=req.micro_batch, seq_len=req.seq_len,
+                     size_curve=((req.micro_batch, 1.0),), device=result.device_name,
+                     scale=req.scale, meta=_meta(req, spec, result))
+
+
+def _meta(req: ProfileRequest, spec: ModelSpec, result: WorkerResult) -> dict[str, object]:
+    layers = result.layers
+    pair_rows = {f"{a} / {b}": {"ov": p.ov.median, "serial": p.serial.median,
+                                "hidden_share": 1.0 - p.ratio.median, "cv": p.ov.cv,
+                                "serial_cv": p.serial.cv}
+                 for (a, b), p in result.pairs.items()}
+    link = lambda fit: None if fit is None else {  # noqa: E731 - tiny formatter
+        "latency_s": float(fit.latency_s), "bandwidth": float(fit.bandwidth), "points": [list(p) for p in fit.points]}
+    return {
+        "profiler": {"device": req.device, "ep": req.ep, "seq_len": req.seq_len,
+                     "micro_batch": req.micro_batch, "warmup": req.warmup, "repeats": req.repeats,
+                     "seed": req.seed, "hidden": spec.hidden, "vocab": spec.vocab,
+                     "experts": spec.moe.num_experts if spec.moe else 0,
+                     "top_k": spec.moe.top_k if spec.moe else 0},
+        "cv": {t: {"f": lt.f.cv, "i": lt.i.cv, "w": lt.w.cv, "a2a_f": lt.a2a_f.cv, "a2a_b": lt.a2a_b.cv}
+               for t, lt in layers.items()},
+        "measured_imbalance": {t: rank_imbalance(list(lt.tokens_per_expert), req.ep)
+                               for t, lt in layers.items() if lt.tokens_per_expert},
+        "pairs": pair_rows,
+        "p2p_fit": link(result.p2p) or "default (one process: no link to measure)",
+        "a2a_fit": link(result.a2a),
+    }

@@ -1,0 +1,60 @@
+"""Clocks and repeat statistics shared by the CPU and the CUDA paths.
+
+A ``Clock`` hands out marks: ``time.perf_counter()`` values on the CPU, recorded CUDA
+events on a GPU (so a mark does not synchronise the device). ``elapsed(a, b)`` is read
+after ``sync()``. Everything else in the profiler is the same on both devices.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = ["Clock", "Stat", "summarize"]
+
+
+class Clock:
+    """Marks and elapsed seconds on ``device`` (cpu or cuda)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+
+    def mark(self) -> Any:
+        """A point in time on the current stream."""
+        if not self.cuda:
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def sync(self) -> None:
+        """Wait for queued device work (no-op on the CPU)."""
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def elapsed(self, a: Any, b: Any) -> float:
+        """Seconds from mark a to mark b (call ``sync`` first on a GPU)."""
+        return a.elapsed_time(b) / 1e3 if self.cuda else b - a
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stat:
+    """Median and spread of repeated timings."""
+
+    median: float
+    """Median seconds."""
+    cv: float
+    """Coefficient of variation: sample standard deviation / mean (0 for one sample)."""
+    samples: int
+    """Number of repeats."""
+
+
+def summarize(values: list[float]) -> Stat:
+    """Median and coefficient of variation of repeated timings."""
+    mean = statistics.fmean(values)
+    cv = statistics.stdev(values) / mean if len(values) > 1 and mean > 0 else 0.0
+    return Stat(median=statistics.median(values), cv=cv, samples=len(values))

@@ -1,0 +1,244 @@
+"""Measured profiler on one process: split timings, memory, routing scaling, plan end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from planner.core.costs_io import load_costs, save_costs
+from planner.core.errors import InputError
+from planner.core.hf_config import load_model
+from profiler.comm import fit_link
+from profiler.layers import build_layer, layer_input, scaled_model
+from profiler.measure import grad_seed, measure_layer
+from profiler.measure_run import LayerRun, run_serial
+from profiler.measure_worker import WorkerConfig, profile_rank
+from profiler.measured import ProfileRequest, assemble, check_request, measured_costs
+from profiler.pairs import run_overlapped
+from profiler.timing import Clock, summarize
+
+TINY = 1 / 64
+CPU = Clock(torch.device("cpu"))
+QWEN = "qwen3-next-80b-a3b"
+
+
+def _layer(name: str, index: int, *, seq_len: int = 32):
+    model = load_model(name)
+    layer = model.layers[index]
+    module = build_layer(model, layer, scale=TINY)
+    return module, layer_input(model, layer, scale=TINY, batch=1, seq_len=seq_len)
+
+
+@pytest.mark.parametrize("name,index", [(QWEN, 1), (QWEN, 4), ("deepseek-v3", 1), ("deepseek-v3", -2)])
+def test_split_backward_equals_full_backward(name, index):
+    module, x = _layer(name, index if index > 0 else load_model(name).num_layers + index)
+    params = list(module.parameters())
+    ref_x = x.clone().requires_grad_(True)
+    y = module(ref_x)
+    g = grad_seed(y, 0)
+    y.backward(g)
+    ref = [p.grad.clone() for p in params]
+    for p in params:
+        p.grad = None
+    run = LayerRun(module.program(), x, params)
+    run_serial(run.forward_tasks(), CPU)
+    torch.testing.assert_close(run.state["y"], y.detach())
+    run_serial(run.backward_tasks(g), CPU)
+    torch.testing.assert_close(run.grads["x"], ref_x.grad)            # I gives the input gradient
+    assert all(p.grad is None for p in params)                       # ... and no weight gradient
+    run_serial(run.weight_tasks(), CPU)
+    for p, r in zip(params, ref):
+        torch.testing.assert_close(p.grad, r)                         # W gives the weight gradient
+
+
+def test_overlapped_run_does_the_same_work():
+    a, xa = _layer(QWEN, 1)
+    b, xb = _layer(QWEN, 4)
+    run_b = LayerRun(b.program(), xb, list(b.parameters()))
+    run_serial(run_b.forward_tasks(), CPU)
+    run_a = LayerRun(a.program(), xa, list(a.parameters()))
+    t = run_overlapped(run_a.forward_tasks(), run_b.backward_tasks(grad_seed(run_b.state["y"], 0)), CPU)
+    assert t > 0
+    torch.testing.assert_close(run_a.state["y"], a(xa))
+    assert run_b.grads["x"].shape == xb.shape
+
+
+def test_layer_timings_are_positive_and_consistent():
+    module, x = _layer(QWEN, 1, seq_len=64)
+    lt = measure_layer(module, x, clock=CPU, warmup=1, repeats=3)
+    for stat in (lt.f, lt.i, lt.w):
+        assert stat.median > 0 and stat.samples == 3 and stat.cv >= 0
+    assert all(0 < e <= total for e, total in zip(lt.expert, (lt.f.median, lt.i.median, lt.w.median)))
+    assert lt.a2a_f.median == 0 and lt.a2a_bytes == 0                  # no group: nothing exchanged
+    assert 0 < lt.act_w_bytes < lt.act_bytes
+    assert lt.param_bytes == 4 * sum(p.numel() for p in module.parameters())
+    assert lt.out_bytes == x.numel() * 4
+    assert sum(lt.tokens_per_expert) == 64 * scaled_model(load_model(QWEN), TINY).moe.top_k
+
+
+def test_embedding_has_no_input_gradient_work():
+    module, ids = _layer(QWEN, 0)
+    lt = measure_layer(module, ids, clock=CPU, warmup=0, repeats=2)
+    assert lt.w.median > 0 and lt.i.median < lt.w.median
+
+
+def test_summarize_and_fit():
+    s = summarize([1.0, 2.0, 3.0])
+    assert s.median == 2.0 and s.cv == pytest.approx(0.5)
+    fit = fit_link([(0, 1e-3), (1000, 2e-3), (2000, 3e-3)])
+    assert fit.latency_s == pytest.approx(1e-3) and fit.bandwidth == pytest.approx(1e6)
+    flat = fit_link([(1000, 2e-3), (2000, 1e-3)])                    # noise: slope < 0
+    assert flat.bandwidth > 0 and flat.latency_s >= 0
+
+
+def _worker_result(model, req):
+    cfg = WorkerConfig(model=model, scale=req.scale, ep=1, device="cpu", seq_len=req.seq_len,
+                       micro_batch=1, warmup=0, repeats=1, seed=0, threads=1, pairs=False)
+    return profile_rank(0, 1, 0, cfg, lambda label: None)
+
+
+def test_routing_imbalance_scales_expert_cost():
+    model = load_model(QWEN)
+    req = ProfileRequest(scale=TINY, seq_len=32, repeats=1, warmup=0, measure_links=False)
+    result = _worker_result(model, req)
+    even = assemble(model, req, result, {})
+    skewed = assemble(model, req, result, {1: 2.0})
+    lt = result.layers["linear+moe"]
+    assert skewed.layers[1].type == "linear+moe@1" and skewed.layers[1].imbalance == 2.0
+    assert skewed.layers[1].f == pytest.approx(even.layers[1].f + lt.expert[0])
+    assert skewed.layers[1].w == pytest.approx(even.layers[1].w + lt.expert[2])
+    assert skewed.layers[2] == even.layers[2]
+    assert skewed.layers[0].imbalance == 1.0                           # not MoE: untouched
+
+
+def test_check_request_rejects_bad_input():
+    model = load_model(QWEN)
+    with pytest.raises(InputError, match="--device: unknown device 'tpu'"):
+        check_request(model, ProfileRequest(device="tpu"))
+    if not torch.cuda.is_available():
+        with pytest.raises(InputError, match="no CUDA device"):
+            check_request(model, ProfileRequest(device="cuda"))
+    with pytest.raises(InputError, match="--ep: 3 does not divide the model's 512 experts"):
+        check_request(model, ProfileRequest(ep=3))
+    with pytest.raises(InputError, match="scaled model's 2 experts"):
+        check_request(model, ProfileRequest(ep=4, scale=1 / 256))
+    with pytest.raises(InputError, match="no experts"):
+        check_request(load_model("llama3-8b"), ProfileRequest(ep=2))
+
+
+@pytest.fixture(scope="module")
+def tiny_profile(tmp_path_factory):
+    path = tmp_path_factory.mktemp("profile") / "profile.json"
+    req = ProfileRequest(scale=TINY, seq_len=32, repeats=2, warmup=1, measure_links=False)
+    table = measured_costs(load_model(QWEN), req)
+    save_costs(table, path)
+    return path, table
+
+
+def test_measured_profile_has_every_pair_type(tiny_profile):
+    path, table = tiny_profile
+    model = load_model(QWEN)
+    assert table.source == "measured" and table.device == "cpu" and table.scale == TINY
+    assert load_costs(path).num_layers == model.num_layers
+    types = model.type_keys()
+    assert set(table.meta["pairs"]) == {f"{a} / {b}" for a in types for b in types}
+    for layer in table.layers:
+        assert layer.f > 0 and layer.w > 0 and layer.i >= 0
+    for a in range(table.num_layers):
+        assert table.ov(a, a) > 0
+
+
+def _ppplan(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "planner.cli", *args], capture_output=True, text=True,
+                          timeout=300, cwd=cwd)
+
+
+def test_measured_profile_plans_end_to_end(tiny_profile, tmp_path):
+    path, _ = tiny_profile
+    run = _ppplan("plan", QWEN, "--profile", str(path), "--out", "plan.json", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["model"]["name"] == QWEN
+    val = _ppplan("validate", "plan.json", cwd=tmp_path)
+    assert val.returncode == 0, val.stderr
+
+
+def test_compare_shows_types_side_by_side(tiny_profile, tmp_path):
+    path, _ = tiny_profile
+    assert _ppplan("profile", QWEN, "--analytical", "--out", "an.json", cwd=tmp_path).returncode == 0
+    run = _ppplan("profile", "--compare", "an.json", str(path), cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    for t in load_model(QWEN).type_keys():
+        assert t in run.stdout
+    assert "hidden" in run.stdout
+
+
+def _in_process(argv: list[str]) -> int:
+    from planner.cli import cli
+    from planner.cli.common import run_guarded
+
+    return run_guarded(cli, argv)
+
+
+def test_cli_bad_device_exits_2_with_one_line(tmp_path):
+    run = _ppplan("profile", QWEN, "--device", "tpu", "--out", "p.json", cwd=tmp_path)
+    assert run.returncode == 2
+    assert run.stderr == "error: --device: unknown device 'tpu' (use one of cpu, cuda)\n"
+    assert not (tmp_path / "p.json").exists()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--ep", "3"], "error: --ep: 3 does not divide"),
+    (["--scale", "2"], "error: --scale: must be in (0, 1]"),
+    (["--routing", "missing.jsonl", "--ep", "2"], "error: "),
+])
+def test_cli_bad_input_is_one_line(tmp_path, capsys, args, message):
+    out = tmp_path / "p.json"
+    assert _in_process(["profile", QWEN, *args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1, err
+    assert not out.exists()
+
+
+def test_cli_routing_trace_must_match_model(tmp_path, capsys):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(json.dumps({"iter": 1, "block": "decoder", "layer": 1, "tpe": [[1, 2, 3]]}) + "\n")
+    out = tmp_path / "p.json"
+    assert _in_process(["profile", QWEN, "--routing", str(trace), "--ep", "2", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "expert" in err and err.count("\n") == 1, err
+    assert not out.exists()
+
+
+def test_cli_applies_routing_trace(tmp_path):
+    model = load_model(QWEN)
+    moe = [layer.index for layer in model.layers if layer.is_moe]
+    even = [10] * model.moe.num_experts
+    hot = [30] * (model.moe.num_experts // 2) + [10] * (model.moe.num_experts // 2)  # rank 0: 3x mean/1.5
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"layers": {str(i): hot if i == moe[0] else even for i in moe}}))
+    out = tmp_path / "p.json"
+    argv = ["profile", QWEN, "--scale", str(TINY), "--seq-len", "32", "--repeats", "1", "--warmup", "0",
+            "--no-links", "--routing", str(trace), "--trace-ep", "2", "--quiet", "--out", str(out)]
+    assert _in_process(argv) == 0
+    table = load_costs(out)
+    first = table.layers[moe[0]]
+    assert first.imbalance == pytest.approx(1.5) and first.type == f"linear+moe@{moe[0]}"
+    assert all(table.layers[i].imbalance == 1.0 for i in moe[1:])
+    assert "trace.json (EP 2)" in table.meta["routing"]
+
+
+def test_interrupted_profile_writes_nothing(tmp_path, monkeypatch):
+    import profiler.measured as measured
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(measured, "launch", interrupted)
+    out = tmp_path / "p.json"
+    assert _in_process(["profile", QWEN, "--scale", str(TINY), "--quiet", "--out", str(out)]) == 130
+    assert list(tmp_path.iterdir()) == []
