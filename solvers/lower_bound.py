@@ -1,29 +1,109 @@
-"""A valid lower bound on the step time for given stage costs.
+"""A valid lower bound on the step time for given stage costs and activation budgets.
 
-Every rank must run all of its work: sum over its stages of M x (F + I + W), where a
-fused pair may replace F + I by its overlapped time, so per stage the cheapest way to
-do one microbatch's F and I is min(F + I, fused(s, s)). No schedule can end before
-the busiest rank has done that much. Additionally the first microbatch must travel
-through every stage forward and back before the last stage-0 input-gradient can run:
-sum_s (F_s + I_s) (+ P2P between ranks) is a second bound; the maximum is returned.
-Memory limits only lengthen schedules, so both stay valid under them.
+The step time is the simulator's makespan (``planner.core.simulate``): each rank runs
+one action at a time, every action waits for its ``predecessors`` (plus P2P time across
+ranks), F allocates ``act_bytes`` at its start, I frees ``act_bytes - act_w_bytes`` and
+W frees ``act_w_bytes`` at their ends. The bound is the largest of three, each a
+necessary condition on every schedule:
+
+1. **Busiest rank, shifted by its earliest start.** Rank r runs M x (F + I + W) of
+   each of its stages. Fusing an F with an I of another microbatch saves
+   ``sav(a, b) = F_a + I_b - fused(a, b)``; each F and each I is in at most one pair,
+   so the saving is at most M x min(sum_a max_b sav(a, b), sum_b max_a sav(a, b)).
+   No task of rank r can start before ``head_r``, the shortest forward chain to any
+   of its stages (every task of stage s needs F(s, m), which needs F(0..s-1, m)).
+   So T >= head_r + work_r - saving_r.
+2. **One microbatch's round trip**, the memory-free case of 3.
+3. **Memory-limited throughput.** Let k_s = floor(budget_r / act_s) for stage s on
+   rank r: a microbatch holds at least ``act_s`` from the start of F(s, m) to the end
+   of I(s, m), so at most k_s are in that window at any time. Sort the starts of
+   F(s, .) as a_1 <= ... <= a_M. When the (j+k)-th starts, one of the k microbatches
+   started at a_j..a_{j+k-1} has already ended its I(s, .), which took at least the
+   round trip R_s = sum_{t >= s} (F_t + I_t) + 2 x P2P of each rank crossing after s
+   since its own F(s) start >= a_j; so a_{j+k} >= a_j + R_s, and the last F(s) starts
+   at >= head_s + (ceil(M / k_s) - 1) R_s. Its I(s) ends a round trip later, and the
+   gradient still has to pass every W: tail_s = max over t <= s of the I chain
+   s-1..t (with P2P) plus W_t. So T >= head_s + ceil(M / k_s) R_s + tail_s. With no budget,
+   k_s = M gives the single round trip (bound 2).
+
+Durations in chains use each task's cheapest form: F_s alone or inside any fused pair
+(``min(F_s, fused(s, b))``), likewise I, so fused schedules are covered. Everything
+above holds for any order, placement and deadline, hence for the optimum.
 """
 
 from __future__ import annotations
 
+import math
+
 from planner.core.stage_costs import StageCosts
 
-__all__ = ["step_lower_bound"]
+__all__ = ["step_lower_bound", "LowerBound", "bound_parts"]
 
 
-def step_lower_bound(costs: StageCosts, microbatches: int) -> float:
-    """max(busiest rank's total work, one microbatch's forward-backward round trip)."""
-    work = [0.0] * costs.num_ranks
-    for s in range(costs.num_stages):
-        fi = min(costs.f[s] + costs.i[s], costs.fused.get((s, s), costs.f[s] + costs.i[s]))
-        work[costs.ranks[s]] += microbatches * (fi + costs.w[s])
-    trip = sum(costs.f) + sum(costs.i)
-    for s in range(costs.num_stages - 1):
-        if costs.ranks[s] != costs.ranks[s + 1]:
-            trip += 2 * costs.p2p_time(s)
-    return max(max(work), trip)
+class LowerBound(dict):
+    """Named parts of the bound (``rank_work``, ``round_trip``, ``memory``)."""
+
+
+def _cheapest(costs: StageCosts) -> tuple[list[float], list[float]]:
+    S = costs.num_stages
+    fmin, imin = list(costs.f), list(costs.i)
+    for (a, b), t in costs.fused.items():
+        if 0 <= a < S and 0 <= b < S:
+            fmin[a] = min(fmin[a], t)
+            imin[b] = min(imin[b], t)
+    return fmin, imin
+
+
+def _hop(costs: StageCosts, t: int) -> float:
+    """P2P time across boundary t (stage t -> t+1), 0 when both stages share a rank."""
+    return costs.p2p_time(t) if costs.ranks[t] != costs.ranks[t + 1] else 0.0
+
+
+def _rank_work(costs: StageCosts, m: int, head: list[float]) -> float:
+    best = 0.0
+    for r in range(costs.num_ranks):
+        mine = [s for s in range(costs.num_stages) if costs.ranks[s] == r]
+        work = sum(m * (costs.f[s] + costs.i[s] + costs.w[s]) for s in mine)
+        sav = {(a, b): max(0.0, costs.f[a] + costs.i[b] - costs.fused_time(a, b))
+               for a in mine for b in mine}
+        by_f = sum(max(sav[(a, b)] for b in mine) for a in mine)
+        by_i = sum(max(sav[(a, b)] for a in mine) for b in mine)
+        if mine:
+            best = max(best, min(head[s] for s in mine) + work - m * min(by_f, by_i))
+    return best
+
+
+def bound_parts(costs: StageCosts, microbatches: int, *,
+                act_budget: list[int | None] | None = None) -> LowerBound:
+    """The three bounds of the module docstring, by name."""
+    S, m = costs.num_stages, microbatches
+    fmin, imin = _cheapest(costs)
+    head = [0.0] * S
+    for s in range(1, S):
+        head[s] = head[s - 1] + fmin[s - 1] + _hop(costs, s - 1)
+    trip = [0.0] * (S + 1)  # trip[s] = R_s
+    for s in range(S - 1, -1, -1):
+        trip[s] = trip[s + 1] + fmin[s] + imin[s] + (2 * _hop(costs, s) if s + 1 < S else 0.0)
+    tail = [0.0] * S
+    for s in range(S):
+        chain, best = 0.0, costs.w[s]
+        for t in range(s - 1, -1, -1):
+            chain += _hop(costs, t) + imin[t]
+            best = max(best, chain + costs.w[t])
+        tail[s] = best
+    single = max(head[s] + trip[s] + tail[s] for s in range(S))
+    memory = single
+    if act_budget is not None:
+        for s in range(S):
+            budget, act = act_budget[costs.ranks[s]], costs.act_bytes[s]
+            if budget is None or act <= 0:
+                continue
+            k = max(1, budget // act)
+            memory = max(memory, head[s] + math.ceil(m / k) * trip[s] + tail[s])
+    return LowerBound(rank_work=_rank_work(costs, m, head), round_trip=single, memory=memory)
+
+
+def step_lower_bound(costs: StageCosts, microbatches: int, *,
+                     act_budget: list[int | None] | None = None) -> float:
+    """Largest of the bounds in the module docstring (seconds); valid for every schedule."""
+    return max(bound_parts(costs, microbatches, act_budget=act_budget).values())

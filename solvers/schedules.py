@@ -1,16 +1,49 @@
-"""Registry of schedule generators by name, used by the planner's front door."""
+"""Schedules by name, and the best schedule for given stage costs.
+
+``generate`` draws a named order for the uniform picture (the planner's partition
+search needs an order before costs per stage exist). Once stage costs are known,
+``best_schedule`` adapts every applicable heuristic to them, optionally improves the
+best with CP-SAT, and returns the fastest valid schedule with its lower bound and gap:
+
+1. every generator of the placement (``generate``), as drawn and with W tasks moved
+   into the real gaps (``solvers.w_fill.fill_w``), plus the planner's own start;
+2. the cost-aware greedy list scheduler (``solvers.list_scheduler``) under the memory
+   budget and under p and 2p microbatches of activations, fused and not;
+3. ``cpsat``: CP-SAT warm-started from the best of those (``solvers.cpsat_solve``);
+   ``auto`` runs it too, for at most ``AUTO_CPSAT_S`` seconds, when the best heuristic is
+   more than 1% above the lower bound.
+
+Every candidate is simulated and validated (per-rank activation budget, deadlines);
+ties go to the earlier candidate, so the choice is deterministic.
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from planner.core.costs import CostTable
-from planner.core.errors import InputError
-from planner.core.schedule import Schedule
+from planner.core.errors import InfeasibleError, InputError
+from planner.core.placement import stage_ranks
+from planner.core.schedule import Key, Schedule, provides
+from planner.core.simulate import simulate
+from planner.core.stage_costs import StageCosts
+from planner.core.validate import validate
+from solvers.deadlines import check_deadlines, earliest_finish
+from solvers.dualpipev import dualpipev
 from solvers.generators import gpipe, interleaved_1f1b, one_f_one_b
+from solvers.list_scheduler import list_schedule
+from solvers.lower_bound import step_lower_bound
+from solvers.memory_limit import MemoryLimit, rank_activation
+from solvers.w_fill import fill_w
+from solvers.zero_bubble import zb_h1, zb_h2, zb_v
 
-__all__ = ["ScheduleKind", "SCHEDULES", "generate", "candidate_schedules"]
+__all__ = ["ScheduleKind", "SCHEDULES", "SCHEDULE_CHOICES", "AUTO_CPSAT_S", "generate",
+           "candidate_schedules", "check_schedule_option", "ScheduleChoice", "best_schedule"]
+
+AUTO_CPSAT_S = 2.0
+"""CP-SAT budget (seconds) ``auto`` spends polishing a heuristic more than 1% above the bound."""
 
 
 @dataclass(frozen=True)
@@ -36,25 +69,225 @@ SCHEDULES: dict[str, ScheduleKind] = {
     "1f1b": ScheduleKind(_one_stage(one_f_one_b)),
     "1f1b-overlap": ScheduleKind(_one_stage(one_f_one_b, fuse=True), fused=True),
     "interleaved": ScheduleKind(lambda pp, vpp, m: interleaved_1f1b(pp, vpp, m), vpp=()),
+    "zb-h1": ScheduleKind(_one_stage(zb_h1)),
+    "zb-h2": ScheduleKind(_one_stage(zb_h2)),
+    "zbv": ScheduleKind(_one_stage(zb_v), placement="v", vpp=(2,)),
+    "dualpipev": ScheduleKind(_one_stage(dualpipev), fused=True, placement="v", vpp=(2,)),
 }
+
+SCHEDULE_CHOICES = ("auto", *SCHEDULES, "cpsat")
+"""Values of ``--schedule``: a family, ``auto`` (best heuristic, CP-SAT polish) or ``cpsat``."""
+
+
+def check_schedule_option(name: str, *, vpp: int, placement: str) -> None:
+    """``InputError`` for unknown names and shapes a family cannot run."""
+    if name in ("auto", "cpsat"):
+        return
+    kind = SCHEDULES.get(name)
+    if kind is None:
+        raise InputError("--schedule", f"unknown schedule {name!r}", f"use one of {', '.join(SCHEDULE_CHOICES)}")
+    if kind.vpp and vpp not in kind.vpp:
+        fix = "use --schedule interleaved for vpp > 1" if kind.vpp == (1,) else \
+            f"use --vpp {kind.vpp[0]} --placement {kind.placement}"
+        raise InputError("--schedule", f"{name} supports vpp {', '.join(map(str, kind.vpp))}, got {vpp}", fix)
+    if kind.placement != placement and vpp > 1:
+        raise InputError("--schedule", f"{name} needs --placement {kind.placement}, got {placement}",
+                         f"pass --placement {kind.placement}")
 
 
 def generate(name: str, *, pp: int, vpp: int, microbatches: int) -> Schedule:
     """Generate schedule ``name``; unknown names and unsupported vpp are ``InputError``."""
     kind = SCHEDULES.get(name)
     if kind is None:
-        raise InputError("--schedule", f"unknown schedule {name!r}", f"use one of auto, {', '.join(SCHEDULES)}")
-    if kind.vpp and vpp not in kind.vpp:
-        raise InputError("--schedule", f"{name} supports vpp {', '.join(map(str, kind.vpp))}, got {vpp}",
-                         "use --schedule interleaved for vpp > 1")
+        raise InputError("--schedule", f"unknown schedule {name!r}", f"use one of {', '.join(SCHEDULE_CHOICES)}")
+    check_schedule_option(name, vpp=vpp, placement=kind.placement)
     return kind.make(pp, vpp, microbatches)
 
 
+def _applies(kind: ScheduleKind, vpp: int, placement: str) -> bool:
+    return (vpp in kind.vpp if kind.vpp else vpp > 1) and (kind.placement == placement or vpp == 1)
+
+
 def candidate_schedules(name: str, table: CostTable, *, vpp: int, placement: str) -> list[str]:
-    """Schedules ``auto`` tries for this shape; a named schedule alone otherwise."""
-    if name != "auto":
+    """Schedules ``auto`` (and ``cpsat``, for its warm start) try for this shape; a named one alone."""
+    if name not in ("auto", "cpsat"):
         return [name]
-    names = [n for n, k in SCHEDULES.items()
-             if n != "gpipe" and (vpp in k.vpp if k.vpp else vpp > 1) and k.placement == placement]
+    names = [n for n, k in SCHEDULES.items() if n != "gpipe" and _applies(k, vpp, placement)]
     has_overlap = any(table.ov(a, a) < table.serial_pair(a, a) - 1e-12 for a in range(table.num_layers))
     return [n for n in names if has_overlap or not SCHEDULES[n].fused]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleChoice:
+    """The chosen schedule and how it compares with the limit."""
+
+    schedule: Schedule
+    """Per-rank actions."""
+    name: str
+    """Where it came from, e.g. ``zb-h2+w-fill``, ``greedy@2p``, ``cpsat-lns(zb-h2+w-fill)``."""
+    status: str
+    """HEURISTIC (no CP-SAT), OPTIMAL or FEASIBLE (CP-SAT ran), as ``solver.status`` reports."""
+    step_time: float
+    """Simulated step time, seconds."""
+    lower_bound: float
+    """``solvers.lower_bound.step_lower_bound`` for these costs and budget."""
+    gap: float
+    """step_time / lower_bound - 1."""
+    wall_s: float
+    """Seconds spent choosing."""
+    tried: list[dict] = field(default_factory=list)
+    """Each candidate's name, step time (or why it was rejected)."""
+
+
+def _placement(costs: StageCosts) -> str:
+    S, pp = costs.num_stages, costs.num_ranks
+    return "v" if S > pp and list(costs.ranks) == stage_ranks(S, pp, "v") else "loop"
+
+
+def _fuses(costs: StageCosts) -> bool:
+    return any(t < costs.f[a] + costs.i[b] - 1e-15 for (a, b), t in costs.fused.items())
+
+
+def _candidates(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[Key, float],
+                families: list[str], start: tuple[str, Schedule] | None, greedy: bool):
+    pp, vpp = costs.num_ranks, costs.num_stages // costs.num_ranks
+    place, fuse = _placement(costs), _fuses(costs)
+    if start is not None:
+        yield start
+        yield f"{start[0]}+w-fill", fill_w(start[1], costs, act_budget=budget, deadlines=deadlines)
+    for name in families:
+        kind = SCHEDULES[name]
+        if not _applies(kind, vpp, place) or (kind.fused and not fuse):
+            continue
+        try:
+            order = kind.make(pp, vpp, m)
+        except InfeasibleError as exc:
+            yield name, str(exc)
+            continue
+        yield name, order
+        for mode in ("eager", "fit"):
+            yield f"{name}+w-fill" + ("" if mode == "eager" else "-fit"), \
+                fill_w(order, costs, act_budget=budget, deadlines=deadlines, w_mode=mode)
+    if not greedy:
+        return
+    act = rank_activation(costs)
+    for cap in (None, pp, 2 * pp):
+        if cap is None and budget is None:
+            continue
+        b = budget if cap is None else [min(x, cap * a) for x, a in zip(budget or [cap * a for a in act], act)]
+        for f in (False, True) if fuse else (False,):
+            for mode in ("eager", "fit"):
+                label = "greedy" + ("-fused" if f else "") + ("" if cap is None else f"@{cap // pp}p") + \
+                    ("" if mode == "eager" else "-fit")
+                res = list_schedule(costs, m, act_budget=b, fuse=f, deadlines=deadlines, w_mode=mode)
+                yield label, res.schedule if res.schedule is not None else res.reason
+
+
+def _check(schedule: Schedule, costs: StageCosts, m: int, budget: list[int] | None,
+           deadlines: dict[Key, float]) -> tuple[float | None, str]:
+    """Simulated step time if valid (structure, deadlines, per-rank budget), else None and why."""
+    found = validate(schedule, costs, num_microbatches=m)
+    if found:
+        return None, str(found[0])
+    sim = simulate(schedule, costs)
+    if deadlines:
+        ends = {k: sim.end[n] for n, a in enumerate(sim.actions) for k in provides(a)}
+        for key in sorted(k for k in deadlines if ends[k] > deadlines[k] + 1e-12):
+            return None, (f"task {key[0]}{key[1]}{key[2]} ends at {ends[key]:.6g} s, after its deadline "
+                          f"{deadlines[key]:.6g} s; its earliest possible finish is "
+                          f"{earliest_finish(costs, key):.6g} s")
+    if budget is not None:
+        for r, (peak, b) in enumerate(zip(sim.peak_act_bytes, budget)):
+            if peak > b:
+                return None, f"rank {r} holds {peak / 2**30:.2f} GiB of activations, budget {b / 2**30:.2f} GiB"
+    return sim.step_time, "valid"
+
+
+def _gap(step: float, bound: float) -> float:
+    """step / bound - 1; float noise below zero (sums in another order) reads as 0."""
+    gap = step / bound - 1 if bound > 0 else 0.0
+    return 0.0 if -1e-9 < gap < 0 else gap
+
+
+def _check_options(method: str, time_limit: float, seed: int) -> None:
+    if method not in SCHEDULE_CHOICES:
+        raise InputError("--schedule", f"unknown schedule {method!r}", f"use one of {', '.join(SCHEDULE_CHOICES)}")
+    if not time_limit > 0:
+        raise InputError("--time-limit", f"must be > 0 seconds, got {time_limit}", "e.g. --time-limit 10")
+    if seed < 0:
+        raise InputError("--seed", f"must be >= 0, got {seed}", "e.g. --seed 0")
+
+
+def _polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule], budget, deadlines, *,
+            limit: float, seed: int, workers: int | None, tried: list[dict]):
+    """CP-SAT from ``best``; returns (status, the better of the two)."""
+    from solvers.cpsat_solve import cpsat_improve  # ortools: only when searching
+
+    name, t, sched = best
+    out = cpsat_improve(costs, m, sched, act_budget=budget, deadlines=deadlines, time_limit=limit,
+                        seed=seed, workers=workers, fuse=_fuses(costs))
+    status = out.status if out.status in ("OPTIMAL", "FEASIBLE") else "FEASIBLE"
+    if out.schedule is not None:
+        t2, why = _check(out.schedule, costs, m, budget, deadlines)
+        tried.append({"schedule": out.method, "step_time_s": t2, "status": why})
+        if t2 is not None and t2 < t - 1e-12:
+            return status, (f"{out.method}({name})", t2, out.schedule)
+    return status, best
+
+
+def _best_candidate(costs: StageCosts, m: int, budget, deadlines, method: str,
+                    start: tuple[str, Schedule] | None, tried: list[dict]) -> tuple[str, float, Schedule]:
+    """Fastest valid heuristic candidate; ``InfeasibleError`` naming a reason when none is."""
+    families = list(SCHEDULES) if method in ("auto", "cpsat") else [method]
+    best = None
+    for name, sched in _candidates(costs, m, budget, deadlines, families, start,
+                                   greedy=method in ("auto", "cpsat")):
+        if not isinstance(sched, dict):
+            tried.append({"schedule": name, "status": sched or "does not fit the memory budget"})
+            continue
+        t, why = _check(sched, costs, m, budget, deadlines)
+        tried.append({"schedule": name, "step_time_s": t, "status": why})
+        if t is not None and (best is None or t < best[1] - 1e-12):
+            best = (name, t, sched)
+    if best is None:
+        reasons = [f"{d['schedule']}: {d['status']}" for d in tried if d["status"] != "valid"]
+        why = next((r for r in reasons if "deadline" in r), reasons[0] if reasons else "no candidate")
+        raise InfeasibleError(f"no schedule meets the limits ({why}); raise --memory-limit, relax "
+                              "--deadline or try --schedule auto")
+    return best
+
+
+def best_schedule(costs: StageCosts, *, microbatches: int, memory_limit: MemoryLimit | None = None,
+                  deadlines: dict[Key, float] | None = None, method: str = "auto",
+                  time_limit: float = 10.0, seed: int = 0, workers: int | None = None,
+                  start: tuple[str, Schedule] | None = None) -> ScheduleChoice:
+    """The fastest valid schedule for ``costs`` (see the module docstring).
+
+    ``method`` is a family name (its order and its W-filled version), ``auto`` or
+    ``cpsat``; ``start`` is an extra (name, schedule) candidate such as the planner's.
+    Raises ``InfeasibleError`` when the memory limit is below one microbatch in flight
+    per stage, when a deadline precedes its task's earliest finish, or when no
+    candidate meets them.
+    """
+    t0 = time.perf_counter()
+    _check_options(method, time_limit, seed)
+    deadlines = deadlines or {}
+    budget = None
+    if memory_limit is not None:
+        memory_limit.check_minimum(costs)
+        budget = memory_limit.act_budget(costs)
+    check_deadlines(costs, deadlines)
+    tried: list[dict] = []
+    best = _best_candidate(costs, microbatches, budget, deadlines, method, start, tried)
+    lb = step_lower_bound(costs, microbatches, act_budget=budget)
+    name, t, sched = best
+    at_bound = t <= lb * (1 + 1e-9)
+    status = "OPTIMAL" if at_bound else "HEURISTIC"  # at the lower bound: nothing to search
+    limit = 0.0 if at_bound else time_limit if method == "cpsat" else \
+        min(time_limit, AUTO_CPSAT_S) if method == "auto" and t > 1.01 * lb else 0.0
+    if limit > 0:
+        status, (name, t, sched) = _polish(costs, microbatches, (name, t, sched), budget, deadlines,
+                                           limit=limit, seed=seed, workers=workers, tried=tried)
+    return ScheduleChoice(schedule=sched, name=name, status=status, step_time=t, lower_bound=lb,
+                          gap=_gap(t, lb), wall_s=time.perf_counter() - t0,
+                          tried=tried)

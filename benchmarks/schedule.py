@@ -1,0 +1,98 @@
+"""Schedule solver figures: every heuristic, the CP-SAT solver, the lower bound and the gap.
+
+For (stages, microbatches) in (4, 8), (8, 16), (8, 32), (16, 64), (16, 128), memory limits
+of p and 2p microbatches of activations per rank, and uniform and heterogeneous
+per-stage costs (one stage per rank), it prints each heuristic's step time, the
+solver's (``--schedule cpsat``: CP-SAT warm-started from the best heuristic), the lower
+bound, the gap and the wall time. Targets (issue 4): the solver is never slower than the
+best heuristic; within 2% of the lower bound when memory >= 2p and M >= 3 x stages;
+under 30 s for 16 x 64.
+
+    python benchmarks/schedule.py --json            # all 20 cases, --time-limit 5 each
+    python benchmarks/schedule.py --quick --json    # 4 cases, --time-limit 1 (CI)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+
+from planner.core.costs import P2PCost
+from planner.core.stage_costs import StageCosts
+from solvers.memory_limit import MemoryLimit
+from solvers.schedules import best_schedule
+
+SHAPES = [(4, 8), (8, 16), (8, 32), (16, 64), (16, 128)]
+QUICK = [(4, 8), (8, 32)]
+
+
+def bench_costs(stages: int, hetero: bool, seed: int = 0) -> StageCosts:
+    """F 10 ms, I 11 ms, W 9 ms, 1 GiB activations per stage (40% kept for W); hetero
+    scales each stage's times by 0.6..1.4 and its activations by 0.7..1.3 (seeded)."""
+    rnd = random.Random(seed)
+    k = [rnd.uniform(0.6, 1.4) if hetero else 1.0 for _ in range(stages)]
+    act = [int(2**30 * (rnd.uniform(0.7, 1.3) if hetero else 1.0)) for _ in range(stages)]
+    return StageCosts(f=tuple(0.010 * x for x in k), i=tuple(0.011 * x for x in k),
+                      w=tuple(0.009 * x for x in k), act_bytes=tuple(act),
+                      act_w_bytes=tuple(a * 2 // 5 for a in act), static_bytes=(2**34,) * stages,
+                      out_bytes=(2**24,) * stages, ranks=tuple(range(stages)),
+                      p2p=P2PCost(latency_s=2e-5, bandwidth=5e10))
+
+
+def run_case(stages: int, m: int, mem: int, hetero: bool, time_limit: float, seed: int) -> dict:
+    """One row of figures."""
+    costs = bench_costs(stages, hetero)
+    t0 = time.perf_counter()
+    choice = best_schedule(costs, microbatches=m, memory_limit=MemoryLimit(microbatches=mem),
+                           method="cpsat", time_limit=time_limit, seed=seed)
+    wall = time.perf_counter() - t0
+    heur = {d["schedule"]: d.get("step_time_s") for d in choice.tried if not d["schedule"].startswith("cpsat")}
+    best_h = min(v for v in heur.values() if v is not None)
+    return {
+        "stages": stages, "microbatches": m, "memory_microbatches": mem,
+        "costs": "heterogeneous" if hetero else "uniform",
+        "heuristics_s": heur, "best_heuristic_s": best_h,
+        "solver_s": choice.step_time, "solver": choice.name, "status": choice.status,
+        "lower_bound_s": choice.lower_bound, "gap": choice.gap,
+        "heuristic_gap": best_h / choice.lower_bound - 1, "solve_wall_s": wall,
+        "not_slower_than_heuristic": choice.step_time <= best_h * (1 + 1e-12),
+        "target_2pct": (choice.gap <= 0.02) if mem >= 2 * stages and m >= 3 * stages else None,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true", help="print JSON (default: a table)")
+    ap.add_argument("--quick", action="store_true", help="two shapes, 1 s limit (CI)")
+    ap.add_argument("--time-limit", type=float, default=None, help="CP-SAT seconds per case (5; quick 1)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    limit = args.time_limit or (1.0 if args.quick else 5.0)
+    rows = [run_case(s, m, k * s, het, limit, args.seed) for s, m in (QUICK if args.quick else SHAPES)
+            for k in (1, 2) for het in (False, True)]
+    summary = {
+        "cases": len(rows), "time_limit_s": limit,
+        "solver_never_slower": all(r["not_slower_than_heuristic"] for r in rows),
+        "within_2pct_where_targeted": [r["target_2pct"] for r in rows if r["target_2pct"] is not None],
+        "max_wall_16x64_s": max((r["solve_wall_s"] for r in rows if (r["stages"], r["microbatches"]) == (16, 64)),
+                                default=None),
+    }
+    if args.json:
+        json.dump({"rows": rows, "summary": summary}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    print(f"{'S':>3} {'M':>4} {'mem':>4} {'costs':<6} {'best heur s':>11} {'solver s':>9} {'bound s':>8} "
+          f"{'gap':>6} {'h.gap':>6} {'wall s':>7}  solver")
+    for r in rows:
+        print(f"{r['stages']:>3} {r['microbatches']:>4} {r['memory_microbatches']:>4} {r['costs'][:6]:<6} "
+              f"{r['best_heuristic_s']:11.4f} {r['solver_s']:9.4f} {r['lower_bound_s']:8.4f} "
+              f"{r['gap']:6.2%} {r['heuristic_gap']:6.2%} {r['solve_wall_s']:7.1f}  {r['solver']}")
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
