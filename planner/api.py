@@ -13,6 +13,11 @@ from planner.core.hf_config import load_model
 from planner.core.model import ModelSpec
 from planner.core.plan import Plan, load_plan_file
 from planner.planning import PlanRequest, make_plan
+from solvers.partition_pins import StagePins
+from solvers.deadlines import parse_deadlines
+from solvers.memory_limit import parse_memory_limit
+from solvers.partition_search import METHODS
+from solvers.schedules import check_schedule_option
 
 __all__ = ["plan", "load_plan", "DEFAULT_MODEL", "resolve_cluster", "model_section"]
 
@@ -77,32 +82,92 @@ def cluster_section(spec: ClusterSpec) -> dict:
 
 def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None = None,
          pp: int | None = None, vpp: int | None = None, tp: int | None = None,
-         ep: int | None = None, dp: int | None = None, microbatches: int | None = None,
+         ep: int | None = None, dp: int | None = None, microbatches: int | str | None = None,
          memory_gib: float | None = None, partition: str = "overlap", schedule: str = "auto",
          placement: str = "loop", profile: str | Path | None = None, seed: int = 0,
          time_limit: float = 10.0, global_batch: int | None = None, seq_len: int | None = None,
-         recompute: str | None = None, gpu: str | None = None) -> Plan:
+         recompute: str | None = None, gpu: str | None = None,
+         first_stage_layers: int | None = None, last_stage_layers: int | None = None,
+         memory_limit: str | None = None, deadline: tuple[str, ...] | list[str] = ()) -> Plan:
     """Plan ``model`` (a shipped id or config path; default ``DEFAULT_MODEL``).
 
     Keyword arguments mirror ``ppplan plan``'s options. With ``profile``, measured
-    costs replace the analytical model.
+    costs replace the analytical model. ``microbatches="auto"`` tries every count
+    dividing the per-replica batch; ``first_stage_layers``/``last_stage_layers`` pin
+    the decoder layers of the first/last stage (Megatron's
+    ``--decoder-first/last-pipeline-num-layers``).
     """
+    limit_bytes, limit_mb = _memory_options(memory_gib, memory_limit)  # [issue 4]
+    if model is None and profile is not None:  # [issue 4] bring your own costs
+        from planner.byo_costs import plan_from_profile
+
+        check_schedule_option(schedule, vpp=vpp or 1, placement=placement)
+        return plan_from_profile(profile, pp=pp, vpp=vpp, microbatches=microbatches,
+                                 memory_limit_bytes=limit_bytes, memory_limit_microbatches=limit_mb,
+                                 schedule=schedule, partition=partition, placement=placement, seed=seed,
+                                 time_limit=time_limit,
+                                 deadlines=_deadlines(deadline, pp * (vpp or 1) if pp else 0, microbatches))
     spec = load_model(model or DEFAULT_MODEL)
-    cl = resolve_cluster(spec, cluster, pp=pp, vpp=vpp, tp=tp, ep=ep, dp=dp,
-                         global_batch=global_batch, seq_len=seq_len, recompute=recompute, gpu=gpu)
+    try:
+        cl = resolve_cluster(spec, cluster, pp=pp, vpp=vpp, tp=tp, ep=ep, dp=dp,
+                             global_batch=global_batch, seq_len=seq_len, recompute=recompute, gpu=gpu)
+    except InputError as exc:
+        if exc.field == "parallel.pp" and vpp is not None and vpp > 1:
+            _vpp_error(spec, pp or resolve_cluster(spec, cluster, tp=tp, ep=ep, dp=dp).parallel.pp, vpp)
+        raise
     table = _costs(spec, cl, profile)
-    m = microbatches if microbatches is not None else cl.microbatches_per_step
+    auto = microbatches == "auto"
+    if isinstance(microbatches, str) and not auto:
+        raise InputError("--microbatches", f"expected a positive integer or auto, got {microbatches!r}")
+    m = microbatches if microbatches is not None and not auto else cl.microbatches_per_step
     if m < 1:
         raise InputError("--microbatches", f"must be >= 1, got {m}")
-    limit = int(memory_gib * 2**30) if memory_gib is not None else cl.memory_limit_bytes
+    limit = limit_bytes if limit_bytes is not None else cl.memory_limit_bytes
     p = cl.parallel
+    check_schedule_option(schedule, vpp=p.vpp, placement=placement)  # [issue 4]
+    if partition not in METHODS:
+        raise InputError("--partition", f"unknown method {partition!r}", f"use one of {', '.join(METHODS)}")
     req = PlanRequest(pp=p.pp, vpp=p.vpp, microbatches=m, microbatch_size=cl.training.micro_batch_size,
+                      search_microbatches=auto, batch_per_replica=cl.training.global_batch // p.dp,
+                      pins=StagePins(first=first_stage_layers, last=last_stage_layers),
                       memory_limit_bytes=limit, schedule=schedule, partition=partition,
                       placement=placement, seed=seed, time_limit_s=time_limit,
                       model=model_section(spec, table), cluster=cluster_section(cl),
                       parallel={"tp": p.tp, "ep": p.ep, "dp": p.dp},
-                      peak_flops=cl.gpu.peak_flops, num_gpus=cl.num_gpus)
+                      peak_flops=cl.gpu.peak_flops, num_gpus=cl.num_gpus,
+                      memory_limit_microbatches=limit_mb,
+                      deadlines=_deadlines(deadline, p.pp * p.vpp, m if not auto else None))
     return make_plan(table, req)
+
+
+def _memory_options(memory_gib: float | None, memory_limit: str | None) -> tuple[int | None, float | None]:
+    """[issue 4] ``--memory-gib`` / ``--memory-limit`` to (bytes per GPU, microbatches of activations)."""
+    if memory_limit is None:
+        return (int(memory_gib * 2**30) if memory_gib is not None else None), None
+    if memory_gib is not None:
+        raise InputError("--memory-limit", "given together with --memory-gib", "pass only one of them")
+    parsed = parse_memory_limit(memory_limit)
+    return parsed.bytes, parsed.microbatches
+
+
+def _deadlines(items, num_stages: int, microbatches) -> dict:
+    """[issue 4] ``--deadline TASK=SECONDS`` items to a deadline per task."""
+    if not items:
+        return {}
+    if not isinstance(microbatches, int):
+        raise InputError("--deadline", "needs a fixed --microbatches count", "pass --microbatches M")
+    return parse_deadlines(list(items), num_stages=num_stages, microbatches=microbatches)
+
+
+def _vpp_error(spec: ModelSpec, pp: int, vpp: int) -> None:
+    """pp x vpp stages must each get a layer: raise naming the vpp counts that work."""
+    fits = spec.num_layers // pp
+    n_dec = sum(layer.role == "decoder" for layer in spec.layers)
+    even = [v for v in range(1, fits + 1) if n_dec % (pp * v) == 0]
+    raise InputError("--vpp", f"pp x vpp = {pp}x{vpp} = {pp * vpp} stages but {spec.name} has "
+                     f"{spec.num_layers} layers (embedding and head included)",
+                     (f"use vpp 1..{fits} with pp {pp}" if fits else f"use pp <= {spec.num_layers}")
+                     + (f"; vpp {', '.join(map(str, even))} split the {n_dec} decoder layers evenly" if even else ""))
 
 
 def _costs(spec: ModelSpec, cl: ClusterSpec, profile: str | Path | None) -> CostTable:

@@ -6,8 +6,26 @@ import click
 
 from planner.cli.common import echo_json
 from planner.cli.summary import plan_summary
+from solvers.schedules import SCHEDULE_CHOICES
 
 __all__ = ["COMMANDS"]
+
+
+class MicrobatchCount(click.ParamType):
+    """A positive integer or ``auto``."""
+
+    name = "M|auto"
+
+    def convert(self, value, param, ctx):  # noqa: D102 - click's hook
+        if isinstance(value, int) or value == "auto":
+            return value
+        try:
+            count = int(value)
+        except ValueError:
+            self.fail(f"{value!r} is neither a positive integer nor auto", param, ctx)
+        if count < 1:
+            self.fail(f"{count} is not >= 1 (or use auto)", param, ctx)
+        return count
 
 
 @click.command("plan")
@@ -22,27 +40,47 @@ __all__ = ["COMMANDS"]
 @click.option("--global-batch", type=click.IntRange(min=1), help="Sequences per step.")
 @click.option("--seq-len", type=click.IntRange(min=1), help="Tokens per sequence.")
 @click.option("--recompute", type=click.Choice(["none", "selective", "full"]), help="Activation recomputation.")
-@click.option("--microbatches", type=click.IntRange(min=1), help="Microbatches per step (default: per-replica batch).")
+@click.option("--microbatches", type=MicrobatchCount(), help="Microbatches per step, or auto to try every count dividing the per-replica batch (default: per-replica batch / micro-batch size).")
 @click.option("--memory-gib", type=click.FloatRange(min=0, min_open=True), help="Per-GPU memory limit in GiB (default: GPU memory minus headroom).")
 @click.option("--partition", type=click.Choice(["overlap", "serial", "flops", "uniform"]), default="overlap", show_default=True)
-@click.option("--schedule", default="auto", show_default=True, help="auto, gpipe, 1f1b, 1f1b-overlap, interleaved.")
+@click.option("--first-stage-layers", type=click.IntRange(min=0), help="Pin the decoder layers of the first stage (it also holds the embedding); like Megatron's --decoder-first-pipeline-num-layers.")
+@click.option("--last-stage-layers", type=click.IntRange(min=0), help="Pin the decoder layers of the last stage (it also holds MTP and the loss head); like Megatron's --decoder-last-pipeline-num-layers.")
+@click.option("--schedule", type=click.Choice(SCHEDULE_CHOICES), default="auto", show_default=True, help="Schedule family; auto = best heuristic for the costs (CP-SAT polish when >1% above the lower bound); cpsat = CP-SAT from the best heuristic within --time-limit.")
+@click.option("--memory-limit", help="Memory limit: bytes per GPU (8.5e10, 80GiB) or microbatches' worth of activations per rank (4mb).")
+@click.option("--deadline", multiple=True, metavar="TASK=S", help="Latest end of a task in seconds, e.g. 0W3=0.8, or W=1.5 for every W (repeatable).")
 @click.option("--placement", type=click.Choice(["loop", "v"]), default="loop", show_default=True)
 @click.option("--profile", type=click.Path(dir_okay=False), help="Measured cost table (ppplan profile) instead of the analytical model.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True, help="Seconds for searching solvers.")
 @click.option("--out", type=click.Path(dir_okay=False), default="plan.json", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the plan JSON instead of the summary.")
-def plan_command(model: str | None, cluster: str | None, out: str, as_json: bool, **options) -> None:
+@click.option("--png", type=click.Path(dir_okay=False), help="Also draw the plan (Gantt, memory, stage costs) to this PNG (needs matplotlib).")
+@click.option("--quiet", is_flag=True, help="No progress bar and no summary (errors and --json output only).")
+def plan_command(model: str | None, cluster: str | None, out: str, as_json: bool, png: str | None,
+                 quiet: bool, **options) -> None:
     """Plan MODEL (a shipped id or config.json; default qwen3-next-80b-a3b) and write the plan JSON."""
     from planner.api import plan
+    from planner.progress import progress, set_quiet
 
-    result = plan(model, cluster=cluster, **options)
+    set_quiet(quiet)
+    if png:
+        from planner.plot import require_matplotlib
+
+        require_matplotlib("--png")
+    limit = options.get("time_limit")
+    with progress(f"planning {model or 'default model'} (time limit {limit:g} s)", total=limit, unit="s",
+                  clock=True):
+        result = plan(model, cluster=cluster, **options)
     result.save(out)
+    if png:
+        from planner.plot import render_png
+
+        render_png(result, png)
     if as_json:
         echo_json(result.to_dict())
-    else:
+    elif not quiet:
         click.echo(plan_summary(result))
-        click.echo(f"wrote {out}")
+        click.echo(f"wrote {out}" + (f", {png}" if png else ""))
 
 
 COMMANDS = [plan_command]

@@ -1,0 +1,127 @@
+"""Overlap-aware partition vs the baselines, on the shipped models (issue 3's figures).
+
+One row per case: predicted step time (same simulator, same schedule, same
+microbatch count) of ``uniform``, ``flops_balanced``, ``serial_balanced`` and the
+plan, the plan's speedup over each, the solve time (``planner.api.plan`` wall clock,
+everything included) and the memory margin (limit minus the busiest rank's peak).
+
+Cases: qwen3-next-80b-a3b pp 4/8/16, qwen3-235b-a22b pp 8/16 x vpp 1/2,
+deepseek-v3 pp 8/16, llama3-8b pp 4; dp follows from pp (pp x tp x dp = GPUs of the
+model's shipped cluster). Each case runs twice: ``memory: default`` (the cluster's
+limit, GPU memory minus headroom) and ``memory: relaxed`` (4096 GiB), which isolates
+the partition choice from the memory limit: with the default limit the fused
+(F&B-overlapped) schedule, which holds about twice the microbatches in flight, often
+does not fit, and then nothing is overlapped and there is nothing to be aware of.
+
+Targets (issue 3): the plan is never slower than a baseline that fits memory;
+solve time < 10 s for pp <= 8 and < 60 s for qwen3-235b-a22b pp 16 vpp 2 (M = 128).
+Timings on a shared machine are noisy.
+
+    python benchmarks/partition.py [--json] [--only MODEL] [--memory default|relaxed|both]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+# Run as a script, this folder comes first on sys.path and benchmarks/profiler.py would
+# shadow the ``profiler`` package the planner imports: drop it.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+from planner.api import plan  # noqa: E402
+from planner.core.errors import InfeasibleError  # noqa: E402
+
+CASES = [("qwen3-next-80b-a3b", 4, 1), ("qwen3-next-80b-a3b", 8, 1), ("qwen3-next-80b-a3b", 16, 1),
+         ("qwen3-235b-a22b", 8, 1), ("qwen3-235b-a22b", 8, 2), ("qwen3-235b-a22b", 16, 1),
+         ("qwen3-235b-a22b", 16, 2), ("deepseek-v3", 8, 1), ("deepseek-v3", 16, 1), ("llama3-8b", 4, 1)]
+"""(model, pp, vpp)."""
+BASELINES = ("uniform", "flops_balanced", "serial_balanced")
+RELAXED_GIB = 4096.0
+GIB = 2 ** 30
+
+
+def solve_target_s(pp: int, vpp: int) -> float | None:
+    """The issue's solve-time target for a case (None where it sets none)."""
+    if pp <= 8:
+        return 10.0
+    return 60.0 if vpp == 2 else None
+
+
+def run_case(model: str, pp: int, vpp: int, memory: str) -> dict:
+    """Plan one case and collect its row."""
+    row = {"model": model, "pp": pp, "vpp": vpp, "memory": memory}
+    t0 = time.perf_counter()
+    try:
+        p = plan(model, pp=pp, vpp=vpp, memory_gib=RELAXED_GIB if memory == "relaxed" else None)
+    except InfeasibleError as exc:
+        return {**row, "status": "infeasible", "reason": str(exc), "solve_s": time.perf_counter() - t0}
+    solve = time.perf_counter() - t0
+    step = p.predicted["step_time_s"]
+    limit = p.memory_limit_bytes
+    peak = max(p.predicted["peak_memory_bytes"])
+    base = {k: p.baselines[k] for k in BASELINES}
+    fits = {k: bool(b.get("fits_memory")) for k, b in base.items()}
+    times = {k: b.get("step_time_s") for k, b in base.items()}
+    target = solve_target_s(pp, vpp)
+    return {
+        **row, "status": "ok", "tp": p.parallel["tp"], "dp": p.parallel["dp"],
+        "microbatches": p.num_microbatches, "schedule": p.solver["schedule"],
+        "step_s": {**times, "plan": step},
+        "fits_memory": fits,
+        "speedup": {k: (t / step if t else None) for k, t in times.items()},
+        "plan_never_slower": all(step <= t * (1 + 1e-9) for k, t in times.items() if t and fits[k]),
+        "solve_s": solve, "solve_target_s": target,
+        "solve_ok": target is None or solve < target,
+        "partition_solver": p.solver["name"], "partition_status": p.solver["status"],
+        "memory_limit_gib": limit / GIB if limit else None,
+        "memory_margin_gib": (limit - peak) / GIB if limit else None,
+        "plan_stage_layers": [b - a for a, b in p.bounds()],
+        "serial_stage_layers": [b - a for a, b in base["serial_balanced"].get("stages", [])],
+    }
+
+
+def _table(rows: list[dict]) -> str:
+    head = (f"{'model':<20}{'pp':>3}{'vpp':>4} {'mem':<8}{'M':>4} {'schedule':<13}"
+            f"{'uniform':>9}{'flops':>9}{'serial':>9}{'plan':>9} {'x serial':>8}{'solve s':>8}{'margin':>8}")
+    lines = [head]
+    for r in rows:
+        if r["status"] != "ok":
+            lines.append(f"{r['model']:<20}{r['pp']:>3}{r['vpp']:>4} {r['memory']:<8} infeasible: "
+                         f"{r['reason'][:80]}")
+            continue
+        s = r["step_s"]
+        cell = lambda k: f"{s[k]:9.3f}" + ("" if k == "plan" or r["fits_memory"][k] else "*")  # noqa: E731
+        sp = r["speedup"]["serial_balanced"]
+        lines.append(f"{r['model']:<20}{r['pp']:>3}{r['vpp']:>4} {r['memory']:<8}{r['microbatches']:>4} "
+                     f"{r['schedule']:<13}{cell('uniform')}{cell('flops_balanced')}{cell('serial_balanced')}"
+                     f"{cell('plan')} {sp:8.3f}{r['solve_s']:8.1f}{r['memory_margin_gib']:8.1f}")
+    lines.append("* = does not fit the memory limit")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true", help="print the rows as JSON")
+    ap.add_argument("--only", help="run only this model")
+    ap.add_argument("--memory", choices=["default", "relaxed", "both"], default="both")
+    args = ap.parse_args(argv)
+    modes = ["default", "relaxed"] if args.memory == "both" else [args.memory]
+    rows = [run_case(m, pp, vpp, mode) for mode in modes for m, pp, vpp in CASES
+            if args.only in (None, m)]
+    ok = [r for r in rows if r["status"] == "ok"]
+    summary = {"plan_never_slower": all(r["plan_never_slower"] for r in ok),
+               "solve_targets_met": all(r["solve_ok"] for r in ok)}
+    if args.json:
+        print(json.dumps({"rows": rows, "summary": summary}, indent=1))
+    else:
+        print(_table(rows))
+        print(json.dumps(summary))
+    return 0 if summary["plan_never_slower"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
