@@ -25,13 +25,15 @@ from dataclasses import dataclass, field, replace
 from planner.core.costs import CostTable
 from planner.core.errors import InfeasibleError
 from planner.core.placement import stage_ranks
-from planner.core.plan import Plan, stage_costs_to_dict
-from planner.core.schedule import Schedule, format_schedule
+from planner.core.plan import Plan
+from planner.core.schedule import Schedule
 from planner.core.simulate import Compiled, SimResult, compile_schedule, simulate, simulate_compiled
 from planner.core.stage_costs import StageCosts, stage_costs
 from planner.core.validate import validate
+from planner.plan_assembly import baselines_section, to_plan
+from planner.progress import note
+from solvers.joint import alternate
 from solvers.local_search import refine_partition
-from solvers.lower_bound import step_lower_bound
 from solvers.microbatch_search import MicrobatchOption, microbatch_options, table_for
 from solvers.partition_pins import StagePins, pinned_cuts
 from solvers.partition_search import PartitionResult, partition_for_schedule
@@ -137,33 +139,146 @@ def _options(req: PlanRequest) -> list[MicrobatchOption]:
 
 
 def make_plan(table: CostTable, req: PlanRequest) -> Plan:
-    """Plan ``table`` under ``req``: best valid (microbatches, schedule, partition), with baselines."""
+    """Plan ``table`` under ``req``: best valid (microbatches, schedule, partition), with baselines.
+
+    With the defaults (``schedule="auto"``, ``partition="overlap"``) this is the joint
+    search of ``_joint``; otherwise the one fixed family or method is planned directly.
+    """
     t0 = time.perf_counter()
     tried: list[dict] = []
-    best: _Trial | None = None
+    trials: list[_Trial] = []
     options = _options(req)
     for opt in options:
         tab = table_for(table, opt)
         r = replace(req, microbatches=opt.count, microbatch_size=opt.size)
         for name in candidate_schedules(req.schedule, tab, vpp=req.vpp, placement=req.placement):
             trial = _try(tab, r, name, tried, req.time_limit_s / len(options))
-            if trial is not None and (best is None or trial.step < best.step):
-                best = trial
-    if best is None:
+            if trial is not None:
+                trials.append(trial)
+                note(f"{len(tried)} candidates, best {min(t.step for t in trials):.4g} s")
+    if not trials:
         raise InfeasibleError(_failure(tried))
-    refine = _refine(best, deadline=t0 + 3 * req.time_limit_s)
-    ev = evaluate(best.table, best.req, best.bounds, best.schedule)
-    if ev.violations:
-        raise InfeasibleError(f"internal: the chosen plan breaks a check: {ev.violations[0]}")
-    # [issue 4: schedule solver] re-choose the order for the chosen partition's stage costs
-    choice = _choose_schedule(best, ev)
-    if choice.schedule != best.schedule:
-        best.name, best.schedule = choice.name, choice.schedule
-        ev = _settle(best, evaluate(best.table, best.req, best.bounds, best.schedule))
-    baselines = _baselines(best, ev)
-    plan = _to_plan(best, ev, baselines, tried, refine, time.perf_counter() - t0)
+    trials.sort(key=lambda t: t.step)  # stable: ties keep enumeration order
+    joint = req.schedule == "auto" and req.partition == "overlap"
+    if joint:
+        finalists, refine = _joint(trials, tried)
+    else:
+        finalists = trials[:1]
+        refine = _refine(finalists[0], deadline=t0 + 3 * req.time_limit_s)
+    best, ev, choice = _polish_finalists(finalists[:JOINT_POLISHED if joint else 1], tried)
+    baselines = baselines_section(best, ev, evaluate, [label for label, _ in BASELINES])
+    plan = to_plan(best, ev, baselines, tried, refine, time.perf_counter() - t0)
+    plan.solver["winner"] = _why(plan, tried)
     _record_schedule(plan, choice, ev.costs, _memory_limit(req))
     return plan
+
+
+JOINT_SHORTLIST = 3
+"""Screened (microbatches, schedule, partition) candidates refined jointly."""
+JOINT_ROUNDS = 3
+"""Bound on schedule <-> partition alternation rounds per finalist."""
+JOINT_POLISHED = 2
+"""Finalists whose schedule CP-SAT polishes (each within ``--time-limit``, at most 2 s for auto)."""
+
+
+def _joint(trials: list[_Trial], tried: list[dict]) -> tuple[list[_Trial], dict]:
+    """Joint search, phase 2: alternate schedule choice and boundary moves on the best few
+    screened candidates (``solvers.joint.alternate``); returns them fastest first.
+
+    Phase 1 is the screening in ``make_plan`` (every microbatch count x schedule family,
+    each with its partition candidates and the fitting baselines simulated); the baseline
+    partitions that fit are candidates here too, so a partition that only wins once the
+    schedule adapts to it is not lost. Phase 3 (``_polish_finalists``) gives the best
+    ``JOINT_POLISHED`` CP-SAT. This phase is bounded by counts (finalists, rounds, moves),
+    not by the clock, so the plan depends only on the inputs and the seed; the clock
+    bounds only the CP-SAT parts, in its deterministic time.
+    """
+    finalists = _shortlist(trials)
+    refine: dict = {"rounds": 0, "evaluated": 0, "finalists": []}
+    for t in finalists:
+        entry = {"phase": "joint", "microbatches": t.req.microbatches, "start": t.name,
+                 "start_stage_layers": [b - a for a, b in t.bounds], "start_step_time_s": t.step}
+        refine["finalists"].append(entry)
+        moved = _refine(t, deadline=None)  # boundaries under the screened order first
+        refine["rounds"] += moved["rounds"]
+        refine["evaluated"] += moved["evaluated"]
+        res = alternate(t.table, t.bounds, t.part.model.ranks, (t.name, t.schedule),
+                        microbatches=t.req.microbatches, memory_limit=_memory_limit(t.req),
+                        limit_bytes=t.req.memory_limit_bytes, deadlines=t.req.deadlines,
+                        pinned=_pinned(t), max_rounds=JOINT_ROUNDS, seed=t.req.seed)
+        entry.update(status="valid", schedule=res.name, step_time_s=res.step_time,
+                     stage_layers=[b - a for a, b in res.bounds], rounds=res.history)
+        tried.append(entry)
+        if res.step_time < t.step * (1 - 1e-9):
+            t.bounds, t.schedule, t.name, t.step = res.bounds, res.schedule, res.name, res.step_time
+        note(f"{len(tried)} candidates, best {min(f.step for f in finalists):.4g} s")
+    return sorted(finalists, key=lambda t: t.step), refine
+
+
+def _shortlist(trials: list[_Trial]) -> list[_Trial]:
+    """The ``JOINT_SHORTLIST`` fastest distinct (microbatches, partition) starts among the
+    screened trials and their fitting baseline partitions (same schedule order)."""
+    pool = list(trials)
+    for t in trials:
+        for bounds, fits in t.baselines.values():
+            if fits and bounds != t.bounds:
+                step = _simulate(t.table, t.compiled, bounds, t.part.model.ranks, t.req.memory_limit_bytes)
+                if step < float("inf"):
+                    pool.append(replace(t, bounds=bounds, step=step))
+    pool.sort(key=lambda t: t.step)
+    out: list[_Trial] = []
+    for t in pool:
+        if all((t.req.microbatches, t.bounds) != (f.req.microbatches, f.bounds) for f in out):
+            out.append(t)
+        if len(out) == JOINT_SHORTLIST:
+            break
+    return out
+
+
+def _polish_finalists(finalists: list[_Trial], tried: list[dict]) -> tuple[_Trial, Evaluation, ScheduleChoice]:
+    """Phase 3: re-choose each finalist's order for its stage costs (heuristics, and CP-SAT
+    for auto/cpsat: ``_choose_schedule``); the fastest valid result wins."""
+    best = None
+    for t in finalists:
+        ev = evaluate(t.table, t.req, t.bounds, t.schedule)
+        if ev.violations:
+            continue
+        choice = _choose_schedule(t, ev)
+        if choice.schedule != t.schedule:
+            other = evaluate(t.table, t.req, t.bounds, choice.schedule)
+            if not other.violations and other.sim.step_time < ev.sim.step_time * (1 - 1e-9):
+                t.name, t.schedule, ev = choice.name, choice.schedule, other
+        ev = _settle(t, ev)
+        if len(finalists) > 1:
+            tried.append({"phase": "polish", "microbatches": t.req.microbatches, "schedule": t.name,
+                          "status": "valid", "step_time_s": ev.sim.step_time,
+                          "stage_layers": [b - a for a, b in t.bounds]})
+        if best is None or ev.sim.step_time < best[1].sim.step_time * (1 - 1e-9):
+            best = (t, ev, choice)
+    if best is None:
+        raise InfeasibleError("internal: no finalist passes the validator")
+    return best
+
+
+def _pinned(t: _Trial) -> frozenset[int]:
+    roles = [lc.role for lc in t.table.layers]
+    return frozenset(pinned_cuts(t.req.pins, roles, len(t.bounds))) if t.req.pins.any else frozenset()
+
+
+def _why(plan: Plan, tried: list[dict]) -> str:
+    """One line on why the winner won: its step time against the runner-up's."""
+    step = plan.predicted["step_time_s"]
+    others = sorted({round(e["step_time_s"], 12) for e in tried
+                     if e.get("step_time_s") not in (None, float("inf"))
+                     and e.get("microbatches", 0) != 0} - {round(step, 12)})
+    valid = sum(1 for e in tried if e.get("status") == "valid")
+    text = (f"fastest simulated step ({step:.4g} s) among {valid} valid candidates that fit memory"
+            f" ({len(tried)} tried)")
+    slower = [o for o in others if o > step]
+    if slower:
+        text += f"; the next best screened or refined candidate takes {slower[0]:.4g} s" \
+                f" ({slower[0] / step - 1:+.1%})"
+    return text
 
 
 def _settle(best: _Trial, ev: Evaluation) -> Evaluation:
@@ -250,16 +365,14 @@ def _simulate(table: CostTable, comp: Compiled, bounds, ranks: list[int], limit:
     return sim.step_time
 
 
-def _refine(best: _Trial, *, deadline: float) -> dict:
+def _refine(best: _Trial, *, deadline: float | None) -> dict:
     """Move boundaries under the simulator (overlap method only); updates ``best`` in place."""
     if best.req.partition != "overlap":
         return {"rounds": 0, "evaluated": 0}
     limit = best.req.memory_limit_bytes
-    roles = [lc.role for lc in best.table.layers]
-    pinned = frozenset(pinned_cuts(best.req.pins, roles, len(best.bounds))) if best.req.pins.any else frozenset()
     res = refine_partition(best.table, best.schedule, best.bounds, best.part.model.ranks,
                            fits=None if limit is None else (lambda peaks: max(peaks) <= limit),
-                           pinned=pinned, max_rounds=32, deadline=deadline, compiled=best.compiled)
+                           pinned=_pinned(best), max_rounds=32, deadline=deadline, compiled=best.compiled)
     if res.step_time < best.step:
         best.bounds, best.step = res.bounds, res.step_time
     return {"rounds": res.rounds, "evaluated": res.evaluated}
@@ -275,55 +388,3 @@ def _failure(tried: list[dict]) -> str:
     return head
 
 
-def _baselines(best: _Trial, ev: Evaluation) -> dict:
-    out = {}
-    for label, _ in BASELINES:
-        if label not in best.baselines:
-            out[label] = {"step_time_s": None, "status": "infeasible"}
-            continue
-        bounds, _fits = best.baselines[label]
-        b = evaluate(best.table, best.req, bounds, best.schedule)
-        fits = not any("memory" in str(v) for v in b.violations)
-        out[label] = {"step_time_s": b.sim.step_time, "stages": [list(x) for x in bounds],
-                      "schedule": best.name, "microbatches": best.req.microbatches,
-                      "peak_memory_bytes": b.sim.peak_memory_bytes, "fits_memory": fits,
-                      "plan_speedup": b.sim.step_time / ev.sim.step_time if ev.sim.step_time else None}
-    return out
-
-
-def _to_plan(best: _Trial, ev: Evaluation, baselines: dict, tried: list[dict], refine: dict,
-             wall: float) -> Plan:
-    req, sim = best.req, ev.sim
-    flops = sum(ev.costs.flops) * req.microbatches * req.parallel.get("dp", 1)
-    gpus = req.num_gpus or req.pp * req.parallel.get("dp", 1) * req.parallel.get("tp", 1)
-    mfu = flops / (sim.step_time * gpus * req.peak_flops) if req.peak_flops and sim.step_time else 0.0
-    return Plan(
-        model=req.model or {"name": best.table.model, "num_layers": best.table.num_layers},
-        cluster=req.cluster,
-        parallel={**req.parallel, "pp": req.pp, "vpp": req.vpp, "placement": req.placement},
-        microbatches={"count": req.microbatches, "size": req.microbatch_size},
-        stages=[{"stage": s, "rank": r, "layers": [a, b]}
-                for s, ((a, b), r) in enumerate(zip(ev.bounds, ev.ranks))],
-        schedule=format_schedule(ev.schedule),
-        stage_costs=stage_costs_to_dict(ev.costs),
-        predicted={
-            "step_time_s": sim.step_time,
-            "bubble_fraction": sim.bubble_fraction,
-            "mfu": mfu,
-            "peak_memory_bytes": sim.peak_memory_bytes,
-            "memory_limit_bytes": req.memory_limit_bytes,
-            "lower_bound_s": step_lower_bound(ev.costs, req.microbatches),
-            "busy_s": sim.busy,
-            "critical_path": sim.critical_path_text()[:64],
-        },
-        baselines={**baselines, "plan": {"step_time_s": sim.step_time, "schedule": best.name,
-                                         "stages": [list(b) for b in ev.bounds],
-                                         "microbatches": req.microbatches}},
-        solver={"name": f"{best.part.solver}+sim+{best.name}", "status": best.part.status,
-                "wall_s": wall, "gap": best.part.gap, "seed": req.seed, "partition": req.partition,
-                "schedule": best.name, "estimate_s": best.part.estimate_s,
-                "microbatch_search": req.search_microbatches, "refine": refine,
-                "pins": {"first": req.pins.first, "last": req.pins.last}, "candidates": tried},
-        costs={"source": best.table.source, "device": best.table.device, "scale": best.table.scale,
-               "microbatch_size": best.table.microbatch_size, "seq_len": best.table.seq_len},
-    )

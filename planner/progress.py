@@ -23,9 +23,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-__all__ = ["Progress", "progress", "set_quiet", "enabled"]
+__all__ = ["Progress", "progress", "set_quiet", "enabled", "note"]
 
 _quiet = False
+_active: list["Progress"] = []
 _WIDTH = 28
 _REDRAW_S = 0.1
 
@@ -58,6 +59,7 @@ class Progress:
         self._t0 = time.monotonic()
         self._last = 0.0
         self._lock = threading.Lock()
+        self.note = ""
 
     def advance(self, amount: float = 1.0) -> None:
         """Add ``amount`` to the work done."""
@@ -80,7 +82,7 @@ class Progress:
             bar = f"[{'#' * fill}{'.' * (_WIDTH - fill)}] {share:4.0%}"
         else:
             bar = f"{self.done:.1f}{self.unit}"
-        return f"{self.label} {bar}  {elapsed:.1f} s"
+        return f"{self.label} {bar}  {elapsed:.1f} s" + (f"  {self.note}" if self.note else "")
 
     def _draw(self) -> None:
         with self._lock:
@@ -100,6 +102,7 @@ def progress(label: str, total: float | None = None, *, unit: str = "", clock: b
              stream: TextIO | None = None) -> Iterator[Progress]:
     """A bar for the ``with`` block; ``clock=True`` fills it with elapsed seconds (time limits)."""
     bar = Progress(label, total, unit=unit, stream=stream)
+    _active.append(bar)
     stop = threading.Event()
     ticker = None
     if clock and bar.active:
@@ -113,6 +116,14 @@ def progress(label: str, total: float | None = None, *, unit: str = "", clock: b
         yield bar
     finally:
         stop.set()
+        _active.remove(bar)
         if ticker is not None:
             ticker.join()
         bar.close()
+
+
+def note(text: str) -> None:
+    """Show ``text`` after the innermost open bar (e.g. candidates evaluated, best so far);
+    a no-op when no bar is open, so library code may call it unconditionally."""
+    if _active:
+        _active[-1].note = text

@@ -32,7 +32,7 @@ from ortools.sat.python import cp_model
 from planner.core.schedule import Action, Key, Schedule, predecessors, provides
 from planner.core.simulate import simulate
 from planner.core.stage_costs import StageCosts
-from solvers.cpsat_common import ACCEPTED, Ticks, Timed, configure, retime, sort_key, split_b
+from solvers.cpsat_common import ACCEPTED, Ticks, Timed, configure, retime, sort_key, split_b, wall_cap_s
 from solvers.list_engine import allocates
 
 __all__ = ["LnsResult", "lns_improve"]
@@ -227,7 +227,7 @@ def lns_improve(costs: StageCosts, schedule: Schedule, *, act_budget: list[int |
     best = split_b(schedule)
     best_t = simulate(best, costs).step_time
     result = LnsResult(best, best_t, history=[best_t])
-    wall_cap = time.perf_counter() + 3 * time_limit + 1.0  # [Note: deterministic search]
+    wall_cap = time.perf_counter() + wall_cap_s(time_limit)  # [Note: deterministic search]
     idle_passes, p = 0, 0
     while idle_passes < 2 and result.deterministic_time < time_limit and time.perf_counter() < wall_cap:
         ticks = Ticks.for_makespan(costs, best_t)

@@ -94,11 +94,17 @@ def list_schedule(costs: StageCosts, microbatches: int, *, act_budget: list[int 
 
 def unit_costs(pp: int, ranks: list[int], *, fused_share: float = 0.75) -> StageCosts:
     """F = I = W = 1 per stage, one byte of activation, no P2P time: the uniform picture the
-    classic generators are drawn for. Fused pairs take ``fused_share`` of F + I."""
+    classic generators are drawn for. Fused pairs take ``fused_share`` of F + I.
+
+    The byte is held until W (``act_w_bytes = act_bytes``): a microbatch counts against
+    the in-flight limit until its weight-gradient is done. Counting it only until I would
+    let the unit picture defer every W to the end of the step, an order whose real
+    weight-gradient memory (M microbatches' worth) fits no realistic limit; where W
+    should land under real costs and memory is decided later by ``solvers.w_fill``."""
     S = len(ranks)
     fused = {(a, b): 2 * fused_share for a in range(S) for b in range(S) if ranks[a] == ranks[b]}
     return StageCosts(f=(1.0,) * S, i=(1.0,) * S, w=(1.0,) * S, act_bytes=(1,) * S,
-                      act_w_bytes=(0,) * S, static_bytes=(0,) * S, out_bytes=(0,) * S,
+                      act_w_bytes=(1,) * S, static_bytes=(0,) * S, out_bytes=(0,) * S,
                       ranks=tuple(ranks), fused=fused, p2p=P2PCost(latency_s=0.0))
 
 

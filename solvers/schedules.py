@@ -260,11 +260,12 @@ def _best_candidate(costs: StageCosts, m: int, budget, deadlines, method: str,
 def best_schedule(costs: StageCosts, *, microbatches: int, memory_limit: MemoryLimit | None = None,
                   deadlines: dict[Key, float] | None = None, method: str = "auto",
                   time_limit: float = 10.0, seed: int = 0, workers: int | None = None,
-                  start: tuple[str, Schedule] | None = None) -> ScheduleChoice:
+                  start: tuple[str, Schedule] | None = None, polish: bool = True) -> ScheduleChoice:
     """The fastest valid schedule for ``costs`` (see the module docstring).
 
     ``method`` is a family name (its order and its W-filled version), ``auto`` or
-    ``cpsat``; ``start`` is an extra (name, schedule) candidate such as the planner's.
+    ``cpsat``; ``start`` is an extra (name, schedule) candidate such as the planner's;
+    ``polish=False`` skips CP-SAT (heuristics only, for searches that call this often).
     Raises ``InfeasibleError`` when the memory limit is below one microbatch in flight
     per stage, when a deadline precedes its task's earliest finish, or when no
     candidate meets them.
@@ -283,7 +284,7 @@ def best_schedule(costs: StageCosts, *, microbatches: int, memory_limit: MemoryL
     name, t, sched = best
     at_bound = t <= lb * (1 + 1e-9)
     status = "OPTIMAL" if at_bound else "HEURISTIC"  # at the lower bound: nothing to search
-    limit = 0.0 if at_bound else time_limit if method == "cpsat" else \
+    limit = 0.0 if at_bound or not polish else time_limit if method == "cpsat" else \
         min(time_limit, AUTO_CPSAT_S) if method == "auto" and t > 1.01 * lb else 0.0
     if limit > 0:
         status, (name, t, sched) = _polish(costs, microbatches, (name, t, sched), budget, deadlines,

@@ -1,0 +1,110 @@
+"""Joint search (issue 8) against its parts: is choosing all three together worth it?
+
+For each case, predicted step time (one simulator) of:
+- ``joint``: the default ``ppplan plan`` (microbatches x schedule families x partitions,
+  alternated, CP-SAT polish of the winner);
+- ``a_overlap_1f1b``: the overlap-aware partition with plain 1F1B (``--schedule 1f1b``);
+- ``b_overlap_best_heuristic``: that same partition with the best heuristic schedule
+  for its stage costs (every family, W-filled and greedy; no CP-SAT);
+- ``c_serial_best``: the serially balanced partition (``--partition serial``) with the
+  best schedule the planner finds for it;
+plus the joint plan's lower bound and gap, whether memory allows 2p microbatches in
+flight on every rank, and the joint search's wall time.
+
+Targets: joint <= each of (a)-(c) in every row; within 3% of the lower bound where
+memory allows 2p in flight; under 60 s per row on 2 cores.
+
+    python benchmarks/joint.py [--json] [--only MODEL] [--time-limit S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+from planner.api import plan  # noqa: E402
+from planner.core.plan import Plan  # noqa: E402
+from solvers.schedules import best_schedule  # noqa: E402
+
+CASES = [("qwen3-next-80b-a3b", 8, 1), ("qwen3-next-80b-a3b", 16, 1), ("deepseek-v3", 16, 1),
+         ("qwen3-235b-a22b", 16, 2)]
+"""(model, pp, vpp)."""
+
+
+def _heuristic_step(p: Plan) -> float:
+    """Best heuristic schedule (no CP-SAT) for plan ``p``'s partition and stage costs."""
+    from solvers.memory_limit import MemoryLimit
+
+    limit = p.memory_limit_bytes
+    choice = best_schedule(p.parsed_stage_costs(), microbatches=p.num_microbatches,
+                           memory_limit=None if limit is None else MemoryLimit(bytes=limit),
+                           method="auto", polish=False)
+    return choice.step_time
+
+
+def _fits_2p(p: Plan) -> bool:
+    """Whether every rank could hold 2p microbatches of its activations within the limit."""
+    sc = p.parsed_stage_costs()
+    limit = p.memory_limit_bytes
+    if limit is None:
+        return True
+    static = sc.static_per_rank()
+    act = [0] * len(static)
+    for s, r in enumerate(sc.ranks):
+        act[r] += sc.act_bytes[s]
+    return all(st + 2 * p.pp * a <= limit for st, a in zip(static, act))
+
+
+def run_case(model: str, pp: int, vpp: int, time_limit: float) -> dict:
+    """All four plans of one case."""
+    kw = dict(pp=pp, vpp=vpp, time_limit=time_limit)
+    t0 = time.perf_counter()
+    joint = plan(model, **kw)
+    wall = time.perf_counter() - t0
+    a = plan(model, schedule="interleaved" if vpp > 1 else "1f1b", **kw)
+    c = plan(model, partition="serial", **kw)
+    step = joint.predicted["step_time_s"]
+    row = {
+        "model": model, "pp": pp, "vpp": vpp, "microbatches": joint.num_microbatches,
+        "joint_step_s": step, "joint_schedule": joint.solver["schedule"],
+        "joint_stage_layers": [b - a_ for a_, b in joint.bounds()],
+        "a_overlap_1f1b_s": a.predicted["step_time_s"],
+        "b_overlap_best_heuristic_s": _heuristic_step(a),
+        "c_serial_best_s": c.predicted["step_time_s"],
+        "lower_bound_s": joint.predicted["lower_bound_s"],
+        "memory_allows_2p": _fits_2p(joint),
+        "joint_wall_s": wall,
+    }
+    row["gap_to_lower_bound"] = step / row["lower_bound_s"] - 1
+    row["joint_le_all"] = all(step <= row[k] * (1 + 1e-9) for k in
+                              ("a_overlap_1f1b_s", "b_overlap_best_heuristic_s", "c_serial_best_s"))
+    row["meets_gap_target"] = (row["gap_to_lower_bound"] <= 0.03) if row["memory_allows_2p"] else None
+    row["meets_time_target"] = wall < 60.0
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true", help="print JSON")
+    ap.add_argument("--only", help="only cases of this model")
+    ap.add_argument("--time-limit", type=float, default=10.0)
+    args = ap.parse_args()
+    rows = [run_case(m, pp, vpp, args.time_limit) for m, pp, vpp in CASES
+            if args.only in (None, m)]
+    if args.json:
+        print(json.dumps({"benchmark": "joint", "time_limit_s": args.time_limit, "rows": rows}, indent=1))
+        return
+    for r in rows:
+        print(f"{r['model']:<20} pp {r['pp']:>2} vpp {r['vpp']}  joint {r['joint_step_s']:.4f}  "
+              f"a {r['a_overlap_1f1b_s']:.4f}  b {r['b_overlap_best_heuristic_s']:.4f}  "
+              f"c {r['c_serial_best_s']:.4f}  gap {r['gap_to_lower_bound']:+.1%}  "
+              f"2p {'yes' if r['memory_allows_2p'] else 'no'}  {r['joint_wall_s']:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

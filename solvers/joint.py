@@ -1,0 +1,82 @@
+"""Joint refinement of one (partition, schedule) pair: alternate until neither improves.
+
+A partition that is best under 1F1B is not always best once W tasks move into bubbles
+or F&B pairs are fused, and the best order depends on the partition. Starting from a
+screened candidate, each round
+
+1. re-chooses the order for the current partition's stage costs from every heuristic
+   family, W-filled and greedy (``solvers.schedules.best_schedule`` without CP-SAT);
+2. moves stage boundaries under that order, scoring by the simulator
+   (``solvers.local_search.refine_partition``: the exposed part of each stage under
+   *this* schedule, which is the schedule-aware stage cost);
+
+and stops when a round improves neither, or after ``max_rounds``. Both steps keep
+the incumbent unless strictly faster, so the step time never increases, and both are
+deterministic, so the result depends only on the inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from planner.core.costs import CostTable
+from planner.core.errors import InfeasibleError
+from planner.core.schedule import Key, Schedule
+from planner.core.simulate import simulate
+from planner.core.stage_costs import stage_costs
+from solvers.local_search import refine_partition
+from solvers.memory_limit import MemoryLimit
+from solvers.schedules import best_schedule
+
+__all__ = ["JointResult", "alternate"]
+
+Bounds = list[tuple[int, int]]
+
+
+@dataclass
+class JointResult:
+    """Where ``alternate`` ended."""
+
+    bounds: Bounds
+    """Final partition."""
+    name: str
+    """Final schedule's name (family and passes)."""
+    schedule: Schedule
+    """Final schedule."""
+    step_time: float
+    """Its simulated step time."""
+    history: list[dict] = field(default_factory=list)
+    """One entry per round: schedule chosen, boundary moves, step time after the round."""
+
+
+def _fits(limit_bytes: int | None):
+    return None if limit_bytes is None else (lambda peaks: max(peaks) <= limit_bytes)
+
+
+def alternate(table: CostTable, bounds: Bounds, ranks: list[int], start: tuple[str, Schedule], *,
+              microbatches: int, memory_limit: MemoryLimit | None, limit_bytes: int | None,
+              deadlines: dict[Key, float] | None = None, pinned: frozenset[int] = frozenset(),
+              max_rounds: int = 3, seed: int = 0) -> JointResult:
+    """Alternate schedule choice and boundary moves from ``start`` (see module doc)."""
+    name, sched = start
+    step = simulate(sched, stage_costs(table, bounds, ranks)).step_time
+    res = JointResult(list(bounds), name, sched, step)
+    for k in range(max_rounds):
+        before = res.step_time
+        try:
+            choice = best_schedule(stage_costs(table, res.bounds, ranks), microbatches=microbatches,
+                                   memory_limit=memory_limit, deadlines=deadlines, method="auto",
+                                   seed=seed, start=(res.name, res.schedule), polish=False)
+        except InfeasibleError:
+            break
+        if choice.step_time < res.step_time * (1 - 1e-9):
+            res.name, res.schedule, res.step_time = choice.name, choice.schedule, choice.step_time
+        moved = refine_partition(table, res.schedule, res.bounds, ranks, fits=_fits(limit_bytes),
+                                 pinned=pinned, max_rounds=16)
+        if moved.step_time < res.step_time * (1 - 1e-9):
+            res.bounds, res.step_time = moved.bounds, moved.step_time
+        res.history.append({"round": k + 1, "schedule": res.name, "boundary_moves": moved.rounds,
+                            "step_time_s": res.step_time})
+        if res.step_time >= before * (1 - 1e-9):
+            break
+    return res
