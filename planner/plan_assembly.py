@@ -9,11 +9,11 @@ from planner.core.schedule import format_schedule
 from solvers.lower_bound import step_lower_bound
 
 if TYPE_CHECKING:
-    from planner.planning import Evaluation, _Trial
+    from planner.planning_types import Evaluation, Trial
 
 __all__ = ["baselines_section", "to_plan"]
 
-def baselines_section(best: "_Trial", ev: "Evaluation", evaluate, labels) -> dict:
+def baselines_section(best: "Trial", ev: "Evaluation", evaluate, labels) -> dict:
     """Each baseline partition simulated under the plan's schedule and microbatch count."""
     out = {}
     for label in labels:
@@ -30,7 +30,7 @@ def baselines_section(best: "_Trial", ev: "Evaluation", evaluate, labels) -> dic
     return out
 
 
-def to_plan(best: "_Trial", ev: "Evaluation", baselines: dict, tried: list[dict], refine: dict,
+def to_plan(best: "Trial", ev: "Evaluation", baselines: dict, tried: list[dict], refine: dict,
              wall: float) -> Plan:
     req, sim = best.req, ev.sim
     flops = sum(ev.costs.flops) * req.microbatches * req.parallel.get("dp", 1)
