@@ -26,12 +26,17 @@ Times are simulator predictions (deterministic); only ``wall_s`` depends on the 
 from __future__ import annotations
 
 import argparse
+import sys
 import json
 import time
 from pathlib import Path
 
-from planner.api import plan as make_default_plan
-from planner.replan import DEFAULT_MIN_GAIN, replan
+# Run as a script, this folder comes first on sys.path and benchmarks/profiler.py would
+# shadow the ``profiler`` package: drop it.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+from planner.api import plan as make_default_plan  # noqa: E402
+from planner.replan import DEFAULT_MIN_GAIN, replan  # noqa: E402
 
 ROUTING = Path(__file__).resolve().parent.parent / "examples" / "routing"
 CASES = (("balanced", "balanced.json", None), ("hot_early", "hot_early.jsonl", None),

@@ -15,15 +15,20 @@ under 30 s for 16 x 64.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 import json
 import random
 import sys
 import time
 
-from planner.core.costs import P2PCost
-from planner.core.stage_costs import StageCosts
-from solvers.memory_limit import MemoryLimit
-from solvers.schedules import best_schedule
+# Run as a script, this folder comes first on sys.path and benchmarks/profiler.py would
+# shadow the ``profiler`` package: drop it.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+from planner.core.costs import P2PCost  # noqa: E402
+from planner.core.stage_costs import StageCosts  # noqa: E402
+from solvers.memory_limit import MemoryLimit  # noqa: E402
+from solvers.schedules import best_schedule  # noqa: E402
 
 SHAPES = [(4, 8), (8, 16), (8, 32), (16, 64), (16, 128)]
 QUICK = [(4, 8), (8, 32)]
