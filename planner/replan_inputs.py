@@ -22,9 +22,10 @@ from planner.core.model import ModelSpec
 from planner.core.plan import Plan
 from planner.planning import PlanRequest
 from profiler.routing import RoutingSummary
-from solvers.schedules import SCHEDULES
+from solvers.schedules import SCHEDULES, candidate_schedules
 
-__all__ = ["plan_model", "plan_cluster", "plan_request", "plan_routing", "routing_section"]
+__all__ = ["plan_model", "plan_cluster", "plan_request", "requested_schedule", "plan_routing",
+           "routing_section"]
 
 _LETTERS = {"embedding": "E", "decoder": "t", "mtp": "m", "head": "L"}
 
@@ -58,17 +59,32 @@ def plan_cluster(plan: Plan) -> ClusterSpec:
 def plan_request(plan: Plan, model: ModelSpec, cluster: ClusterSpec, table: CostTable) -> PlanRequest:
     """The request that re-plans ``plan``'s job on ``table`` (same shape, limits and choices)."""
     solver, par = plan.solver, cluster.parallel
-    tried = solver.get("candidates", [])
-    named = solver.get("schedule", "auto")
-    schedule = named if len(tried) == 1 and named in SCHEDULES else "auto"
+    placement = plan.parallel.get("placement", "loop")
+    schedule = requested_schedule(plan, table, vpp=par.vpp, placement=placement)
     return PlanRequest(
         pp=par.pp, vpp=par.vpp, microbatches=plan.num_microbatches,
         microbatch_size=int(plan.microbatches.get("size", cluster.training.micro_batch_size)),
         memory_limit_bytes=plan.memory_limit_bytes, schedule=schedule,
-        partition=solver.get("partition", "overlap"), placement=plan.parallel.get("placement", "loop"),
+        partition=solver.get("partition", "overlap"), placement=placement,
         seed=int(solver.get("seed", 0)), model=model_section(model, table),
         cluster=cluster_section(cluster), parallel={"tp": par.tp, "ep": par.ep, "dp": par.dp},
         peak_flops=cluster.gpu.peak_flops, num_gpus=cluster.num_gpus)
+
+
+def requested_schedule(plan: Plan, table: CostTable, *, vpp: int, placement: str) -> str:
+    """The ``--schedule`` family ``plan`` was made with, or ``auto``.
+
+    The chosen name may carry passes (``1f1b+w-fill``, ``cpsat-lns(...)``), so the family
+    is read from the screened candidates (``solver.candidates`` without a ``phase``): one
+    family where ``auto`` would have screened several means that family was asked for.
+    """
+    screened = {c.get("schedule") for c in plan.solver.get("candidates", [])
+                if isinstance(c, dict) and "phase" not in c}
+    if len(screened) != 1:
+        return "auto"
+    (name,) = screened
+    auto = candidate_schedules("auto", table, vpp=vpp, placement=placement)
+    return name if name in SCHEDULES and auto != [name] else "auto"
 
 
 def plan_routing(plan: Plan, model: ModelSpec) -> RoutingSummary | None:

@@ -9,7 +9,6 @@ deadlines) and only kept when it is faster than the warm start.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 
@@ -26,8 +25,11 @@ FULL_MODEL_TASKS = 400
 
 
 def default_workers() -> int:
-    """CP-SAT workers: the machine's cores, at most 8."""
-    return max(1, min(8, os.cpu_count() or 1))
+    """CP-SAT workers: one, on every machine. A count from the machine's cores would make
+    plans differ between machines (interleaved search is reproducible only for a fixed
+    worker count), and on a busy 2-core machine two interleaved workers overshoot their
+    deterministic limit about twofold; callers who want more pass ``workers``."""
+    return 1
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -40,7 +40,13 @@ from solvers.w_fill import fill_w
 from solvers.zero_bubble import zb_h1, zb_h2, zb_v
 
 __all__ = ["ScheduleKind", "SCHEDULES", "SCHEDULE_CHOICES", "AUTO_CPSAT_S", "generate",
-           "candidate_schedules", "check_schedule_option", "ScheduleChoice", "best_schedule"]
+           "candidate_schedules", "check_schedule_option", "ScheduleChoice", "best_schedule",
+           "EXACT_FAMILIES"]
+
+EXACT_FAMILIES = ("gpipe", "1f1b", "1f1b-overlap", "interleaved")
+"""Families a user names to get exactly that order (what Megatron, DeepSpeed or torch's
+built-in schedules run): W stays right after its input-gradient, nothing is moved. The
+zero-bubble and V families move W by design, so their W-filled versions are theirs too."""
 
 AUTO_CPSAT_S = 2.0
 """CP-SAT budget (seconds) ``auto`` spends polishing a heuristic more than 1% above the bound."""
@@ -152,9 +158,11 @@ def _candidates(costs: StageCosts, m: int, budget: list[int] | None, deadlines: 
                 families: list[str], start: tuple[str, Schedule] | None, greedy: bool):
     pp, vpp = costs.num_ranks, costs.num_stages // costs.num_ranks
     place, fuse = _placement(costs), _fuses(costs)
+    exact = not greedy and all(n in EXACT_FAMILIES for n in families)
     if start is not None:
         yield start
-        yield f"{start[0]}+w-fill", fill_w(start[1], costs, act_budget=budget, deadlines=deadlines)
+        if not exact:
+            yield f"{start[0]}+w-fill", fill_w(start[1], costs, act_budget=budget, deadlines=deadlines)
     for name in families:
         kind = SCHEDULES[name]
         if not _applies(kind, vpp, place) or (kind.fused and not fuse):
@@ -165,6 +173,8 @@ def _candidates(costs: StageCosts, m: int, budget: list[int] | None, deadlines: 
             yield name, str(exc)
             continue
         yield name, order
+        if exact:
+            continue
         for mode in ("eager", "fit"):
             yield f"{name}+w-fill" + ("" if mode == "eager" else "-fit"), \
                 fill_w(order, costs, act_budget=budget, deadlines=deadlines, w_mode=mode)
@@ -263,7 +273,8 @@ def best_schedule(costs: StageCosts, *, microbatches: int, memory_limit: MemoryL
                   start: tuple[str, Schedule] | None = None, polish: bool = True) -> ScheduleChoice:
     """The fastest valid schedule for ``costs`` (see the module docstring).
 
-    ``method`` is a family name (its order and its W-filled version), ``auto`` or
+    ``method`` is a family name (its order; for zero-bubble and V families also its
+    W-filled versions; see ``EXACT_FAMILIES``), ``auto`` or
     ``cpsat``; ``start`` is an extra (name, schedule) candidate such as the planner's;
     ``polish=False`` skips CP-SAT (heuristics only, for searches that call this often).
     Raises ``InfeasibleError`` when the memory limit is below one microbatch in flight

@@ -48,6 +48,8 @@ def test_plan_bad_input_raises_input_error():
 
     with pytest.raises(InputError, match="--microbatches: must be >= 1"):
         plan("llama3-8b", microbatches=0)
+    with pytest.raises(InputError, match="--schedule: unknown schedule 'zigzag'"):
+        plan("llama3-8b", schedule="zigzag")  # the CLI's click.Choice catches it earlier
 
 
 def test_launch_plan_export_writes_files(tmp_path):

@@ -41,6 +41,16 @@ def test_named_family_never_slower_than_its_order():
     assert choice.status in ("HEURISTIC", "OPTIMAL")
 
 
+@pytest.mark.parametrize("name", ["1f1b", "interleaved", "gpipe"])
+def test_named_classic_family_keeps_its_exact_order(name):
+    """What a user names is what Megatron/torch would run: no W moved, nothing reordered."""
+    vpp = 2 if name == "interleaved" else 1
+    costs = make_costs(4, hetero=True) if vpp == 1 else make_costs(4, hetero=True, vpp=2)
+    choice = best_schedule(costs, microbatches=8, method=name, time_limit=1.0)
+    assert choice.schedule == generate(name, pp=4, vpp=vpp, microbatches=8)
+    assert choice.name == name
+
+
 def test_zero_bubble_near_bound_with_2p_memory():
     """ZB-H2's regime (memory 2p, M >= 3p): within 2% of the lower bound."""
     costs = make_costs(8, hetero=True, seed=3)
