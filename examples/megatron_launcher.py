@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="llama3-8b")
     parser.add_argument("--pp", type=int)
     parser.add_argument("--vpp", type=int)
-    parser.add_argument("--schedule", default="auto")
+    parser.add_argument("--schedule", help="default: the order Megatron runs (1f1b, or interleaved "
+                        "with --vpp > 1); 'auto' may pick an order Megatron cannot express")
     parser.add_argument("--nodes", type=int, default=2)
     parser.add_argument("--gpus-per-node", type=int, default=8)
     parser.add_argument("--data-path", default="/data/my-corpus_text_document")
@@ -41,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cmd = build_command(model=opts.model, nodes=opts.nodes, gpus_per_node=opts.gpus_per_node,
                             data_path=opts.data_path, pp=opts.pp, vpp=opts.vpp,
-                            schedule=opts.schedule, time_limit=5.0)
+                            schedule=opts.schedule or ("interleaved" if (opts.vpp or 1) > 1 else "1f1b"),
+                            time_limit=5.0)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
