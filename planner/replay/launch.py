@@ -32,8 +32,9 @@ __all__ = ["replay", "under_torchrun"]
 
 _POLL_S = 0.05
 _GRACE_S = 5.0
-_SETTLE_S = 3.0
-"""After a rank reports an error, how long to wait for a rank that died silently (the cause)."""
+_SETTLE_S = 10.0
+"""After a rank reports an error, how long to wait for a rank that died silently (the cause);
+generous because a loaded machine can take seconds to reap a dead process."""
 
 
 def under_torchrun() -> bool:
