@@ -43,5 +43,11 @@ def plan_summary(plan: Plan) -> str:
         ratio = f"{t / pred['step_time_s']:.3f}x" if t else "-"
         note = "" if b.get("fits_memory", True) else "  (exceeds memory)"
         lines.append(f"{name:<16} {t if t is None else f'{t:9.4f}'} {ratio:>8}{note}")
-    lines.append(f"\nsolver {plan.solver['name']} status {plan.solver['status']} in {plan.solver['wall_s']:.2f} s")
+    sched = plan.solver.get("schedule_solver", {})
+    sched_text = (f", schedule {sched['status']} (gap to lower bound {sched['gap']:.1%})"
+                  if sched.get("gap") is not None else "")
+    lines.append(f"\nsolver {plan.solver['name']}: partition {plan.solver['status']}{sched_text}"
+                 f" in {plan.solver['wall_s']:.2f} s")
+    if plan.solver.get("winner"):
+        lines.append(f"winner: {plan.solver['winner']}")
     return "\n".join(lines)
