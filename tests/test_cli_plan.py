@@ -9,6 +9,7 @@ import re
 import pytest
 
 from planner.core.paths import SHIPPED_MODELS
+from plan_helpers import without_wall_s
 
 
 @pytest.mark.parametrize("model", SHIPPED_MODELS)
@@ -44,20 +45,11 @@ def test_plan_without_model_plans_the_default(ppplan, tmp_path):
     assert text.code == 0 and text.out.startswith("step ") and "critical path:" in text.out
 
 
-def _without_wall_s(data):
-    """``data`` with every ``wall_s`` key dropped, at any depth (timings differ run to run)."""
-    if isinstance(data, dict):
-        return {k: _without_wall_s(v) for k, v in data.items() if k != "wall_s"}
-    if isinstance(data, list):
-        return [_without_wall_s(v) for v in data]
-    return data
-
-
 def test_same_inputs_same_plan(ppplan, tmp_path):
     first = ppplan("plan", "qwen3-30b-a3b", "--out", "a.json", "--json")
     second = ppplan("plan", "qwen3-30b-a3b", "--out", "b.json", "--json")
     assert first.code == second.code == 0
-    a, b = (_without_wall_s(json.loads((tmp_path / f).read_text())) for f in ("a.json", "b.json"))
+    a, b = (without_wall_s(json.loads((tmp_path / f).read_text())) for f in ("a.json", "b.json"))
     assert a == b
     assert json.loads(first.out)["schedule"] == a["schedule"]
 

@@ -13,13 +13,17 @@ from planner.core.errors import InputError
 __all__ = ["read_json", "read_yaml", "write_text_atomic", "write_json_atomic", "require"]
 
 
-def read_json(path: str | os.PathLike[str], *, what: str) -> Any:
-    """Load a JSON file; any I/O or syntax problem becomes an ``InputError`` naming the file."""
+def _read_text(path: str | os.PathLike[str], what: str) -> tuple[Path, str]:
     p = Path(path)
     try:
-        text = p.read_text()
+        return p, p.read_text()
     except OSError as exc:
         raise InputError(what, f"cannot read {p}: {exc.strerror or exc}", "check the path") from None
+
+
+def read_json(path: str | os.PathLike[str], *, what: str) -> Any:
+    """Load a JSON file; any I/O or syntax problem becomes an ``InputError`` naming the file."""
+    p, text = _read_text(path, what)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -31,11 +35,7 @@ def read_yaml(path: str | os.PathLike[str], *, what: str) -> Any:
     """Load a YAML file (JSON is valid YAML too) with the same error style as ``read_json``."""
     import yaml
 
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise InputError(what, f"cannot read {p}: {exc.strerror or exc}", "check the path") from None
+    p, text = _read_text(path, what)
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
