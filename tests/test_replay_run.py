@@ -155,16 +155,14 @@ def test_cli_replays_analytical_plan_with_reprediction(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("fault", ["die:1", "hang:1"])
 def test_dead_or_hung_rank_fails_fast_without_orphans(tmp_path, fault):
     from planner.replay import ReplayFailed, replay
 
     plan = make_plan(tiny_config(tmp_path), one_f_one_b(2, 4), [(0, 4), (4, 7)])
-    # the timeout leaves room for a slow start on a loaded 2-core machine: with 5 s a rank
-    # could time out waiting for its peer's start-up before the injected fault
     with pytest.raises(ReplayFailed, match="rank (0|1)") as info:
-        replay(plan, _opts(fault=fault, timeout_s=20.0, deadline_s=90.0))
+        replay(plan, _opts(fault=fault, timeout_s=5.0, deadline_s=45.0))
     if fault == "die:1":
         assert "rank 1 died" in str(info.value)
     _assert_gone(info.value.pids)
