@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
-from planner.core.schedule import Action, Key, Schedule, predecessors, provides
+from planner.core.schedule import Key, Schedule, predecessors, provides
 from planner.core.simulate import simulate
 from planner.core.stage_costs import StageCosts
 from solvers.cpsat_common import ACCEPTED, Ticks, Timed, configure, retime, sort_key, split_b, wall_cap_s
-from solvers.list_engine import allocates
+from solvers.list_engine import allocates, frees
 
 __all__ = ["LnsResult", "lns_improve"]
 
@@ -57,16 +57,6 @@ class LnsResult:
     """Solver deterministic time spent."""
     history: list[float] = field(default_factory=list)
     """Step time after each improvement."""
-
-
-def _frees(a: Action, c: StageCosts) -> int:
-    out = 0
-    for p in a.parts:
-        if p.kind == "I":
-            out += c.act_bytes[p.stage] - c.act_w_bytes[p.stage]
-        elif p.kind == "W":
-            out += c.act_w_bytes[p.stage]
-    return out
 
 
 @dataclass
@@ -183,16 +173,16 @@ def _rank(model, r: int, row, starts, ends, mine: list[int], t0: int) -> None:
 
 def _reservoir(model, c: StageCosts, r: int, row, starts, ends, mine: list[int], t0: int,
                budget: int) -> None:
-    level = sum(allocates(a, c) - _frees(a, c) for a, st, _ in row if st < t0)
+    level = sum(allocates(a, c) - frees(a, c) for a, st, _ in row if st < t0)
     times, changes = [0], [level]
     for k in mine:
         a = row[k][0]
         if allocates(a, c):
             times.append(starts[(r, k)])
             changes.append(allocates(a, c))
-        if _frees(a, c):
+        if frees(a, c):
             times.append(ends[(r, k)])
-            changes.append(-_frees(a, c))
+            changes.append(-frees(a, c))
     model.add_reservoir_constraint(times, changes, 0, budget)
 
 

@@ -35,7 +35,7 @@ from typing import Protocol
 from planner.core.schedule import DEPENDENCIES, Action, Key, Schedule, predecessors, provides
 from planner.core.stage_costs import StageCosts
 
-__all__ = ["Policy", "EngineResult", "run_engine", "duration", "allocates"]
+__all__ = ["Policy", "EngineResult", "run_engine", "duration", "allocates", "frees"]
 
 _EPS = 1e-12
 
@@ -72,7 +72,9 @@ def allocates(action: Action, costs: StageCosts) -> int:
     return sum(costs.act_bytes[p.stage] for p in action.parts if p.kind == "F")
 
 
-def _frees(action: Action, costs: StageCosts) -> int:
+def frees(action: Action, costs: StageCosts) -> int:
+    """Activation bytes ``action`` releases at its end: I all but the weight-gradient share,
+    W that share, B everything."""
     out = 0
     for p in action.parts:
         if p.kind == "I":
@@ -147,7 +149,7 @@ def _commit(st: _State, rank: int, action: Action, x: float) -> None:
     c = st.costs
     e = x + duration(action, c)
     st.out[rank].append(action)
-    st.held[rank] += allocates(action, c) - _frees(action, c)
+    st.held[rank] += allocates(action, c) - frees(action, c)
     st.free[rank] = e
     for key in provides(action):
         st.end[key] = e
