@@ -121,7 +121,7 @@ def _watch(procs: list, results: Any, opts: ReplayOptions, pids: tuple[int, ...]
         if msg is not None and msg[0] == "ok":
             return msg[2]
         if msg is not None:
-            raise ReplayFailed(_error_message(msg, procs, opts), pids=pids)
+            raise ReplayFailed(_error_message(msg, procs, results, opts), pids=pids)
         dead = [(r, p.exitcode) for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
         if dead:
             raise ReplayFailed(_death_message(dead, results), pids=pids)
@@ -131,12 +131,28 @@ def _watch(procs: list, results: Any, opts: ReplayOptions, pids: tuple[int, ...]
                        f"{[r for r, p in enumerate(procs) if p.is_alive()]}", pids=pids)
 
 
-def _error_message(msg: tuple, procs: list, opts: ReplayOptions) -> str:
+def _reported_ranks(results: Any) -> set[int]:
+    """Ranks with an error report still waiting in the queue."""
+    out = set()
+    while True:
+        try:
+            m = results.get(timeout=_POLL_S)
+        except queue.Empty:
+            return out
+        if m[0] == "error":
+            out.add(m[1])
+
+
+def _error_message(msg: tuple, procs: list, results: Any, opts: ReplayOptions) -> str:
     """A rank raised; if another rank died silently first, that one is the cause."""
     end = time.monotonic() + _SETTLE_S
     while time.monotonic() < end and any(p.exitcode is None for r, p in enumerate(procs) if r != msg[1]):
         time.sleep(_POLL_S)
-    silent = [(r, p.exitcode) for r, p in enumerate(procs) if p.exitcode not in (None, 0, 1)]
+    reported = {msg[1]} | _reported_ranks(results)
+    # a rank that exited non-zero without reporting an error died silently (exit code 1
+    # included: a rank killed mid-collective can end with 1 and no report)
+    silent = [(r, p.exitcode) for r, p in enumerate(procs)
+              if p.exitcode not in (None, 0) and r not in reported]
     text = f"rank {msg[1]} failed: {msg[2]}"
     if silent:
         r, code = silent[0]
