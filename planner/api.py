@@ -115,7 +115,7 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
         if exc.field == "parallel.pp" and vpp is not None and vpp > 1:
             _vpp_error(spec, pp or resolve_cluster(spec, cluster, tp=tp, ep=ep, dp=dp).parallel.pp, vpp)
         raise
-    table = _costs(spec, cl, profile)
+    tables = _costs(spec, cl, profile)
     auto = microbatches == "auto"
     if isinstance(microbatches, str) and not auto:
         raise InputError("--microbatches", f"expected a positive integer or auto, got {microbatches!r}")
@@ -127,17 +127,20 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
     check_schedule_option(schedule, vpp=p.vpp, placement=placement)  # [issue 4]
     if partition not in METHODS:
         raise InputError("--partition", f"unknown method {partition!r}", f"use one of {', '.join(METHODS)}")
+    mode, table = tables[0]
     req = PlanRequest(pp=p.pp, vpp=p.vpp, microbatches=m, microbatch_size=cl.training.micro_batch_size,
                       search_microbatches=auto, batch_per_replica=cl.training.global_batch // p.dp,
                       pins=StagePins(first=first_stage_layers, last=last_stage_layers),
                       memory_limit_bytes=limit, schedule=schedule, partition=partition,
                       placement=placement, seed=seed, time_limit_s=time_limit,
-                      model=model_section(spec, table), cluster=cluster_section(cl),
+                      model=model_section(spec, table), cluster=cluster_section(cl.with_recompute(mode)),
                       parallel={"tp": p.tp, "ep": p.ep, "dp": p.dp},
                       peak_flops=cl.gpu.peak_flops, num_gpus=cl.num_gpus,
                       memory_limit_microbatches=limit_mb,
                       deadlines=_deadlines(deadline, p.pp * p.vpp, m if not auto else None))
-    return make_plan(table, req)
+    variants = [(t, replace(req, model=model_section(spec, t), cluster=cluster_section(cl.with_recompute(k))))
+                for k, t in tables[1:]]
+    return make_plan(table, req, variants=variants)
 
 
 def _memory_options(memory_gib: float | None, memory_limit: str | None) -> tuple[int | None, float | None]:
@@ -170,13 +173,20 @@ def _vpp_error(spec: ModelSpec, pp: int, vpp: int) -> None:
                      + (f"; vpp {', '.join(map(str, even))} split the {n_dec} decoder layers evenly" if even else ""))
 
 
-def _costs(spec: ModelSpec, cl: ClusterSpec, profile: str | Path | None) -> CostTable:
+def _costs(spec: ModelSpec, cl: ClusterSpec, profile: str | Path | None) -> list[tuple[str, CostTable]]:
+    """(recompute mode, cost table) pairs to plan with: one per mode of ``cl`` (all three for
+    ``recompute: auto``) from the analytical model, or the measured profile's one (its
+    ``meta.recompute``, default none: ``ppplan profile`` measures without recomputation)."""
     if profile is None:
         from profiler.analytical import analytical_costs
 
-        return analytical_costs(spec, cl)
+        return [(mode, analytical_costs(spec, cl.with_recompute(mode))) for mode in cl.training.recompute_modes()]
     table = load_costs(profile)
     if table.num_layers != spec.num_layers:
         raise InputError("--profile", f"has {table.num_layers} layers, model {spec.name} has "
                          f"{spec.num_layers}", "profile the same model")
-    return table.at_microbatch_size(cl.training.micro_batch_size)
+    mode = str(table.meta.get("recompute") or "none")
+    if cl.training.recompute not in ("auto", mode):
+        raise InputError("--recompute", f"{cl.training.recompute} given but the profile was measured with {mode}",
+                         f"pass --recompute {mode} or re-profile")
+    return [(mode, table.at_microbatch_size(cl.training.micro_batch_size))]

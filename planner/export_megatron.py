@@ -26,7 +26,8 @@ from planner.export_schedule import (ExportError, check_exportable, first_differ
                                      kind_order, merged_order, moved_w, placement_style, split_w)
 from solvers.generators import interleaved_1f1b
 
-__all__ = ["MegatronArgs", "megatron_args", "megatron_layout", "compress_stage", "stage_letters"]
+__all__ = ["MegatronArgs", "megatron_args", "megatron_layout", "compress_stage", "stage_letters", "recompute_args",
+           "RECOMPUTE_ARGS"]
 
 _FMT = "megatron"
 
@@ -181,6 +182,21 @@ def _check_overlap(plan: Plan, pp: int, vpp: int, n_mtp: int) -> None:
         raise ExportError(_FMT, f"Megatron's EP overlap supports at most 1 MTP layer, the plan has {n_mtp}")
 
 
+RECOMPUTE_ARGS = {
+    "none": [],
+    "selective": ["--recompute-granularity", "selective", "--recompute-modules", "core_attn", "moe_act",
+                  "layernorm"],
+    "full": ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"],
+}
+"""Megatron options for the plan's recomputation mode (what ``profiler.analytical`` costs:
+selective = attention core and element-wise work; full = each layer from its input)."""
+
+
+def recompute_args(plan: Plan) -> list[str]:
+    """The recomputation options of the mode the plan was made for (none when it has none)."""
+    return list(RECOMPUTE_ARGS.get(plan.cluster.get("training", {}).get("recompute") or "none", []))
+
+
 def megatron_args(plan: Plan) -> MegatronArgs:
     """Megatron-LM arguments that run ``plan`` (partition, microbatches, schedule flags)."""
     sched = check_exportable(plan, _FMT)
@@ -197,6 +213,7 @@ def megatron_args(plan: Plan) -> MegatronArgs:
             common += [option, str(int(plan.parallel[key]))]
     common += ["--micro-batch-size", str(size),
                "--global-batch-size", str(plan.num_microbatches * size * dp)]
+    common += recompute_args(plan)
     if plan.num_stages > plan.pp:
         common += ["--microbatch-group-size-per-virtual-pipeline-stage", str(plan.pp)]
     common += flags

@@ -11,7 +11,7 @@ from solvers.schedules import ScheduleChoice
 from planner.planning_types import Evaluation, Trial, evaluate, memory_limit_of, pinned_of, simulate_bounds
 from planner.planning_steps import choose_schedule, refine, settle
 
-__all__ = ["JOINT_SHORTLIST", "JOINT_ROUNDS", "JOINT_POLISHED", "joint_refine", "shortlist", "polish_finalists",
+__all__ = ["JOINT_SHORTLIST", "JOINT_ROUNDS", "JOINT_POLISHED", "POLISH_SHARE", "joint_refine", "shortlist", "polish_finalists",
            "to_polish"]
 
 JOINT_SHORTLIST = 3
@@ -19,8 +19,12 @@ JOINT_SHORTLIST = 3
 JOINT_ROUNDS = 3
 """Bound on schedule <-> partition alternation rounds per finalist."""
 JOINT_POLISHED = 2
-"""Fastest finalists whose schedule CP-SAT polishes (each within ``--time-limit``, at most 2 s
-for auto); finalists that started from a baseline partition are polished too."""
+"""Fastest finalists whose schedule CP-SAT polishes; finalists that started from a
+baseline partition are polished too."""
+POLISH_SHARE = 0.6
+"""Share of ``--time-limit`` the CP-SAT polish of all finalists gets together (split evenly;
+each at most ``solvers.schedules.AUTO_CPSAT_S`` for auto); screening and joint refinement
+are bounded by counts and take the rest on the reference machine."""
 
 
 def joint_refine(trials: list[Trial], tried: list[dict]) -> tuple[list[Trial], dict]:
@@ -40,7 +44,8 @@ def joint_refine(trials: list[Trial], tried: list[dict]) -> tuple[list[Trial], d
     as_is = [replace(t, origin=f"{t.origin} (as is)") for t in finalists if t.origin != "screen"]
     info: dict = {"rounds": 0, "evaluated": 0, "finalists": []}
     for t in finalists:
-        entry = {"phase": "joint", "microbatches": t.req.microbatches, "start": t.name, "origin": t.origin,
+        entry = {"phase": "joint", "microbatches": t.req.microbatches, "recompute": t.req.recompute,
+                 "start": t.name, "origin": t.origin,
                  "start_stage_layers": [b - a for a, b in t.bounds], "start_step_time_s": t.step}
         info["finalists"].append(entry)
         moved = refine(t, deadline=None)  # boundaries under the screened order first
@@ -60,7 +65,7 @@ def joint_refine(trials: list[Trial], tried: list[dict]) -> tuple[list[Trial], d
 
 
 def shortlist(trials: list[Trial]) -> list[Trial]:
-    """The ``JOINT_SHORTLIST`` fastest distinct (microbatches, partition) starts among the
+    """The ``JOINT_SHORTLIST`` fastest distinct (recompute, microbatches, partition) starts among the
     screened trials and their fitting baseline partitions (same schedule order), then the
     fitting baseline partitions of the best trial not already in (a partition that only
     wins once the schedule adapts to it, e.g. with CP-SAT, is not lost)."""
@@ -74,8 +79,11 @@ def shortlist(trials: list[Trial]) -> list[Trial]:
     pool.sort(key=lambda t: t.step)
     out: list[Trial] = []
 
+    def key(t: Trial) -> tuple:
+        return t.req.recompute, t.req.microbatches, t.bounds
+
     def add(t: Trial) -> None:
-        if all((t.req.microbatches, t.bounds) != (f.req.microbatches, f.bounds) for f in out):
+        if all(key(t) != key(f) for f in out):
             out.append(t)
 
     for t in pool:
@@ -84,7 +92,7 @@ def shortlist(trials: list[Trial]) -> list[Trial]:
         add(t)
     best = trials[0]
     for t in pool:
-        if t.origin != "screen" and t.req.microbatches == best.req.microbatches and t.name == best.name:
+        if t.origin != "screen" and key(t)[:2] == key(best)[:2] and t.name == best.name:
             add(t)
     return out
 
@@ -97,7 +105,8 @@ def polish_finalists(finalists: list[Trial], tried: list[dict]) -> tuple[Trial, 
         ev = evaluate(t.table, t.req, t.bounds, t.schedule)
         if ev.violations:
             continue
-        choice = choose_schedule(t, ev)
+        share = t.req.time_limit_s * (POLISH_SHARE / len(finalists) if t.req.schedule == "auto" else 1.0)
+        choice = choose_schedule(t, ev, share)
         if choice.schedule != t.schedule:
             other = evaluate(t.table, t.req, t.bounds, choice.schedule)
             if not other.violations and other.sim.step_time < ev.sim.step_time * (1 - 1e-9):
@@ -105,6 +114,7 @@ def polish_finalists(finalists: list[Trial], tried: list[dict]) -> tuple[Trial, 
         ev = settle(t, ev)
         if len(finalists) > 1:
             tried.append({"phase": "polish", "origin": t.origin, "microbatches": t.req.microbatches,
+                          "recompute": t.req.recompute,
                           "schedule": t.name,
                           "status": "valid", "step_time_s": ev.sim.step_time,
                           "stage_layers": [b - a for a, b in t.bounds]})

@@ -2,7 +2,8 @@
 
 Passes chained in one place:
 
-1. screen (``planner.planning_steps.screen``): for each microbatch count (one, or every
+1. screen (``planner.planning_steps.screen``): for each cost table (one, or one per
+   recomputation mode with ``recompute: auto``), each microbatch count (one, or every
    feasible count with ``--microbatches auto``) and each candidate schedule family,
    partition candidates from the method's solver (``solvers.partition_search``) plus
    the fitting baseline partitions are simulated under that family's order (compiled
@@ -23,6 +24,7 @@ why the winner won.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 
 from planner.core.costs import CostTable
@@ -46,25 +48,30 @@ def _options(req: PlanRequest) -> list[MicrobatchOption]:
     return microbatch_options(batch, pp=req.pp)
 
 
-def make_plan(table: CostTable, req: PlanRequest) -> Plan:
+def make_plan(table: CostTable, req: PlanRequest, *,
+              variants: Sequence[tuple[CostTable, PlanRequest]] = ()) -> Plan:
     """Plan ``table`` under ``req``: best valid (microbatches, schedule, partition), with baselines.
 
     With the defaults (``schedule="auto"``, ``partition="overlap"``) this is the joint
     search (``planner.joint_search``); otherwise the one fixed family or method is
-    planned directly.
+    planned directly. ``variants`` are further (table, request) pairs screened and
+    searched alongside, e.g. the same model under another recomputation mode: the plan
+    is the fastest over all of them.
     """
     t0 = time.perf_counter()
     tried: list[dict] = []
     trials: list[Trial] = []
-    options = _options(req)
-    for opt in options:
-        tab = table_for(table, opt)
-        r = replace(req, microbatches=opt.count, microbatch_size=opt.size)
-        for name in candidate_schedules(req.schedule, tab, vpp=req.vpp, placement=req.placement):
-            trial = screen(tab, r, name, tried, req.time_limit_s / len(options))
-            if trial is not None:
-                trials.append(trial)
-                note(f"{len(tried)} candidates, best {min(t.step for t in trials):.4g} s")
+    choices = [(table, req), *variants]
+    for base, breq in choices:
+        options = _options(breq)
+        for opt in options:
+            tab = table_for(base, opt)
+            r = replace(breq, microbatches=opt.count, microbatch_size=opt.size)
+            for name in candidate_schedules(breq.schedule, tab, vpp=breq.vpp, placement=breq.placement):
+                trial = screen(tab, r, name, tried, breq.time_limit_s / (len(options) * len(choices)))
+                if trial is not None:
+                    trials.append(trial)
+                    note(f"{len(tried)} candidates, best {min(t.step for t in trials):.4g} s")
     if not trials:
         raise InfeasibleError(failure_reason(tried))
     trials.sort(key=lambda t: t.step)  # stable: ties keep enumeration order

@@ -34,11 +34,13 @@ def settle(best: Trial, ev: Evaluation) -> Evaluation:
     return ev
 
 
-def choose_schedule(best: Trial, ev: Evaluation) -> ScheduleChoice:
-    """[issue 4] Heuristics (+ CP-SAT for auto/cpsat) on the plan's stage costs (solvers.schedules)."""
+def choose_schedule(best: Trial, ev: Evaluation, time_limit: float | None = None) -> ScheduleChoice:
+    """[issue 4] Heuristics (+ CP-SAT for auto/cpsat, within ``time_limit``, default the
+    request's) on the plan's stage costs (solvers.schedules)."""
     req = best.req
     return best_schedule(ev.costs, microbatches=req.microbatches, memory_limit=memory_limit_of(req),
-                         deadlines=req.deadlines, method=req.schedule, time_limit=req.time_limit_s,
+                         deadlines=req.deadlines, method=req.schedule,
+                         time_limit=req.time_limit_s if time_limit is None else time_limit,
                          seed=req.seed, start=(best.name, best.schedule))
 
 
@@ -56,6 +58,8 @@ def record_schedule(plan: Plan, choice: ScheduleChoice, costs: StageCosts, limit
 def screen(table: CostTable, req: PlanRequest, name: str, tried: list[dict], budget: float) -> Trial | None:
     """Partition and simulate one (count, schedule); records what happened in ``tried``."""
     entry = {"microbatches": req.microbatches, "microbatch_size": req.microbatch_size, "schedule": name}
+    if req.recompute is not None:
+        entry["recompute"] = req.recompute
     tried.append(entry)
     common = dict(pp=req.pp, vpp=req.vpp, placement=req.placement, memory_limit_bytes=req.memory_limit_bytes,
                   pins=req.pins, time_limit_s=budget, seed=req.seed)

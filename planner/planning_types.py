@@ -66,6 +66,11 @@ class PlanRequest:
     num_gpus: int | None = None
     """GPUs in the job (MFU denominator); default pp x dp x tp."""
 
+    @property
+    def recompute(self) -> str | None:
+        """The recomputation mode the cost table was computed for (the cluster section's)."""
+        return self.cluster.get("training", {}).get("recompute")
+
 
 @dataclass
 class Evaluation:

@@ -241,9 +241,14 @@ def analytical_costs(model: ModelSpec, cluster: ClusterSpec, *,
                      size_curve_sizes: tuple[int, ...] = (1, 2, 4, 8)) -> CostTable:
     """Cost table for ``model`` on ``cluster`` at its micro-batch size.
 
+    A table is for one recomputation mode; ``recompute: auto`` (the planner's choice, made
+    per table by ``planner.api``) is costed as ``none`` here.
+
     ``imbalance[l]`` (busiest EP rank load / mean, default 1) scales layer l's expert
     compute and all-to-all volume; layers with imbalance != 1 get their own type key.
     """
+    if cluster.training.recompute == "auto":
+        cluster = cluster.with_recompute("none")
     mbs = cluster.training.micro_batch_size
     table = _table(model, cluster, mbs, imbalance, contention)
     base = _serial_total(table)

@@ -18,10 +18,16 @@ from planner.core.stage_costs import StageCosts
 from solvers.cpsat_lns import lns_improve
 from solvers.cpsat_schedule import ScheduleData, build_model, extract_schedule, solve_model
 
-__all__ = ["FULL_MODEL_TASKS", "CpsatOutcome", "cpsat_improve", "default_workers"]
+__all__ = ["FULL_MODEL_TASKS", "WALL_PER_DET", "CpsatOutcome", "cpsat_improve", "default_workers"]
 
 FULL_MODEL_TASKS = 400
 """Largest task count (3 x stages x microbatches) solved as one model."""
+WALL_PER_DET = 2.5
+"""Wall seconds per CP-SAT deterministic second on whole-schedule models, on the 2-core
+reference machine (measured 2.1-3.1 on Qwen3-Next pp 4, 64 microbatches). ``time_limit``
+is in wall-like seconds, so the solver gets ``time_limit / WALL_PER_DET`` deterministic
+seconds: reproducible like the deterministic clock, about ``time_limit`` on such a machine.
+The window search counts its budget the same way (``solvers.cpsat_lns``, [Note: work clock])."""
 
 
 def default_workers() -> int:
@@ -50,12 +56,14 @@ def cpsat_improve(costs: StageCosts, microbatches: int, hint: Schedule, *,
                   act_budget: list[int | None] | None, deadlines: dict[Key, float],
                   time_limit: float, seed: int, workers: int | None = None,
                   fuse: bool = False) -> CpsatOutcome:
-    """Search for a schedule better than ``hint`` within ``time_limit`` (deterministic) seconds."""
+    """Search for a schedule better than ``hint`` within about ``time_limit`` seconds on the
+    reference machine (a reproducible budget: ``WALL_PER_DET``)."""
     t0 = time.perf_counter()
     if 3 * costs.num_stages * microbatches <= FULL_MODEL_TASKS:
         sm = build_model(ScheduleData(costs=costs, microbatches=microbatches, hint=hint,
                                       act_budget=act_budget, deadlines=deadlines, fuse=fuse))
-        res = solve_model(sm, time_limit=time_limit, seed=seed, workers=workers or default_workers())
+        res = solve_model(sm, time_limit=time_limit / WALL_PER_DET, seed=seed,
+                          workers=workers or default_workers())
         return CpsatOutcome(schedule=extract_schedule(sm, res), status=res.status, method="cpsat",
                             wall_s=time.perf_counter() - t0)
     lns = lns_improve(costs, hint, act_budget=act_budget, deadlines=deadlines,

@@ -13,8 +13,9 @@ best with CP-SAT, and returns the fastest valid schedule with its lower bound an
    ``auto`` runs it too, for at most ``AUTO_CPSAT_S`` seconds, when the best heuristic is
    more than 1% above the lower bound.
 
-Every candidate is simulated and validated (per-rank activation budget, deadlines);
-ties go to the earlier candidate, so the choice is deterministic.
+Every candidate is simulated (per-rank activation budget, deadlines) and the fastest
+is validated, the next if it fails, and so on ([Note: lazy validation]); ties go to
+the earlier candidate, so the choice is deterministic.
 """
 
 from __future__ import annotations
@@ -193,13 +194,16 @@ def _candidates(costs: StageCosts, m: int, budget: list[int] | None, deadlines: 
                 yield label, res.schedule if res.schedule is not None else res.reason
 
 
-def _check(schedule: Schedule, costs: StageCosts, m: int, budget: list[int] | None,
-           deadlines: dict[Key, float]) -> tuple[float | None, str]:
-    """Simulated step time if valid (structure, deadlines, per-rank budget), else None and why."""
-    found = validate(schedule, costs, num_microbatches=m)
-    if found:
-        return None, str(found[0])
-    sim = simulate(schedule, costs)
+def _limits(schedule: Schedule, costs: StageCosts, budget: list[int] | None,
+            deadlines: dict[Key, float]) -> tuple[float | None, str]:
+    """Simulated step time if the schedule meets the deadlines and the per-rank budget,
+    else None and why; one that cannot be simulated (a deadlock, a missing task) is
+    sent to the validator for its reason."""
+    try:
+        sim = simulate(schedule, costs)
+    except (ValueError, AssertionError):
+        found = validate(schedule, costs)
+        return None, str(found[0]) if found else "cannot be simulated"
     if deadlines:
         ends = {k: sim.end[n] for n, a in enumerate(sim.actions) for k in provides(a)}
         for key in sorted(k for k in deadlines if ends[k] > deadlines[k] + 1e-12):
@@ -211,6 +215,15 @@ def _check(schedule: Schedule, costs: StageCosts, m: int, budget: list[int] | No
             if peak > b:
                 return None, f"rank {r} holds {peak / 2**30:.2f} GiB of activations, budget {b / 2**30:.2f} GiB"
     return sim.step_time, "valid"
+
+
+def _check(schedule: Schedule, costs: StageCosts, m: int, budget: list[int] | None,
+           deadlines: dict[Key, float]) -> tuple[float | None, str]:
+    """Simulated step time if valid (structure, deadlines, per-rank budget), else None and why."""
+    found = validate(schedule, costs, num_microbatches=m)
+    if found:
+        return None, str(found[0])
+    return _limits(schedule, costs, budget, deadlines)
 
 
 def _gap(step: float, bound: float) -> float:
@@ -247,24 +260,33 @@ def _polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule], budget
 
 def _best_candidate(costs: StageCosts, m: int, budget, deadlines, method: str,
                     start: tuple[str, Schedule] | None, tried: list[dict]) -> tuple[str, float, Schedule]:
-    """Fastest valid heuristic candidate; ``InfeasibleError`` naming a reason when none is."""
+    """Fastest valid heuristic candidate; ``InfeasibleError`` naming a reason when none is.
+
+    [Note: lazy validation] Every candidate is simulated (step time, memory budget,
+    deadlines); the full validator then runs on them fastest first (ties: earlier
+    candidate) until one passes, so its cost is paid once per call, not per candidate.
+    Candidates slower than the chosen one are recorded as ``simulated`` (not validated).
+    """
     families = list(SCHEDULES) if method in ("auto", "cpsat") else [method]
-    best = None
+    ok: list[tuple[float, int, str, Schedule]] = []
     for name, sched in _candidates(costs, m, budget, deadlines, families, start,
                                    greedy=method in ("auto", "cpsat")):
         if not isinstance(sched, dict):
             tried.append({"schedule": name, "status": sched or "does not fit the memory budget"})
             continue
-        t, why = _check(sched, costs, m, budget, deadlines)
-        tried.append({"schedule": name, "step_time_s": t, "status": why})
-        if t is not None and (best is None or t < best[1] - 1e-12):
-            best = (name, t, sched)
-    if best is None:
-        reasons = [f"{d['schedule']}: {d['status']}" for d in tried if d["status"] != "valid"]
-        why = next((r for r in reasons if "deadline" in r), reasons[0] if reasons else "no candidate")
-        raise InfeasibleError(f"no schedule meets the limits ({why}); raise --memory-limit, relax "
-                              "--deadline or try --schedule auto")
-    return best
+        t, why = _limits(sched, costs, budget, deadlines)
+        tried.append({"schedule": name, "step_time_s": t, "status": why if t is None else "simulated"})
+        if t is not None:
+            ok.append((t, len(tried) - 1, name, sched))
+    for t, k, name, sched in sorted(ok, key=lambda c: (c[0], c[1])):
+        found = validate(sched, costs, num_microbatches=m)
+        tried[k]["status"] = str(found[0]) if found else "valid"
+        if not found:
+            return name, t, sched
+    reasons = [f"{d['schedule']}: {d['status']}" for d in tried if d["status"] != "valid"]
+    why = next((r for r in reasons if "deadline" in r), reasons[0] if reasons else "no candidate")
+    raise InfeasibleError(f"no schedule meets the limits ({why}); raise --memory-limit, relax "
+                          "--deadline or try --schedule auto")
 
 
 def best_schedule(costs: StageCosts, *, microbatches: int, memory_limit: MemoryLimit | None = None,

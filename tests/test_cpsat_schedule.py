@@ -87,3 +87,18 @@ def test_lns_keeps_deadlines():
     assert ends["1B2"] <= deadlines[(1, "W", 2)]
     out = lns_improve(costs, hint, deadlines=deadlines, time_limit=0.5)
     assert validate(out.schedule, costs, num_microbatches=16, deadlines=deadlines) == []
+
+
+def test_lns_budget_is_counted_in_work_seconds():
+    from solvers.cpsat_lns import WORK_S_PER_VAR
+
+    costs = make_costs(6, hetero=True, seed=2)
+    hint = generate("1f1b", pp=6, vpp=1, microbatches=24)
+    one = lns_improve(costs, hint, time_limit=1e-9)
+    assert one.windows == 1 and one.work_s > 0  # the budget is checked before each window
+    limit = 0.3
+    out = lns_improve(costs, hint, time_limit=limit)
+    assert out.windows > 1
+    # each window charges at least WORK_S_PER_VAR per variable; the search stops once the limit is spent
+    assert out.work_s >= out.windows * WORK_S_PER_VAR
+    assert out.work_s < 2 * limit  # at most one window past the limit

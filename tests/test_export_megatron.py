@@ -161,3 +161,20 @@ def test_export_file_is_the_argument_line(tmp_path):
     import shlex
 
     assert shlex.split(out.files[str(tmp_path / "args.txt")]) == out.summary["args"]
+
+
+@pytest.mark.parametrize("mode, expected", [
+    ("none", []),
+    ("selective", ["--recompute-granularity", "selective", "--recompute-modules", "core_attn", "moe_act",
+                   "layernorm"]),
+    ("full", ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]),
+])
+def test_megatron_args_carry_the_plans_recompute_mode(mode, expected):
+    plan = copy.deepcopy(case_plan("vpp2"))
+    plan.cluster.setdefault("training", {})["recompute"] = mode
+    args = megatron_args(plan).args
+    flags = [a for a in args if a.startswith("--recompute")]
+    assert flags == [a for a in expected if a.startswith("--")]
+    if expected:
+        k = args.index(expected[0])
+        assert args[k:k + len(expected)] == expected

@@ -39,7 +39,9 @@ class MicrobatchCount(click.ParamType):
 @click.option("--gpu", help="GPU preset: h100, h200, h800, a100.")
 @click.option("--global-batch", type=click.IntRange(min=1), help="Sequences per step.")
 @click.option("--seq-len", type=click.IntRange(min=1), help="Tokens per sequence.")
-@click.option("--recompute", type=click.Choice(["none", "selective", "full"]), help="Activation recomputation.")
+@click.option("--recompute", type=click.Choice(["auto", "none", "selective", "full"]),
+              help="Activation recomputation (default: the cluster's, auto unless it says; auto plans "
+                   "with each mode and keeps the fastest plan that fits memory).")
 @click.option("--microbatches", type=MicrobatchCount(), help="Microbatches per step, or auto to try every count dividing the per-replica batch (default: per-replica batch / micro-batch size).")
 @click.option("--memory-gib", type=click.FloatRange(min=0, min_open=True), help="Per-GPU memory limit in GiB (default: GPU memory minus headroom).")
 @click.option("--partition", type=click.Choice(["overlap", "serial", "flops", "uniform"]), default="overlap", show_default=True)

@@ -18,7 +18,8 @@ def plan_summary(plan: Plan) -> str:
     lines = [
         f"model {plan.model['name']}  pp {p['pp']} vpp {p['vpp']} tp {p.get('tp', 1)} ep {p.get('ep', 1)} "
         f"dp {p.get('dp', 1)}  microbatches {plan.num_microbatches} x {plan.microbatches['size']}"
-        f"  schedule {plan.solver.get('schedule', plan.solver['name'])}  placement {p.get('placement', 'loop')}",
+        f"  schedule {plan.solver.get('schedule', plan.solver['name'])}  placement {p.get('placement', 'loop')}"
+        f"  recompute {plan.cluster.get('training', {}).get('recompute', 'none')}",
         "",
         f"{'stage':>5} {'rank':>4} {'layers':>11} {'n':>3}  {'F ms':>7} {'I ms':>7} {'W ms':>7}",
     ]

@@ -19,12 +19,15 @@ from planner.core.model import ModelSpec
 from planner.core.paths import CLUSTERS_DIR
 
 __all__ = ["ParallelSpec", "TrainingSpec", "ClusterSpec", "load_cluster", "default_cluster_path",
-           "cluster_from_dict", "RECOMPUTE_MODES"]
+           "cluster_from_dict", "RECOMPUTE_MODES", "RECOMPUTE_CHOICES"]
 
 PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 """Bytes per activation/weight element for the supported training precisions."""
 RECOMPUTE_MODES = ("none", "selective", "full")
-"""Activation recomputation modes."""
+"""Activation recomputation modes a cost table is computed for."""
+RECOMPUTE_CHOICES = ("auto", *RECOMPUTE_MODES)
+"""What a cluster file or ``--recompute`` may say: a mode, or ``auto`` (the planner tries
+each mode and keeps the fastest plan that fits memory; the plan records the mode chosen)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,9 +67,14 @@ class TrainingSpec:
     """Share of GPU memory kept free (allocator fragmentation, NCCL buffers, CUDA context)."""
     distributed_optimizer: bool = True
     """Optimizer state sharded over data-parallel ranks (Megatron --use-distributed-optimizer)."""
-    recompute: str = "none"
-    """Activation recomputation: none, selective (attention core, Megatron's default selective)
-    or full (keep only each layer's input; the forward runs again before backward)."""
+    recompute: str = "auto"
+    """Activation recomputation: none, selective (attention core and element-wise work, Megatron's
+    selective with ``core_attn moe_act layernorm``), full (keep only each layer's input; the
+    forward runs again before backward), or auto (the planner chooses; ``recompute_modes``)."""
+
+    def recompute_modes(self) -> tuple[str, ...]:
+        """The modes to plan with: the one given, or all of them for auto (cheapest first)."""
+        return RECOMPUTE_MODES if self.recompute == "auto" else (self.recompute,)
 
     @property
     def bytes_per_element(self) -> int:
@@ -125,9 +133,9 @@ class ClusterSpec:
                              f"{t.global_batch} is not divisible by dp x micro_batch_size"
                              f" = {p.dp * t.micro_batch_size}",
                              "make global_batch a multiple of dp x micro_batch_size")
-        if t.recompute not in RECOMPUTE_MODES:
+        if t.recompute not in RECOMPUTE_CHOICES:
             raise InputError("training.recompute", f"unknown {t.recompute!r}",
-                             f"use one of {', '.join(RECOMPUTE_MODES)}")
+                             f"use one of {', '.join(RECOMPUTE_CHOICES)}")
         if not 0.0 <= t.memory_headroom < 1.0:
             raise InputError("training.memory_headroom", f"{t.memory_headroom} is not in [0, 1)")
         return self
@@ -143,6 +151,10 @@ class ClusterSpec:
             raise InputError("parallel.ep", f"ep {p.ep} does not divide {model.moe.num_experts} experts",
                              "pick an ep that divides the expert count")
         return self
+
+    def with_recompute(self, mode: str) -> "ClusterSpec":
+        """The same cluster with recomputation ``mode``."""
+        return replace(self, training=replace(self.training, recompute=mode))
 
     def with_parallel(self, **changes: int) -> "ClusterSpec":
         """Copy with some parallel degrees changed; dp follows from num_gpus when pp or tp change."""
