@@ -59,17 +59,23 @@ def _hop(costs: StageCosts, t: int) -> float:
     return costs.p2p_time(t) if costs.ranks[t] != costs.ranks[t + 1] else 0.0
 
 
-def _rank_work(costs: StageCosts, m: int, head: list[float]) -> float:
+def _rank_work(costs: StageCosts, m: int, head: list[float], first_i: list[float]) -> float:
     best = 0.0
     for r in range(costs.num_ranks):
         mine = [s for s in range(costs.num_stages) if costs.ranks[s] == r]
+        if not mine:
+            continue
         work = sum(m * (costs.f[s] + costs.i[s] + costs.w[s]) for s in mine)
         sav = {(a, b): max(0.0, costs.f[a] + costs.i[b] - costs.fused_time(a, b))
                for a in mine for b in mine}
-        by_f = sum(max(sav[(a, b)] for b in mine) for a in mine)
+        sav_f = {a: max(sav[(a, b)] for b in mine) for a in mine}
+        by_f = sum(sav_f.values())
         by_i = sum(max(sav[(a, b)] for a in mine) for b in mine)
-        if mine:
-            best = max(best, min(head[s] for s in mine) + work - m * min(by_f, by_i))
+        start = min(head[s] for s in mine)
+        best = max(best, start + work - m * min(by_f, by_i))
+        window = min(first_i[s] for s in mine) - start
+        rho = min((min(1.0, sav_f[a] / costs.f[a]) for a in mine if costs.f[a] > 0), default=0.0)
+        best = max(best, start + work - m * by_f + max(0.0, window) * rho)
     return best
 
 
@@ -100,7 +106,8 @@ def bound_parts(costs: StageCosts, microbatches: int, *,
                 continue
             k = max(1, budget // act)
             memory = max(memory, head[s] + math.ceil(m / k) * trip[s] + tail[s])
-    return LowerBound(rank_work=_rank_work(costs, m, head), round_trip=single, memory=memory)
+    first_i = [head[s] + trip[s] - imin[s] for s in range(S)]
+    return LowerBound(rank_work=_rank_work(costs, m, head, first_i), round_trip=single, memory=memory)
 
 
 def step_lower_bound(costs: StageCosts, microbatches: int, *,
