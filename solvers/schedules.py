@@ -182,10 +182,14 @@ def _candidates(costs: StageCosts, m: int, budget: list[int] | None, deadlines: 
     if not greedy:
         return
     act = rank_activation(costs)
+    seen: list[list[int] | None] = []
     for cap in (None, pp, 2 * pp):
         if cap is None and budget is None:
             continue
         b = budget if cap is None else [min(x, cap * a) for x, a in zip(budget or [cap * a for a in act], act)]
+        if b in seen:  # the cap is above the memory budget on every rank: same runs again
+            continue
+        seen.append(b)
         for f in (False, True) if fuse else (False,):
             for mode in ("eager", "fit"):
                 label = "greedy" + ("-fused" if f else "") + ("" if cap is None else f"@{cap // pp}p") + \
