@@ -21,10 +21,13 @@ JOINT_ROUNDS = 3
 JOINT_POLISHED = 2
 """Fastest finalists whose schedule CP-SAT polishes; finalists that started from a
 baseline partition are polished too."""
-POLISH_SHARE = 0.6
+POLISH_SHARE = 0.5
 """Share of ``--time-limit`` the CP-SAT polish of all finalists gets together (split evenly;
 each at most ``solvers.schedules.AUTO_CPSAT_S`` for auto); screening and joint refinement
 are bounded by counts and take the rest on the reference machine."""
+POLISH_WITHIN = 0.05
+"""Finalists more than this share slower than the fastest (after joint refinement) get the
+heuristics only: CP-SAT polish gained 0-3% on these models, so they would not win."""
 
 
 def joint_refine(trials: list[Trial], tried: list[dict]) -> tuple[list[Trial], dict]:
@@ -99,14 +102,22 @@ def shortlist(trials: list[Trial]) -> list[Trial]:
 
 def polish_finalists(finalists: list[Trial], tried: list[dict]) -> tuple[Trial, Evaluation, ScheduleChoice]:
     """Phase 3: re-choose each finalist's order for its stage costs (heuristics, and CP-SAT
-    for auto/cpsat: ``_choose_schedule``); the fastest valid result wins."""
+    for auto/cpsat on those within ``POLISH_WITHIN`` of the fastest, sharing
+    ``POLISH_SHARE`` of the time limit: ``choose_schedule``); the fastest valid result wins."""
     best = None
+    fastest = min(t.step for t in finalists)
+    hopeful = [t for t in finalists if t.step <= fastest * (1 + POLISH_WITHIN)]
+    done: set = set()
     for t in finalists:
+        key = (t.req.recompute, t.req.microbatches, tuple(t.bounds), t.name)
+        if key in done:  # an "as is" copy that refinement left unchanged: same result again
+            continue
+        done.add(key)
         ev = evaluate(t.table, t.req, t.bounds, t.schedule)
         if ev.violations:
             continue
-        share = t.req.time_limit_s * (POLISH_SHARE / len(finalists) if t.req.schedule == "auto" else 1.0)
-        choice = choose_schedule(t, ev, share)
+        share = t.req.time_limit_s * (POLISH_SHARE / len(hopeful) if t.req.schedule == "auto" else 1.0)
+        choice = choose_schedule(t, ev, share, polish=t in hopeful)
         if choice.schedule != t.schedule:
             other = evaluate(t.table, t.req, t.bounds, choice.schedule)
             if not other.violations and other.sim.step_time < ev.sim.step_time * (1 - 1e-9):
