@@ -202,10 +202,9 @@ def _memory(model, c: StageCosts, m: int, tasks: dict[Key, Task], budget: list[i
             continue
         lifetimes, demands = [], []
         for s in (s for s in range(c.num_stages) if c.ranks[s] == r):
-            act, keep = c.act_bytes[s], c.act_w_bytes[s]
             for mb in range(m):
                 f = tasks[(s, "F", mb)]
-                for kind, demand in (("I", act - keep), ("W", keep)):
+                for kind, demand in (("I", c.released("I", s)), ("W", c.released("W", s))):
                     if demand > 0:
                         end = tasks[(s, kind, mb)].end
                         size = model.new_int_var(0, horizon, f"held_{s}{kind}{mb}")

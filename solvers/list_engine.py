@@ -73,17 +73,8 @@ def allocates(action: Action, costs: StageCosts) -> int:
 
 
 def frees(action: Action, costs: StageCosts) -> int:
-    """Activation bytes ``action`` releases at its end: I all but the weight-gradient share,
-    W that share, B everything."""
-    out = 0
-    for p in action.parts:
-        if p.kind == "I":
-            out += costs.act_bytes[p.stage] - costs.act_w_bytes[p.stage]
-        elif p.kind == "W":
-            out += costs.act_w_bytes[p.stage]
-        elif p.kind == "B":
-            out += costs.act_bytes[p.stage]
-    return out
+    """Activation bytes ``action`` releases at its end (``StageCosts.released`` per part)."""
+    return sum(costs.released(p.kind, p.stage) for p in action.parts)
 
 
 @dataclass

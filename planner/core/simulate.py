@@ -163,9 +163,8 @@ def _longest_paths(steps: list[tuple[int, ...]], dur: list[float], delay: list[f
 
 def _memory(comp: Compiled, c: StageCosts, start: list[float], end: list[float]):
     """Per rank: peak activation bytes and the (time, bytes held) trace (module docstring)."""
-    act, keep = c.act_bytes, c.act_w_bytes
-    delta = _per_unit(c, act.__getitem__, lambda s: keep[s] - act[s], lambda s: -keep[s],
-                      lambda s: -act[s])
+    delta = _per_unit(c, c.act_bytes.__getitem__, lambda s: -c.released("I", s),
+                      lambda s: -c.released("W", s), lambda s: -c.released("B", s))
     when = start + end
     peaks, traces = [], []
     for units, at in comp.memory_events:

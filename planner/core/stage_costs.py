@@ -63,6 +63,19 @@ class StageCosts:
         """Seconds to send stage ``stage``'s output to the next stage (or its gradient back)."""
         return self.p2p.time(self.out_bytes[stage])
 
+    def released(self, kind: str, stage: int) -> int:
+        """Activation bytes a task of ``kind`` on ``stage`` frees at its end: the one rule
+        every memory model shares (simulator, validator, list scheduler, CP-SAT). F frees
+        nothing (it allocates ``act_bytes`` at its start); I frees all but the share W
+        keeps (``act_w_bytes``); W frees that share; a full backward B frees everything."""
+        if kind == "I":
+            return self.act_bytes[stage] - self.act_w_bytes[stage]
+        if kind == "W":
+            return self.act_w_bytes[stage]
+        if kind == "B":
+            return self.act_bytes[stage]
+        return 0
+
     def static_per_rank(self) -> list[int]:
         """Parameter/gradient/optimizer bytes each rank holds."""
         out = [0] * self.num_ranks
