@@ -21,10 +21,14 @@ JOINT_ROUNDS = 3
 JOINT_POLISHED = 2
 """Fastest finalists whose schedule CP-SAT polishes; finalists that started from a
 baseline partition are polished too."""
-POLISH_SHARE = 0.5
-"""Share of ``--time-limit`` the CP-SAT polish of all finalists gets together (split evenly;
-each at most ``solvers.schedules.AUTO_CPSAT_S`` for auto); screening and joint refinement
-are bounded by counts and take the rest on the reference machine."""
+POLISH_SHARE = 0.4
+"""Share of ``--time-limit`` the CP-SAT polish of all finalists gets together (see
+``WINNER_SHARE``); screening and joint refinement are bounded by counts and take the
+rest on the reference machine."""
+WINNER_SHARE = 0.6
+"""Share of the polish budget given to the fastest finalist on top of its even part of the
+rest (the window search keeps improving with time where memory allows many microbatches
+in flight, and one long search goes further than two short ones)."""
 POLISH_WITHIN = 0.05
 """Finalists more than this share slower than the fastest (after joint refinement) get the
 heuristics only: CP-SAT polish gained 0-3% on these models, so they would not win."""
@@ -63,6 +67,9 @@ def joint_refine(trials: list[Trial], tried: list[dict]) -> tuple[list[Trial], d
         tried.append(entry)
         if res.step_time < t.step * (1 - 1e-9):
             t.bounds, t.schedule, t.name, t.step = res.bounds, res.schedule, res.name, res.step_time
+            t.settled = res.settled
+        else:
+            t.settled = res.settled and res.bounds == t.bounds and res.name == t.name
         note(f"{len(tried)} candidates, best {min(f.step for f in finalists):.4g} s")
     return sorted(finalists, key=lambda t: t.step) + as_is, info
 
@@ -107,6 +114,7 @@ def polish_finalists(finalists: list[Trial], tried: list[dict]) -> tuple[Trial, 
     best = None
     fastest = min(t.step for t in finalists)
     hopeful = [t for t in finalists if t.step <= fastest * (1 + POLISH_WITHIN)]
+    lead = next(t for t in finalists if t.step == fastest)
     done: set = set()
     for t in finalists:
         key = (t.req.recompute, t.req.microbatches, tuple(t.bounds), t.name)
@@ -116,8 +124,9 @@ def polish_finalists(finalists: list[Trial], tried: list[dict]) -> tuple[Trial, 
         ev = evaluate(t.table, t.req, t.bounds, t.schedule)
         if ev.violations:
             continue
-        share = t.req.time_limit_s * (POLISH_SHARE / len(hopeful) if t.req.schedule == "auto" else 1.0)
-        choice = choose_schedule(t, ev, share, polish=t in hopeful)
+        share = t.req.time_limit_s * (POLISH_SHARE * ((1 - WINNER_SHARE) / len(hopeful) + WINNER_SHARE * (t is lead))
+                                      if t.req.schedule == "auto" else 1.0)
+        choice = choose_schedule(t, ev, share, polish=t in hopeful, heuristics=not t.settled)
         if choice.schedule != t.schedule:
             other = evaluate(t.table, t.req, t.bounds, choice.schedule)
             if not other.violations and other.sim.step_time < ev.sim.step_time * (1 - 1e-9):
@@ -134,6 +143,7 @@ def polish_finalists(finalists: list[Trial], tried: list[dict]) -> tuple[Trial, 
     if best is None:
         raise InfeasibleError("internal: no finalist passes the validator")
     return best
+
 
 
 

@@ -35,14 +35,15 @@ def settle(best: Trial, ev: Evaluation) -> Evaluation:
 
 
 def choose_schedule(best: Trial, ev: Evaluation, time_limit: float | None = None, *,
-                    polish: bool = True) -> ScheduleChoice:
+                    polish: bool = True, heuristics: bool = True) -> ScheduleChoice:
     """[issue 4] Heuristics (+ CP-SAT for auto/cpsat, within ``time_limit``, default the
     request's) on the plan's stage costs (solvers.schedules)."""
     req = best.req
     return best_schedule(ev.costs, microbatches=req.microbatches, memory_limit=memory_limit_of(req),
                          deadlines=req.deadlines, method=req.schedule,
                          time_limit=req.time_limit_s if time_limit is None else time_limit,
-                         seed=req.seed, start=(best.name, best.schedule), polish=polish)
+                         seed=req.seed, start=(best.name, best.schedule), polish=polish,
+                         heuristics=heuristics)
 
 
 def record_schedule(plan: Plan, choice: ScheduleChoice, costs: StageCosts, limit: MemoryLimit | None) -> None:

@@ -99,6 +99,9 @@ class Trial:
     baselines: dict[str, tuple[list[tuple[int, int]], bool]]
     origin: str = "screen"
     """Where the partition came from: the method's solver (screen) or a baseline's label."""
+    settled: bool = False
+    """Whether ``schedule`` is already the best heuristic for ``bounds`` (joint refinement
+    ended on it), so the polish goes straight to CP-SAT."""
 
 
 def evaluate(table: CostTable, req: PlanRequest, bounds: list[tuple[int, int]],

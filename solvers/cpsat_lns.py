@@ -22,13 +22,16 @@ is spent. Fused OVERLAP_F_B actions move as one unit. Each window is solved by o
 deterministic worker, so the search is reproducible for a seed.
 
 [Note: work clock] The budget is counted in *work seconds*, not in CP-SAT's
-deterministic time: a window costs ``WORK_S_PER_VAR`` x its model's variables. CP-SAT's
-deterministic clock counts neither model building nor its own presolve fully, and on the
-2-core reference machine it ran 8-11x slower than the wall clock on these small window
-models (214 windows of Qwen3-Next pp 8: 0.77 deterministic s, 9.9 wall s for build and
-solve; 624 windows at pp 16: 6.0 vs 62 s), while wall time per variable was steady
-(655-690 us). A count of variables is as reproducible as the deterministic clock and
-tracks the wall clock, so ``time_limit`` means about that many seconds on such a machine.
+deterministic time: a window costs ``WORK_S_PER_VAR`` x its model's variables plus
+``DET_TO_WORK`` x the deterministic seconds its solve used. The deterministic clock alone
+counts neither model building nor presolve: on the 2-core reference machine it ran 8-13x
+slower than the wall clock on small windows (214 windows of Qwen3-Next pp 8: 0.77
+deterministic s against 9.9 wall s), about 2x on large ones. The two terms were fitted by
+least squares on 151 windows of Qwen3-Next pp 8 and 16 plans, 8 to 32 actions per rank
+(0.72 ms per variable, 2.2 wall s per deterministic s; totals within 7%, measured while
+another job shared the cores, so rounded down to 0.5 ms and 2.0). Both terms are
+reproducible, so ``time_limit`` is about that many seconds on such a machine and the
+search is deterministic.
 """
 
 from __future__ import annotations
@@ -46,12 +49,13 @@ from solvers.list_engine import allocates, frees
 
 __all__ = ["LnsResult", "lns_improve", "WORK_S_PER_VAR", "DET_TO_WORK"]
 
-WORK_S_PER_VAR = 6.7e-4
+WORK_S_PER_VAR = 5e-4
 """Work seconds charged per window-model variable (build + solve on the 2-core reference
 machine; see [Note: work clock])."""
-DET_TO_WORK = 8.0
-"""Work seconds per deterministic second, for a window that searched long (the lower
-end of the 8-11x measured in [Note: work clock])."""
+MAX_ACTIONS_PER_RANK = 32
+"""Largest window (actions per rank) the search grows to."""
+DET_TO_WORK = 2.0
+"""Work seconds per deterministic second of a window's solve ([Note: work clock])."""
 
 Node = tuple[int, int]
 """(rank, position) of an action in the incumbent."""
@@ -225,23 +229,29 @@ def _extract(timed: Timed, win: _Window, solver: cp_model.CpSolver, num_stages: 
 
 def lns_improve(costs: StageCosts, schedule: Schedule, *, act_budget: list[int | None] | None = None,
                 deadlines: dict[Key, float] | None = None, time_limit: float, seed: int = 0,
-                actions_per_rank: int = 8, window_time: float = 0.5) -> LnsResult:
+                actions_per_rank: int = 8, window_time: float = 1.0) -> LnsResult:
     """Improve ``schedule`` window by window within ``time_limit`` work seconds ([Note: work clock]).
 
-    Pass p uses windows of ``actions_per_rank`` (x1.5 on odd passes) actions per rank,
-    shifted by a third of a window per pass; two passes without gain end the search.
+    Pass p uses windows of ``size`` (x1.5 on odd passes) actions per rank, shifted by a
+    third of a window per pass; ``size`` starts at ``actions_per_rank`` and doubles after
+    two passes without gain (a larger neighbourhood escapes what small windows cannot), up
+    to ``MAX_ACTIONS_PER_RANK``; two passes without gain at that size end the search.
     """
     deadlines = deadlines or {}
     best = split_b(schedule)
     best_t = simulate(best, costs).step_time
     result = LnsResult(best, best_t, history=[best_t])
     wall_cap = time.perf_counter() + wall_cap_s(time_limit)  # [Note: deterministic search]
-    idle_passes, p = 0, 0
-    while idle_passes < 2 and result.work_s < time_limit and time.perf_counter() < wall_cap:
+    idle_passes, p, size = 0, 0, actions_per_rank
+    while result.work_s < time_limit and time.perf_counter() < wall_cap:
+        if idle_passes == 2:
+            if size >= MAX_ACTIONS_PER_RANK:
+                break
+            idle_passes, size = 0, min(2 * size, MAX_ACTIONS_PER_RANK)
         ticks = Ticks.for_makespan(costs, best_t)
         g = _Graph.of(retime(best, ticks), ticks)
         per_rank = max(len(row) for row in g.timed.rows.values())
-        span = max(2, g.timed.makespan * actions_per_rank * (2 + p % 2) // (2 * per_rank))
+        span = max(2, g.timed.makespan * size * (2 + p % 2) // (2 * per_rank))
         t0 = -((p * span) // 3) % span - span // 2
         gained = False
         while t0 < g.timed.makespan and result.work_s < time_limit \
@@ -270,8 +280,7 @@ def _solve(win: _Window, g: _Graph, costs: StageCosts, seed: int, limit: float,
     solver.parameters.cp_model_probing_level = 0  # small models: probing costs more than it finds
     status = solver.status_name(solver.solve(win.model))
     result.windows += 1
-    result.work_s += max(WORK_S_PER_VAR * len(win.model.proto.variables),
-                         DET_TO_WORK * solver.deterministic_time)
+    result.work_s += WORK_S_PER_VAR * len(win.model.proto.variables) + DET_TO_WORK * solver.deterministic_time
     result.deterministic_time += solver.deterministic_time
     if status not in ACCEPTED or solver.objective_value >= g.timed.makespan:
         return None

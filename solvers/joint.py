@@ -47,6 +47,9 @@ class JointResult:
     """Its simulated step time."""
     history: list[dict] = field(default_factory=list)
     """One entry per round: schedule chosen, boundary moves, step time after the round."""
+    settled: bool = False
+    """Whether the schedule was chosen among every heuristic for the final partition (the
+    last round moved no boundary), so re-running the heuristics would find it again."""
 
 
 def _fits(limit_bytes: int | None):
@@ -73,7 +76,8 @@ def alternate(table: CostTable, bounds: Bounds, ranks: list[int], start: tuple[s
             res.name, res.schedule, res.step_time = choice.name, choice.schedule, choice.step_time
         moved = refine_partition(table, res.schedule, res.bounds, ranks, fits=_fits(limit_bytes),
                                  pinned=pinned, max_rounds=16)
-        if moved.step_time < res.step_time * (1 - 1e-9):
+        res.settled = moved.step_time >= res.step_time * (1 - 1e-9)
+        if not res.settled:
             res.bounds, res.step_time = moved.bounds, moved.step_time
         res.history.append({"round": k + 1, "schedule": res.name, "boundary_moves": moved.rounds,
                             "step_time_s": res.step_time})

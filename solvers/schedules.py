@@ -10,8 +10,8 @@ best with CP-SAT, and returns the fastest valid schedule with its lower bound an
 2. the cost-aware greedy list scheduler (``solvers.list_scheduler``) under the memory
    budget and under p and 2p microbatches of activations, fused and not;
 3. ``cpsat``: CP-SAT warm-started from the best of those (``solvers.cpsat_solve``);
-   ``auto`` runs it too, for at most ``AUTO_CPSAT_S`` seconds, when the best heuristic is
-   more than 1% above the lower bound.
+   ``auto`` runs it too, within the same time limit, when the best heuristic is more
+   than 1% above the lower bound.
 
 Every candidate is simulated (per-rank activation budget, deadlines) and the fastest
 is validated, the next if it fails, and so on ([Note: lazy validation]); ties go to
@@ -40,7 +40,7 @@ from solvers.memory_limit import MemoryLimit, rank_activation
 from solvers.w_fill import fill_w
 from solvers.zero_bubble import zb_h1, zb_h2, zb_v
 
-__all__ = ["ScheduleKind", "SCHEDULES", "SCHEDULE_CHOICES", "AUTO_CPSAT_S", "generate",
+__all__ = ["ScheduleKind", "SCHEDULES", "SCHEDULE_CHOICES", "generate",
            "candidate_schedules", "check_schedule_option", "ScheduleChoice", "best_schedule",
            "EXACT_FAMILIES"]
 
@@ -48,9 +48,6 @@ EXACT_FAMILIES = ("gpipe", "1f1b", "1f1b-overlap", "interleaved")
 """Families a user names to get exactly that order (what Megatron, DeepSpeed or torch's
 built-in schedules run): W stays right after its input-gradient, nothing is moved. The
 zero-bubble and V families move W by design, so their W-filled versions are theirs too."""
-
-AUTO_CPSAT_S = 2.0
-"""CP-SAT budget (seconds) ``auto`` spends polishing a heuristic more than 1% above the bound."""
 
 
 @dataclass(frozen=True)
@@ -263,7 +260,8 @@ def _polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule], budget
 
 
 def _best_candidate(costs: StageCosts, m: int, budget, deadlines, method: str,
-                    start: tuple[str, Schedule] | None, tried: list[dict]) -> tuple[str, float, Schedule]:
+                    start: tuple[str, Schedule] | None, tried: list[dict],
+                    heuristics: bool = True) -> tuple[str, float, Schedule]:
     """Fastest valid heuristic candidate; ``InfeasibleError`` naming a reason when none is.
 
     [Note: lazy validation] Every candidate is simulated (step time, memory budget,
@@ -273,8 +271,9 @@ def _best_candidate(costs: StageCosts, m: int, budget, deadlines, method: str,
     """
     families = list(SCHEDULES) if method in ("auto", "cpsat") else [method]
     ok: list[tuple[float, int, str, Schedule]] = []
-    for name, sched in _candidates(costs, m, budget, deadlines, families, start,
-                                   greedy=method in ("auto", "cpsat")):
+    cands = _candidates(costs, m, budget, deadlines, families, start, greedy=method in ("auto", "cpsat")) \
+        if heuristics or start is None else [start]
+    for name, sched in cands:
         if not isinstance(sched, dict):
             tried.append({"schedule": name, "status": sched or "does not fit the memory budget"})
             continue
@@ -296,13 +295,16 @@ def _best_candidate(costs: StageCosts, m: int, budget, deadlines, method: str,
 def best_schedule(costs: StageCosts, *, microbatches: int, memory_limit: MemoryLimit | None = None,
                   deadlines: dict[Key, float] | None = None, method: str = "auto",
                   time_limit: float = 10.0, seed: int = 0, workers: int | None = None,
-                  start: tuple[str, Schedule] | None = None, polish: bool = True) -> ScheduleChoice:
+                  start: tuple[str, Schedule] | None = None, polish: bool = True,
+                  heuristics: bool = True) -> ScheduleChoice:
     """The fastest valid schedule for ``costs`` (see the module docstring).
 
     ``method`` is a family name (its order; for zero-bubble and V families also its
     W-filled versions; see ``EXACT_FAMILIES``), ``auto`` or
     ``cpsat``; ``start`` is an extra (name, schedule) candidate such as the planner's;
-    ``polish=False`` skips CP-SAT (heuristics only, for searches that call this often).
+    ``polish=False`` skips CP-SAT (heuristics only, for searches that call this often);
+    ``heuristics=False`` takes ``start`` as the best heuristic already (it was chosen
+    among them for these costs) and only polishes it.
     Raises ``InfeasibleError`` when the memory limit is below one microbatch in flight
     per stage, when a deadline precedes its task's earliest finish, or when no
     candidate meets them.
@@ -316,13 +318,13 @@ def best_schedule(costs: StageCosts, *, microbatches: int, memory_limit: MemoryL
         budget = memory_limit.act_budget(costs)
     check_deadlines(costs, deadlines)
     tried: list[dict] = []
-    best = _best_candidate(costs, microbatches, budget, deadlines, method, start, tried)
+    best = _best_candidate(costs, microbatches, budget, deadlines, method, start, tried, heuristics)
     lb = step_lower_bound(costs, microbatches, act_budget=budget)
     name, t, sched = best
     at_bound = t <= lb * (1 + 1e-9)
     status = "OPTIMAL" if at_bound else "HEURISTIC"  # at the lower bound: nothing to search
     limit = 0.0 if at_bound or not polish else time_limit if method == "cpsat" else \
-        min(time_limit, AUTO_CPSAT_S) if method == "auto" and t > 1.01 * lb else 0.0
+        time_limit if method == "auto" and t > 1.01 * lb else 0.0
     if limit > 0:
         status, (name, t, sched) = _polish(costs, microbatches, (name, t, sched), budget, deadlines,
                                            limit=limit, seed=seed, workers=workers, tried=tried)
