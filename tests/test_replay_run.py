@@ -191,3 +191,24 @@ def test_cli_fault_exit_code_and_message(tmp_path):
     assert run.returncode == 3
     assert run.stderr.startswith("error: replay failed: rank 0 died")
     assert not out.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_interleaved_replay_alternates_the_plans_steps(tmp_path):
+    from planner.replay import replay_interleaved
+
+    cfg = tiny_config(tmp_path)
+    plans = [make_plan(cfg, PLANS[k][0](), PLANS[k][1]) for k in ("1f1b-iw", "fused")]
+    results = replay_interleaved(plans, _opts(steps=3))
+    assert len(results) == 2
+    for plan, res in zip(plans, results):
+        rep = res.report
+        assert rep["grad_check"]["passed"], rep["grad_check"]
+        assert rep["predicted"]["step_time_s"] == plan.predicted["step_time_s"]
+        assert len(rep["measured"]["step_times_s"]) == 3
+        d = rep["decomposition"][0]["difference_s"]
+        assert d["step"] == pytest.approx(d["first_start"] + d["busy"] + d["gaps"] + d["tail"])
+        assert rep["calibration"]["samples"]["steps"] == 3
+    a, b = (r.report["measured"]["step_starts_s"] for r in results)
+    assert a[0] < b[0] < a[1] < b[1] < a[2] < b[2]

@@ -6,12 +6,14 @@ step time, busy time, bubble, peak memory and MFU next to the prediction, the
 gradient check against a single-process run, and a trace. Modules: ``lowering``
 (plan -> torch actions, checks), ``model`` (stages), ``timing`` (per-action spans),
 ``worker`` (one rank), ``launch`` (processes), ``measure``/``predict``/``report``
-(figures), ``gradcheck``, ``costs_here`` (re-prediction costs), ``trace``.
+(figures), ``decompose`` (where measured and predicted differ), ``calibrate`` (runtime
+costs a per-layer table misses), ``gradcheck``, ``costs_here`` (re-prediction costs),
+``trace``. ``replay_interleaved`` replays several plans with their steps alternating.
 """
 
 from __future__ import annotations
 
-from planner.replay.launch import replay, under_torchrun
+from planner.replay.launch import replay, replay_interleaved, under_torchrun
 from planner.replay.options import ReplayFailed, ReplayOptions, ReplayResult
 
-__all__ = ["replay", "under_torchrun", "ReplayOptions", "ReplayResult", "ReplayFailed"]
+__all__ = ["replay", "replay_interleaved", "under_torchrun", "ReplayOptions", "ReplayResult", "ReplayFailed"]

@@ -20,8 +20,9 @@ def _available_bytes() -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def check_fits(plan: Plan, opts: ReplayOptions) -> None:
-    """``InputError`` naming ``--scale`` when the model's weights alone exceed free CPU memory."""
+def check_fits(plan: Plan, opts: ReplayOptions, *, copies: int = 1) -> None:
+    """``InputError`` naming ``--scale`` when the model's weights alone exceed free CPU memory
+    (``copies``: plans replayed in one launch, each with its own stages)."""
     import torch
 
     if torch.cuda.is_available():
@@ -31,7 +32,7 @@ def check_fits(plan: Plan, opts: ReplayOptions) -> None:
 
     scale, _ = resolve_shape(plan, opts)
     spec = scaled_model(load_model(str(plan.model["name"])), scale)
-    need = sum(layer_params(layer, spec).total for layer in spec.layers) * _BYTES_PER_PARAM
+    need = sum(layer_params(layer, spec).total for layer in spec.layers) * _BYTES_PER_PARAM * copies
     have = _available_bytes()
     if need > have:
         fit = scale * have / need

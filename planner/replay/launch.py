@@ -28,7 +28,7 @@ from planner.core.plan import Plan
 from planner.replay.lowering import check_plan
 from planner.replay.options import ReplayFailed, ReplayOptions, ReplayResult
 
-__all__ = ["replay", "under_torchrun"]
+__all__ = ["replay", "replay_interleaved", "under_torchrun"]
 
 _POLL_S = 0.05
 _GRACE_S = 5.0
@@ -44,30 +44,37 @@ def under_torchrun() -> bool:
 
 def replay(plan: Plan, options: ReplayOptions | None = None) -> ReplayResult | None:
     """Replay ``plan``; returns the result on rank 0 (and in the local launcher), else None."""
+    out = replay_interleaved([plan], options)
+    return None if out is None else out[0]
+
+
+def replay_interleaved(plans: list[Plan], options: ReplayOptions | None = None) -> list[ReplayResult] | None:
+    """Replay several plans of one pipeline size in one launch, their steps alternating
+    (see ``worker``); one result per plan on rank 0 (and in the local launcher), else None."""
     opts = (options or ReplayOptions()).check()
-    if under_torchrun():
-        world = int(os.environ["WORLD_SIZE"])
+    world = int(os.environ["WORLD_SIZE"]) if under_torchrun() else plans[0].pp
+    for plan in plans:
         check_plan(plan, world_size=world)
-        _check_fits(plan, opts)
-        return _rank_main(plan.to_dict(), opts, rank=int(os.environ["RANK"]), world_size=world,
+        _check_fits(plan, opts, len(plans))
+    data = [p.to_dict() for p in plans]
+    if under_torchrun():
+        return _rank_main(data, opts, rank=int(os.environ["RANK"]), world_size=world,
                           local_rank=int(os.environ.get("LOCAL_RANK", 0)), init_method="env://")
-    check_plan(plan, world_size=plan.pp)
-    _check_fits(plan, opts)
-    return _spawn(plan, opts)
+    return _spawn(data, world, opts)
 
 
-def _check_fits(plan: Plan, opts: ReplayOptions) -> None:
+def _check_fits(plan: Plan, opts: ReplayOptions, copies: int) -> None:
     from planner.replay.fit import check_fits
 
-    check_fits(plan, opts)
+    check_fits(plan, opts, copies=copies)
 
 
-def _rank_main(plan_data: dict, opts: ReplayOptions, **where: Any) -> ReplayResult | None:
+def _rank_main(plans_data: list[dict], opts: ReplayOptions, **where: Any) -> list[ReplayResult] | None:
     from planner.replay.report import assemble
     from planner.replay.worker import run_rank
 
-    out = run_rank(plan_data, opts, **where)
-    return None if out is None else assemble(Plan.from_dict(plan_data), opts, out)
+    out = run_rank(plans_data, opts, **where)
+    return None if out is None else [assemble(Plan.from_dict(p), opts, o) for p, o in zip(plans_data, out)]
 
 
 def _free_port() -> int:
@@ -83,10 +90,10 @@ def _die_with_parent() -> None:
         pass
 
 
-def _child(rank: int, world: int, port: int, plan_data: dict, opts: ReplayOptions, results: Any) -> None:
+def _child(rank: int, world: int, port: int, plans_data: list[dict], opts: ReplayOptions, results: Any) -> None:
     _die_with_parent()
     try:
-        out = _rank_main(plan_data, opts, rank=rank, world_size=world, local_rank=rank,
+        out = _rank_main(plans_data, opts, rank=rank, world_size=world, local_rank=rank,
                          init_method=f"tcp://127.0.0.1:{port}")
         if out is not None:
             results.put(("ok", rank, out))
@@ -96,12 +103,12 @@ def _child(rank: int, world: int, port: int, plan_data: dict, opts: ReplayOption
         raise SystemExit(1) from None
 
 
-def _spawn(plan: Plan, opts: ReplayOptions) -> ReplayResult:
+def _spawn(plans_data: list[dict], world: int, opts: ReplayOptions) -> list[ReplayResult]:
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     port = _free_port()
-    procs = [ctx.Process(target=_child, args=(r, plan.pp, port, plan.to_dict(), opts, results),
-                         daemon=True, name=f"ppplan-replay-rank{r}") for r in range(plan.pp)]
+    procs = [ctx.Process(target=_child, args=(r, world, port, plans_data, opts, results),
+                         daemon=True, name=f"ppplan-replay-rank{r}") for r in range(world)]
     for p in procs:
         p.start()
     pids = tuple(p.pid for p in procs if p.pid is not None)
@@ -111,7 +118,7 @@ def _spawn(plan: Plan, opts: ReplayOptions) -> ReplayResult:
         _stop(procs)
 
 
-def _watch(procs: list, results: Any, opts: ReplayOptions, pids: tuple[int, ...]) -> ReplayResult:
+def _watch(procs: list, results: Any, opts: ReplayOptions, pids: tuple[int, ...]) -> list[ReplayResult]:
     deadline = time.monotonic() + opts.deadline_s
     while time.monotonic() < deadline:
         try:
@@ -124,7 +131,7 @@ def _watch(procs: list, results: Any, opts: ReplayOptions, pids: tuple[int, ...]
             raise ReplayFailed(_error_message(msg, procs, results, opts), pids=pids)
         dead = [(r, p.exitcode) for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
         if dead:
-            raise ReplayFailed(_death_message(dead, results), pids=pids)
+            raise ReplayFailed(_death_message(dead, procs, results, opts), pids=pids)
         if all(p.exitcode == 0 for p in procs):
             raise ReplayFailed("every rank exited without a result", pids=pids)
     raise ReplayFailed(f"no result within {opts.deadline_s:g} s (--deadline); ranks still running: "
@@ -162,11 +169,13 @@ def _error_message(msg: tuple, procs: list, results: Any, opts: ReplayOptions) -
     return text
 
 
-def _death_message(dead: list[tuple[int, int]], results: Any) -> str:
+def _death_message(dead: list[tuple[int, int]], procs: list, results: Any, opts: ReplayOptions) -> str:
+    """A rank exited non-zero; if another rank's error report follows, word it as
+    ``_error_message`` does (naming a rank that died without a report first)."""
     try:
         msg = results.get(timeout=1.0)
         if msg[0] == "error":
-            return f"rank {msg[1]} failed: {msg[2]}"
+            return _error_message(msg, procs, results, opts)
     except queue.Empty:
         pass
     r, code = dead[0]

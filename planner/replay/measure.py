@@ -2,7 +2,8 @@
 
 - Step time: each rank times its step from the barrier that starts it to the return
   of ``step()`` (its sends waited); the step's time is the slowest rank's, and the
-  reported figure is the median over timed steps.
+  reported figure is the median over timed steps. ``step_starts_s``: rank 0's step
+  starts on the machine's monotonic clock (CPU; None on GPU), to see when each step ran.
 - Busy time: the sum of a rank's compute spans (``timing``); bubble = step - busy.
 - MFU = model FLOPs per step / (step time x ranks x peak FLOP/s) (PaLM appendix B;
   FLOPs from ``planner.core.layer_math``, the planner's own convention, so measured
@@ -66,6 +67,7 @@ def summarize(plan: Plan, rm: ReplayModel, ranks: list[dict[str, Any]], predicte
     devices = len(ranks)
     measured = {
         "step_time_s": step, "step_times_s": step_times,
+        "step_starts_s": [r["steps"][k].get("base_s") for k in range(n) for r in ranks[:1]],
         "mfu": flops / (step * devices * peak_flops),
         "achieved_flops_per_s": flops / step, "model_flops_per_step": flops,
         "peak_flops_per_device": peak_flops, "peak_flops_source": peak_label,

@@ -16,6 +16,12 @@ re-prediction scales its I and W so that I + W equals the measured full backward
 input gradient to send) and runs the whole backward in ``W``. When the schedule
 splits stage 0's backward, the re-prediction moves stage 0's input-gradient time
 into its weight-gradient time, which is what the engine executes.
+
+[Note: calibrated prediction] A plan whose ``costs["calibration"]``, or a table whose
+``meta["calibration"]``, holds a ``calibrate.Calibration`` (measured by a separate
+calibration replay, see [Note: runtime calibration]) is predicted with it: alone
+durations, the measured slowdown while ranks share cores, P2P latency and step
+overhead (``calibrate.predict``), after the two adjustments above.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from planner.core.costs import CostTable
 from planner.core.plan import Plan
 from planner.core.simulate import SimResult, simulate
 from planner.core.stage_costs import StageCosts, stage_costs
+from planner.replay.calibrate import Calibration, predict
 
 __all__ = ["is_exact_replay", "copied_prediction", "repredict", "REPREDICTED"]
 
@@ -49,8 +56,13 @@ def _summary(sim: SimResult) -> dict[str, Any]:
 
 def copied_prediction(plan: Plan) -> tuple[dict[str, Any], SimResult]:
     """The plan's prediction (and its simulated timeline, for the trace)."""
-    sim = simulate(plan.parsed_schedule(), plan.parsed_stage_costs())
-    pred = {**_summary(sim), "source": "plan (profile measured on this device at this scale)"}
+    cal = plan.costs.get("calibration")
+    if cal:
+        _, sim = predict(plan.parsed_schedule(), plan.parsed_stage_costs(), Calibration.from_dict(cal))
+    else:
+        sim = simulate(plan.parsed_schedule(), plan.parsed_stage_costs())
+    pred = {**_summary(sim), "source": "plan (profile measured on this device at this scale"
+            + (", calibrated)" if cal else ")")}
     for key in ("step_time_s", "bubble_fraction", "peak_memory_bytes", "busy_s"):
         if plan.predicted.get(key) is not None:
             pred[key] = plan.predicted[key]
@@ -92,13 +104,20 @@ def repredict(plan: Plan, table: CostTable) -> tuple[dict[str, Any], SimResult]:
     """Same partition and schedule, costs measured here; the plan's own figures kept aside."""
     sc = stage_costs(table, plan.bounds(), plan.ranks())
     sc = _torch_first_stage(_full_backward(sc, plan, table), plan)
-    sim = simulate(plan.parsed_schedule(), sc)
-    pred = {**_summary(sim), "source": REPREDICTED, "peak_memory_bytes": None,
+    cal = table.meta.get("calibration")
+    if cal:
+        step, sim = predict(plan.parsed_schedule(), sc, Calibration.from_dict(cal))
+    else:
+        sim = simulate(plan.parsed_schedule(), sc)
+        step = sim.step_time
+    pred = {**_summary(sim), "step_time_s": step, "source": REPREDICTED, "peak_memory_bytes": None,
             "costs": {"device": table.device, "scale": table.scale, "seq_len": table.seq_len,
                       "p2p_latency_s": table.p2p.latency_s, "p2p_bandwidth": table.p2p.bandwidth,
                       "layer_types": _type_costs(table)},
             "plan": {"step_time_s": plan.predicted.get("step_time_s"),
                      "mfu": plan.predicted.get("mfu"), "costs": plan.costs}}
+    if cal:
+        pred["calibration"] = cal
     return pred, sim
 
 

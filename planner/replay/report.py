@@ -7,6 +7,8 @@ from typing import Any
 import torch
 
 from planner.core.plan import Plan
+from planner.replay.calibrate import measure_calibration
+from planner.replay.decompose import decompose
 from planner.replay.gradcheck import compare_grads, reference_step
 from planner.replay.measure import action_timeline, summarize
 from planner.replay.options import ReplayOptions, ReplayResult
@@ -39,6 +41,8 @@ def assemble(plan: Plan, opts: ReplayOptions, out: dict[str, Any]) -> ReplayResu
     peak, peak_label = out["peak"]
     measured, errors, rep = summarize(plan, rm, gathered, predicted, peak_flops=peak, peak_label=peak_label)
     timelines = [action_timeline(plan, r["rank"], r["steps"][rep]["spans"]) for r in gathered]
+    steps = [r["steps"][rep] for r in gathered]
+    parts = decompose(sim, timelines, [s.get("base_s") for s in steps], [s["step_s"] for s in steps])
     report = {
         "plan": {"model": plan.model.get("name"), "pp": plan.pp, "vpp": plan.parallel.get("vpp", 1),
                  "stages": [list(b) for b in plan.bounds()], "microbatches": plan.num_microbatches,
@@ -50,6 +54,9 @@ def assemble(plan: Plan, opts: ReplayOptions, out: dict[str, Any]) -> ReplayResu
         "measured": measured,
         "predicted": predicted,
         "prediction_error": errors,
+        "decomposition": parts,
+        "calibration": measure_calibration(plan, sim, gathered, source=f"this replay, {opts.steps} timed steps, "
+                                           f"against its prediction ({predicted['source']})").to_dict(),
         "grad_check": _grad_check(gathered, rm, out["torch_device"]) if opts.grad_check else {"passed": None, "skipped": True},
     }
     trace = chrome_trace(timelines, sim, predicted_label=predicted["source"])
@@ -74,6 +81,11 @@ def text_summary(report: dict[str, Any]) -> str:
     for r, busy in enumerate(m["busy_s"]):
         lines.append(f"rank {r}: busy {busy * 1e3:8.2f} ms (error {pct(e['busy_s'][r])}), bubble "
                      f"{m['bubble_s'][r] * 1e3:8.2f} ms, peak memory {m['peak_memory_bytes'][r] / 2**20:.0f} MiB")
+    slow = max(report.get("decomposition") or [], key=lambda d: d["measured"]["step_s"], default=None)
+    if slow is not None:
+        d = slow["difference_s"]
+        lines.append(f"step error on rank {slow['rank']} (ms): busy {d['busy'] * 1e3:+.1f}, gaps "
+                     f"{d['gaps'] * 1e3:+.1f}, start {d['first_start'] * 1e3:+.1f}, end {d['tail'] * 1e3:+.1f}")
     if g.get("passed") is None:
         lines.append("gradient check: skipped")
     else:

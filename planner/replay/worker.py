@@ -1,11 +1,16 @@
 """What one pipeline rank does during a replay.
 
 Order on every rank: join the process group (timeout on every collective and
-receive) -> build its stages -> measure the peak (CPU) and, when the plan was made
-for other hardware, layer costs here -> load the plan's actions into torch's
-``_PipelineScheduleRuntime`` -> one step whose gradients are kept for the check ->
-warm-up steps -> timed steps -> send everything to rank 0. Rank 0 then runs the
-single-process reference and assembles the report.
+receive) -> measure the peak (CPU) -> per plan: when it was made for other hardware,
+layer costs here (once per model shape); build its stages; load its actions into
+torch's ``_PipelineScheduleRuntime`` -> per plan, one step whose gradients are kept
+for the check -> warm-up steps -> timed steps -> send everything to rank 0. Rank 0
+then runs the single-process reference and assembles each plan's report.
+
+Several plans (same pipeline size) can share one launch: their warm-up and timed
+steps then alternate (plan 1, plan 2, ..., plan 1, ...), so that load from other
+jobs on a shared machine falls on every plan alike and comparisons between plans
+(and between a plan and a calibration plan) are paired step by step.
 
 Engine: torch.distributed.pipelining runs every action of the plan (F, I, W, B,
 ``OVERLAP_F_B``); this module only times it. Two engine facts shape the figures:
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -76,21 +82,14 @@ def _peak(device: torch.device) -> tuple[float, str]:
     return float(rate) / dist.get_world_size(), label
 
 
-def _prediction(plan: Plan, rm: ReplayModel, device: torch.device, rank: int) -> Any:
-    """A cost table measured here, or None when the plan's own prediction applies.
-
-    Every rank measures at once (see ``costs_here``)."""
+def _measure_table(rm: ReplayModel, device: torch.device, rank: int) -> Any:
+    """A cost table measured here, for a re-prediction (every rank measures at once, see
+    ``costs_here``)."""
     from planner.replay.costs_here import measure_layer_costs, measure_p2p
-    from planner.replay.predict import is_exact_replay
 
-    label = dev.device_label(device)
-    if is_exact_replay(plan, device=label, scale=rm.scale, seq_len=rm.seq_len):
-        return None
-    table = measure_layer_costs(rm, device, Clock(device), label=label)
+    table = measure_layer_costs(rm, device, Clock(device), label=dev.device_label(device))
     if dist.get_world_size() > 1:
         nbytes = rm.microbatch_size * rm.seq_len * rm.spec.hidden * 4
-        from dataclasses import replace
-
         table = replace(table, p2p=measure_p2p(rank, nbytes, device))
     return table
 
@@ -117,32 +116,58 @@ def _step(runtime: TimedRuntime, rank_args: tuple, target: torch.Tensor, mods: l
     return [float(x.detach()) for x in losses]
 
 
-def _memory(device: torch.device, baseline: int) -> dict[str, Any]:
+def _memory(device: torch.device, baseline: int, peak: int) -> dict[str, Any]:
     if device.type == "cuda":
-        peak = torch.cuda.max_memory_allocated(device)
         return {"peak_bytes": peak, "above_baseline_bytes": peak - baseline, "comparable": True,
                 "label": "torch.cuda.max_memory_allocated during the timed steps"}
-    peak = dev.peak_rss_bytes()
     return {"peak_bytes": peak, "above_baseline_bytes": peak - baseline, "comparable": False,
             "label": "process RSS high-water mark during the timed steps (includes the Python "
                      "and torch runtime; not comparable with the planner's model of GPU memory)"}
 
 
-def _timed(runtime: TimedRuntime, recorder: Recorder, rank_args: tuple, target: torch.Tensor,
-           mods: list, opts: ReplayOptions, backend: str) -> list[dict]:
-    """Timed steps: zero gradients, barrier, step; spans relative to the step's start."""
-    clock = recorder.clock
-    steps = []
-    for _ in range(opts.steps):
-        for m in mods:
-            m.zero_grad(set_to_none=True)
-        _barrier(backend, opts.timeout_s)
-        recorder.begin_step()
-        runtime.step(*rank_args, target=target)
-        end = clock.mark()
-        steps.append({"step_s": clock.seconds(recorder.base, end),
-                      "spans": [(s.stage, s.kind, s.microbatch, s.start, s.end) for s in recorder.spans()]})
-    return steps
+def _reset_peak(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    else:
+        dev.reset_peak_rss()
+
+
+def _read_peak(device: torch.device) -> int:
+    return torch.cuda.max_memory_allocated(device) if device.type == "cuda" else dev.peak_rss_bytes()
+
+
+@dataclass
+class _Run:
+    """One plan on this rank: its stages, runtime, data and what its steps measured."""
+
+    plan: Plan
+    rm: ReplayModel
+    mods: list
+    runtime: TimedRuntime
+    recorder: Recorder
+    rank_args: tuple
+    target: torch.Tensor
+    table: Any
+    steps: list = field(default_factory=list)
+    peak: int = 0
+
+
+def _timed_step(run: _Run, device: torch.device, opts: ReplayOptions, backend: str) -> None:
+    """One timed step of ``run``: zero gradients, barrier, step; spans relative to the step's
+    start. ``base_s`` is that start on the machine-wide monotonic clock (CPU; None on GPU),
+    so the ranks' timelines can be put side by side (``decompose``)."""
+    clock = run.recorder.clock
+    for m in run.mods:
+        m.zero_grad(set_to_none=True)
+    _barrier(backend, opts.timeout_s)
+    _reset_peak(device)
+    run.recorder.begin_step()
+    run.runtime.step(*run.rank_args, target=run.target)
+    end = clock.mark()
+    run.peak = max(run.peak, _read_peak(device))
+    run.steps.append({"step_s": clock.seconds(run.recorder.base, end),
+                      "base_s": None if clock.cuda else run.recorder.base,
+                      "spans": [(s.stage, s.kind, s.microbatch, s.start, s.end) for s in run.recorder.spans()]})
 
 
 def _grads(mods: list) -> dict[str, torch.Tensor]:
@@ -150,46 +175,70 @@ def _grads(mods: list) -> dict[str, torch.Tensor]:
             if p.grad is not None}
 
 
-def run_rank(plan_data: dict, opts: ReplayOptions, *, rank: int, world_size: int, local_rank: int,
-             init_method: str) -> dict[str, Any] | None:
-    """Replay on this rank; rank 0 returns the report pieces, the others None."""
+def run_rank(plans_data: list[dict], opts: ReplayOptions, *, rank: int, world_size: int, local_rank: int,
+             init_method: str) -> list[dict[str, Any]] | None:
+    """Replay the plans on this rank, their steps interleaved; rank 0 returns the report
+    pieces of each plan, the others None."""
     device, backend = dev.pick_device(local_rank)
     dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world_size,
                             timeout=timedelta(seconds=opts.timeout_s))
     try:
         if device.type == "cpu":
             torch.set_num_threads(_threads(opts))
-        return _replay(Plan.from_dict(plan_data), opts, rank, device, backend)
+        return _replay([Plan.from_dict(p) for p in plans_data], opts, rank, device, backend)
     finally:
         dist.destroy_process_group()
 
 
-def _replay(plan: Plan, opts: ReplayOptions, rank: int, device: torch.device,
-            backend: str) -> dict[str, Any] | None:
+def _prepare(plan: Plan, opts: ReplayOptions, rank: int, device: torch.device, tables: dict) -> _Run:
     scale, seq = resolve_shape(plan, opts)
     rm = replay_model(plan, scale=scale, seq_len=seq, seed=opts.seed)
-    baseline = dev.rss_bytes() if device.type == "cpu" else torch.cuda.memory_allocated(device)
-    peak, peak_label = _peak(device)
-    table = _prediction(plan, rm, device, rank)
+    table = None
+    if not _exact(plan, rm, device):  # every rank takes the same branches: same plans everywhere
+        key = (rm.spec.name, rm.scale, rm.seq_len, rm.microbatch_size)
+        if key not in tables:
+            tables[key] = _measure_table(rm, device, rank)
+        table = tables[key]
     recorder = Recorder(Clock(device))
     mods, runtime = _build(plan, rm, rank, device, recorder)
     ids, target = make_batch(rm, device)
     rank_args = (ids,) if plan.ranks()[0] == rank else ()
+    return _Run(plan=plan, rm=rm, mods=mods, runtime=runtime, recorder=recorder, rank_args=rank_args,
+                target=target, table=table)
+
+
+def _exact(plan: Plan, rm: ReplayModel, device: torch.device) -> bool:
+    from planner.replay.predict import is_exact_replay
+
+    return is_exact_replay(plan, device=dev.device_label(device), scale=rm.scale, seq_len=rm.seq_len)
+
+
+def _replay(plans: list[Plan], opts: ReplayOptions, rank: int, device: torch.device,
+            backend: str) -> list[dict[str, Any]] | None:
+    """Build every plan, one gradient-check step each, warm-up, then the timed steps in
+    rounds (plan 1, plan 2, ..., plan 1, ...) so that drift on a shared machine hits
+    every plan alike."""
+    baseline = dev.rss_bytes() if device.type == "cpu" else torch.cuda.memory_allocated(device)
+    peak, peak_label = _peak(device)
+    tables: dict = {}
+    runs = [_prepare(p, opts, rank, device, tables) for p in plans]
     _inject(opts, rank)
-    losses = _step(runtime, rank_args, target, mods)
-    grads = _grads(mods) if opts.grad_check else {}
+    firsts = []
+    for run in runs:
+        losses = _step(run.runtime, run.rank_args, run.target, run.mods)
+        firsts.append((losses, _grads(run.mods) if opts.grad_check else {}))
     for _ in range(opts.warmup):
-        _step(runtime, rank_args, target, mods)
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    else:
-        dev.reset_peak_rss()
-    steps = _timed(runtime, recorder, rank_args, target, mods, opts, backend)
-    mine = {"rank": rank, "steps": steps, "memory": _memory(device, baseline), "losses": losses,
-            "grads": grads, "threads": torch.get_num_threads()}
+        for run in runs:
+            _step(run.runtime, run.rank_args, run.target, run.mods)
+    for _ in range(opts.steps):
+        for run in runs:
+            _timed_step(run, device, opts, backend)
+    mine = [{"rank": rank, "steps": run.steps, "memory": _memory(device, baseline, run.peak), "losses": losses,
+             "grads": grads, "threads": torch.get_num_threads()} for run, (losses, grads) in zip(runs, firsts)]
     gathered: list[Any] = [None] * dist.get_world_size() if rank == 0 else []
     dist.gather_object(mine, gathered if rank == 0 else None, dst=0)
     if rank != 0:
         return None
-    return {"ranks": gathered, "table": table, "peak": (peak, peak_label), "rm": rm,
-            "device": dev.device_label(device), "torch_device": device, "backend": backend}
+    return [{"ranks": [g[j] for g in gathered], "table": run.table, "peak": (peak, peak_label), "rm": run.rm,
+             "device": dev.device_label(device), "torch_device": device, "backend": backend}
+            for j, run in enumerate(runs)]

@@ -1,0 +1,212 @@
+"""What a per-layer cost table misses about the runtime, measured by one replay, and its use.
+
+[Note: runtime calibration] A cost table times each layer type by itself
+(``costs_here``: every rank at once, so with the cores as busy as they were then);
+the pipeline runtime runs whole stages one action at a time, with Python work of
+its own between actions, messages between ranks, and (on CPU) ranks that share the
+machine's cores with each other and with other jobs. Measured on one machine, the
+decomposition (``decompose``) shows where the step goes: actions run about twice as
+long while the other rank computes as while it waits (two ranks, two cores, one of
+them busy with another job), which no fixed per-action duration can express.
+
+A *calibration replay* (a plan of its own, never one being judged; best run in the
+same launch as the judged plans, its steps alternating with theirs:
+``replay_interleaved``) measures, over all its timed steps, ranks and actions
+(``decompose.rank_samples``), relative to the durations its table predicts:
+
+- per kind, a least-squares line ``measured / predicted = a + b x others_busy`` over
+  the actions of that kind (others_busy: share of the other ranks computing while it
+  ran): ``alone_scale = a`` (an action running by itself, relative to the table) and
+  ``slowdown = (a + b) / a`` (its mean duration while every other rank computes,
+  relative to alone; at least 1, sharing never speeds an action up). A kind the
+  replay did not run takes B's figures (I, W) or F's. [Note: mean durations] The
+  line is drawn through durations, not rates, on purpose: other jobs on the machine
+  come and go within seconds (with one running, two ranks share one core and a shared
+  action takes 2x; without, 1x), so what a step's mean is made of is the *mean*
+  duration of a shared action, (1 + p) x alone for a share p of the time with the
+  other job, which a fit of rates would put at 1 / (1 - p / 2) x alone, too low;
+- ``between_actions_s``: mean gap before an action that waited for nothing (the
+  runtime's own work between actions), added to every action;
+- ``p2p_latency_s``: mean gap between a producer's end on one rank and its
+  consumer's start when the consumer waited for it, less ``between_actions_s`` (now
+  inside the action) and the bytes / bandwidth term the simulator adds itself;
+- ``step_overhead_s``: median of (reported step - time from the first action's start
+  on any rank to the last action's end on any rank): barrier exit, the final sends
+  waited before ``step()`` returns, the skew of the ranks' starts.
+
+On GPU (no machine-wide clock for the ranks' spans) only the alone scale is measured:
+no slowdown, no split of the gaps.
+
+Means, not medians, for the per-action terms: a step is a sum of many actions, and
+its mean is the sum of their means. Using it (``predict``): stage costs become alone
+durations (``calibrated_costs``) and ``contention.simulate_shared`` re-times the
+schedule with the slowdown; the step overhead is added to its step. Every figure is
+measured on the calibration replay (the line is a fit to its actions), never on the
+plans being judged. It holds while the machine's load stays as it was: a calibration
+taken minutes earlier, under other outside load, can be off by tens of percent, which
+is why the benchmark runs the calibration plan alternating with the judged ones.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from planner.core.costs import P2PCost
+from planner.core.plan import Plan
+from planner.core.schedule import Schedule
+from planner.core.simulate import SimResult
+from planner.core.stage_costs import StageCosts
+from planner.replay.contention import simulate_shared
+from planner.replay.decompose import Sample, rank_samples
+from planner.replay.measure import action_timeline
+
+__all__ = ["Calibration", "measure_calibration", "calibrated_costs", "predict", "calibrated_plan", "KINDS"]
+
+KINDS = ("F", "I", "W", "B")
+_FALLBACK = {"F": ("F", "B"), "B": ("B", "F"), "I": ("I", "B", "F"), "W": ("W", "B", "F"),
+             "OVERLAP_F_B": ("OVERLAP_F_B", "F", "B")}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Calibration:
+    """Runtime costs a per-layer table does not hold (see [Note: runtime calibration])."""
+
+    alone_scale: dict[str, float] = field(default_factory=dict)
+    """Kind -> duration of an action running alone / the table's duration for it."""
+    slowdown: dict[str, float] = field(default_factory=dict)
+    """Kind -> duration while every other rank computes / duration alone (1 = no sharing)."""
+    between_actions_s: float = 0.0
+    """Runtime work before each action, seconds (alone)."""
+    p2p_latency_s: float | None = None
+    """Per-message latency as the runtime experiences it; None keeps the table's."""
+    step_overhead_s: float = 0.0
+    """Step start and end overhead, seconds per step."""
+    samples: dict[str, int] = field(default_factory=dict)
+    """How many measured actions (per kind), messages and steps the figures come from."""
+    source: str = ""
+    """Which replay measured it."""
+
+    def alone(self, kind: str) -> float:
+        """Alone scale of ``kind`` (or of its fallback kind; 1 when none was measured)."""
+        return _lookup(self.alone_scale, kind)
+
+    def shared(self, kind: str) -> float:
+        """Slowdown of ``kind`` (or of its fallback kind; 1 when none was measured)."""
+        return _lookup(self.slowdown, kind)
+
+    @property
+    def missing(self) -> list[str]:
+        """Kinds without their own measurement (a fallback is used)."""
+        return [k for k in KINDS if k not in self.alone_scale]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (the report's ``calibration``)."""
+        return {"alone_scale": dict(self.alone_scale), "slowdown": dict(self.slowdown),
+                "between_actions_s": self.between_actions_s, "p2p_latency_s": self.p2p_latency_s,
+                "step_overhead_s": self.step_overhead_s, "samples": dict(self.samples),
+                "missing": self.missing, "source": self.source}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Calibration":
+        """Inverse of ``to_dict``."""
+        return cls(alone_scale=dict(data.get("alone_scale") or {}), slowdown=dict(data.get("slowdown") or {}),
+                   between_actions_s=float(data.get("between_actions_s") or 0.0),
+                   p2p_latency_s=data.get("p2p_latency_s"),
+                   step_overhead_s=float(data.get("step_overhead_s") or 0.0),
+                   samples=dict(data.get("samples") or {}), source=str(data.get("source") or ""))
+
+
+def _lookup(table: dict[str, float], kind: str) -> float:
+    return next((table[k] for k in _FALLBACK.get(kind, (kind,)) if k in table), 1.0)
+
+
+def _line(samples: list[Sample]) -> tuple[float, float]:
+    """(alone scale, slowdown): least squares of measured / predicted against others_busy."""
+    pts = [(s["others_busy"] or 0.0, s["dur"] / s["pred"]) for s in samples if s["pred"] > 0]
+    xs, ys = [x for x, _ in pts], [y for _, y in pts]
+    flat = statistics.fmean(ys), 1.0
+    if len(pts) < 3 or statistics.pvariance(xs) < 1e-4:
+        return flat  # no spread of sharing to measure a slowdown from
+    slope, intercept = statistics.linear_regression(xs, ys)
+    if intercept <= 0:
+        return flat
+    return intercept, max(1.0, (intercept + slope) / intercept)
+
+
+def measure_calibration(plan: Plan, sim: SimResult, ranks: list[dict[str, Any]], *,
+                        source: str) -> Calibration:
+    """Calibration from every timed step of one replay (``ranks``: what each rank gathered);
+    ``sim`` is the replay's prediction from the uncalibrated table."""
+    by_kind: dict[str, list[Sample]] = {}
+    between: list[float] = []
+    after_ready: list[float] = []
+    edges: list[float] = []
+    for k in range(len(ranks[0]["steps"])):
+        steps = [r["steps"][k] for r in ranks]
+        timelines = [action_timeline(plan, r["rank"], s["spans"]) for r, s in zip(ranks, steps)]
+        bases = [s.get("base_s") for s in steps]
+        aligned = all(b is not None for b in bases)  # else gaps cannot be told apart (GPU)
+        for samples in rank_samples(sim, timelines, bases):
+            for j, s in enumerate(samples):
+                by_kind.setdefault(s["kind"], []).append(s)
+                if j and aligned:
+                    (after_ready if s["waited"] else between).append(s["gap"] - s["wait"])
+        edges.append(_step_edges(steps, timelines, bases))
+    lines = {k: _line(v) for k, v in by_kind.items() if k in KINDS}
+    gap = statistics.fmean(between) if between else 0.0
+    latency = None
+    if after_ready and plan.num_stages > 1:
+        sc = plan.parsed_stage_costs()
+        wire = statistics.fmean(b / sc.p2p.bandwidth for b in sc.out_bytes[:-1])
+        latency = max(0.0, statistics.fmean(after_ready) - gap - wire)
+    return Calibration(alone_scale={k: a for k, (a, _) in lines.items()},
+                       slowdown={k: c for k, (_, c) in lines.items()}, between_actions_s=gap,
+                       p2p_latency_s=latency, step_overhead_s=statistics.median(edges),
+                       samples={**{k: len(v) for k, v in by_kind.items()}, "messages": len(after_ready),
+                                "between_actions": len(between), "steps": len(edges)},
+                       source=source)
+
+
+def _step_edges(steps: list[dict[str, Any]], timelines: list[list[dict[str, Any]]],
+                bases: list[float | None]) -> float:
+    """Reported step (slowest rank, from its own start) - first action start to last action
+    end over all ranks (clocks aligned when ``bases`` are known)."""
+    shift = [b or 0.0 for b in bases] if all(b is not None for b in bases) else [0.0] * len(bases)
+    first = min(shift[r] + t[0]["start"] for r, t in enumerate(timelines) if t)
+    last = max(shift[r] + t[-1]["end"] for r, t in enumerate(timelines) if t)
+    return max(s["step_s"] for s in steps) - (last - first)
+
+
+def calibrated_costs(sc: StageCosts, cal: Calibration) -> StageCosts:
+    """Alone durations: each kind scaled by its ``alone_scale``, the between-action work added
+    once per action (to F, to I; to W only when W was measured on its own, since a B action
+    is I + W), and the measured P2P latency."""
+    a = {k: cal.alone(k) for k in KINDS}
+    g = cal.between_actions_s
+    g_w = g if "W" in cal.alone_scale else 0.0
+    f = tuple(a["F"] * x + g for x in sc.f)
+    i = tuple(a["I"] * x + g for x in sc.i)
+    w = tuple(a["W"] * x + g_w for x in sc.w)
+    fused = {(fs, bs): t - sc.f[fs] - sc.i[bs] + f[fs] + i[bs] - g for (fs, bs), t in sc.fused.items()}
+    p2p = sc.p2p if cal.p2p_latency_s is None else P2PCost(latency_s=cal.p2p_latency_s,
+                                                          bandwidth=sc.p2p.bandwidth)
+    return replace(sc, f=f, i=i, w=w, fused=fused, p2p=p2p)
+
+
+def predict(schedule: Schedule, sc: StageCosts, cal: Calibration) -> tuple[float, SimResult]:
+    """(predicted step, timeline) of ``schedule`` with uncalibrated stage costs ``sc``."""
+    slowdown = {k: cal.shared(k) for k in (*KINDS, "OVERLAP_F_B")}
+    sim = simulate_shared(schedule, calibrated_costs(sc, cal), slowdown)
+    return sim.step_time + cal.step_overhead_s, sim
+
+
+def calibrated_plan(plan: Plan, cal: Calibration) -> Plan:
+    """``plan`` whose prediction is the calibrated one (``plan.costs["calibration"]``; the
+    uncalibrated prediction kept beside it). Its stage costs stay the table's."""
+    step, sim = predict(plan.parsed_schedule(), plan.parsed_stage_costs(), cal)
+    predicted = {**plan.predicted, "step_time_s": step, "busy_s": sim.busy,
+                 "bubble_fraction": sim.bubble_fraction,
+                 "uncalibrated_step_time_s": plan.predicted.get("step_time_s")}
+    return replace(plan, predicted=predicted, costs={**plan.costs, "calibration": cal.to_dict()})
