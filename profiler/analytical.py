@@ -23,7 +23,9 @@ Per layer and microbatch of T = micro_batch_size x seq_len tokens on one GPU:
   over NVLink, exposed.
 - Activation bytes follow Korthikanti et al. 2022 (saved inputs of every matmul and
   nonlinearity), with recomputation dropping what is recomputed; the weight-gradient
-  share (``act_w_bytes``) is the matmul inputs.
+  share (``act_w_bytes``) is the matmul inputs. Recomputed work is added to the
+  input-gradient: selective re-runs the attention core and element-wise work; full
+  re-runs the whole forward, MoE dispatch and combine all-to-alls included.
 - Memory per parameter: weights (2 B) + fp32 gradients (4 B) + fp32 Adam master, m, v
   (12 B, divided by the data-parallel group with the distributed optimizer; experts
   by their own expert-data-parallel group dp x tp / ep).
@@ -179,8 +181,9 @@ def _decoder_tasks(ctx: _Ctx, layer: LayerSpec, imbalance: float):
     if recompute == "selective":  # core attention and element-wise work recomputed
         tasks = _with(tasks, attn_b=attn_b + core_f + elementwise)
         saved -= (saved - w_in) * 0.5
-    elif recompute == "full":
-        tasks = _with(tasks, attn_b=attn_b + attn_f, mlp_b=mlp_f * 2, shared_b=shared_f * 2)
+    elif recompute == "full":  # the whole forward again, its dispatch and combine all-to-alls included
+        tasks = _with(tasks, attn_b=attn_b + attn_f, mlp_b=mlp_f * 2, shared_b=shared_f * 2,
+                      dispatch_b=2 * dispatch, combine_b=2 * dispatch)
         saved, w_in = T * h / tp, T * h / tp
     return tasks, w, saved, w_in
 

@@ -97,6 +97,9 @@ def test_recomputation_trades_memory_for_backward_time():
     assert full.layers[k].act_bytes < sel.layers[k].act_bytes < none.layers[k].act_bytes
     assert full.layers[k].i > sel.layers[k].i > none.layers[k].i
     assert full.layers[k].f == none.layers[k].f
+    # full recomputation re-runs the forward's dispatch and combine before the backward ones
+    assert full.layers[k].a2a_b == pytest.approx(2 * none.layers[k].a2a_b)
+    assert sel.layers[k].a2a_b == pytest.approx(none.layers[k].a2a_b) and none.layers[k].a2a_b > 0
 
 
 def test_imbalance_gives_its_own_type_and_slows_the_layer():
