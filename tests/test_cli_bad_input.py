@@ -54,6 +54,19 @@ def _model(tmp_path: Path, base: str, **changes) -> str:
     return str(folder)
 
 
+def _profile(tmp_path: Path, recompute: str) -> str:
+    """An analytical llama3-8b cost table computed with ``recompute``."""
+    from planner.core.cluster import load_cluster
+    from planner.core.costs_io import save_costs
+    from planner.core.hf_config import load_model
+    from profiler.analytical import analytical_costs
+
+    cl = load_cluster(CLUSTERS_DIR / "llama3-8b.yaml").with_recompute(recompute)
+    path = tmp_path / "profile.json"
+    save_costs(analytical_costs(load_model("llama3-8b"), cl), path)
+    return str(path)
+
+
 # (id, extra argv builder(tmp_path) -> list[str], pattern naming the field)
 PLAN_CASES = [
     ("unknown-model", lambda t: ["llama-9000"], r"model: unknown model id or missing file 'llama-9000'"),
@@ -90,6 +103,12 @@ PLAN_CASES = [
      r"'--schedule': 'zigzag' is not one of 'auto', .*'1f1b', .*'cpsat'"),
     ("option-range", lambda t: ["llama3-8b", "--pp", "0"], r"'--pp': 0 is not in the range"),
     ("option-choice", lambda t: ["llama3-8b", "--partition", "magic"], r"'--partition'"),
+    ("recompute-choice", lambda t: ["llama3-8b", "--recompute", "partial"],
+     r"'--recompute': 'partial' is not one of 'auto', 'none', 'selective', 'full'"),
+    ("cluster-recompute", lambda t: ["llama3-8b", "--cluster", _cluster(t, training__recompute="some")],
+     r"training\.recompute: unknown 'some'.*use one of auto, none, selective, full"),
+    ("profile-recompute", lambda t: ["llama3-8b", "--profile", _profile(t, "selective"), "--recompute", "full"],
+     r"--recompute: full given but the profile was measured with selective.*--recompute selective"),
     ("profile-missing", lambda t: ["llama3-8b", "--profile", str(t / "none.json")], r"profile: cannot read"),
     ("profile-json", lambda t: ["llama3-8b", "--profile", _write(t, "p.json", "[1,")], r"profile: .* is not valid JSON"),
     ("profile-schema", lambda t: ["llama3-8b", "--profile", _write(t, "p.json", json.dumps(
