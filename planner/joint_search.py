@@ -11,8 +11,8 @@ from solvers.schedules import ScheduleChoice
 from planner.planning_types import Evaluation, Trial, evaluate, memory_limit_of, pinned_of, simulate_bounds
 from planner.planning_steps import choose_schedule, refine, settle
 
-__all__ = ["JOINT_SHORTLIST", "JOINT_ROUNDS", "JOINT_POLISHED", "POLISH_SHARE", "joint_refine", "shortlist", "polish_finalists",
-           "to_polish"]
+__all__ = ["JOINT_SHORTLIST", "JOINT_ROUNDS", "JOINT_POLISHED", "POLISH_SHARE", "WINNER_SHARE", "POLISH_WITHIN",
+           "joint_refine", "shortlist", "polish_finalists", "to_polish"]
 
 JOINT_SHORTLIST = 3
 """Screened (microbatches, schedule, partition) candidates refined jointly."""
@@ -89,11 +89,8 @@ def shortlist(trials: list[Trial]) -> list[Trial]:
     pool.sort(key=lambda t: t.step)
     out: list[Trial] = []
 
-    def key(t: Trial) -> tuple:
-        return t.req.recompute, t.req.microbatches, t.bounds
-
     def add(t: Trial) -> None:
-        if all(key(t) != key(f) for f in out):
+        if all(_start(t) != _start(f) for f in out):
             out.append(t)
 
     for t in pool:
@@ -102,9 +99,24 @@ def shortlist(trials: list[Trial]) -> list[Trial]:
         add(t)
     best = trials[0]
     for t in pool:
-        if t.origin != "screen" and key(t)[:2] == key(best)[:2] and t.name == best.name:
+        if t.origin != "screen" and _start(t)[:2] == _start(best)[:2] and t.name == best.name:
             add(t)
     return out
+
+
+def _start(t: Trial) -> tuple:
+    """What makes two candidates the same start: (recompute, microbatches, partition)."""
+    return t.req.recompute, t.req.microbatches, tuple(t.bounds)
+
+
+def _polish_limit(t: Trial, lead: Trial, hopeful: int) -> float:
+    """CP-SAT seconds for finalist ``t``: for auto an even part of (1 - ``WINNER_SHARE``) of
+    the polish budget, plus ``WINNER_SHARE`` of it for the fastest (``lead``); otherwise the
+    whole time limit (one finalist)."""
+    if t.req.schedule != "auto":
+        return t.req.time_limit_s
+    part = (1 - WINNER_SHARE) / hopeful + (WINNER_SHARE if t is lead else 0.0)
+    return t.req.time_limit_s * POLISH_SHARE * part
 
 
 def polish_finalists(finalists: list[Trial], tried: list[dict]) -> tuple[Trial, Evaluation, ScheduleChoice]:
@@ -117,16 +129,15 @@ def polish_finalists(finalists: list[Trial], tried: list[dict]) -> tuple[Trial, 
     lead = next(t for t in finalists if t.step == fastest)
     done: set = set()
     for t in finalists:
-        key = (t.req.recompute, t.req.microbatches, tuple(t.bounds), t.name)
+        key = (*_start(t), t.name)
         if key in done:  # an "as is" copy that refinement left unchanged: same result again
             continue
         done.add(key)
         ev = evaluate(t.table, t.req, t.bounds, t.schedule)
         if ev.violations:
             continue
-        share = t.req.time_limit_s * (POLISH_SHARE * ((1 - WINNER_SHARE) / len(hopeful) + WINNER_SHARE * (t is lead))
-                                      if t.req.schedule == "auto" else 1.0)
-        choice = choose_schedule(t, ev, share, polish=t in hopeful, heuristics=not t.settled)
+        choice = choose_schedule(t, ev, _polish_limit(t, lead, len(hopeful)), polish=t in hopeful,
+                                 heuristics=not t.settled)
         if choice.schedule != t.schedule:
             other = evaluate(t.table, t.req, t.bounds, choice.schedule)
             if not other.violations and other.sim.step_time < ev.sim.step_time * (1 - 1e-9):

@@ -260,8 +260,7 @@ def lns_improve(costs: StageCosts, schedule: Schedule, *, act_budget: list[int |
             t0 += span // 2
             if win is None:
                 continue
-            found = _solve(win, g, costs, seed, window_time,
-                           result)
+            found = _solve(win, g, costs, seed, window_time, result)
             if found is not None and found[1] < best_t * (1 - 1e-9):
                 best, best_t, gained = found[0], found[1], True
                 result.improved += 1
