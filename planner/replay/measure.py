@@ -67,7 +67,7 @@ def summarize(plan: Plan, rm: ReplayModel, ranks: list[dict[str, Any]], predicte
     devices = len(ranks)
     measured = {
         "step_time_s": step, "step_times_s": step_times,
-        "step_starts_s": [r["steps"][k].get("base_s") for k in range(n) for r in ranks[:1]],
+        "step_starts_s": [ranks[0]["steps"][k].get("base_s") for k in range(n)],
         "mfu": flops / (step * devices * peak_flops),
         "achieved_flops_per_s": flops / step, "model_flops_per_step": flops,
         "peak_flops_per_device": peak_flops, "peak_flops_source": peak_label,

@@ -54,13 +54,19 @@ def _summary(sim: SimResult) -> dict[str, Any]:
             "bubble_s": sim.bubble, "bubble_fraction": sim.bubble_fraction}
 
 
+def _timeline(plan: Plan, sc: StageCosts, cal: dict | None) -> tuple[float, SimResult]:
+    """(step seconds, timeline) of ``plan``'s schedule on ``sc``: calibrated when ``cal`` is
+    given ([Note: calibrated prediction]), else the core simulator's."""
+    if cal:
+        return predict(plan.parsed_schedule(), sc, Calibration.from_dict(cal))
+    sim = simulate(plan.parsed_schedule(), sc)
+    return sim.step_time, sim
+
+
 def copied_prediction(plan: Plan) -> tuple[dict[str, Any], SimResult]:
     """The plan's prediction (and its simulated timeline, for the trace)."""
     cal = plan.costs.get("calibration")
-    if cal:
-        _, sim = predict(plan.parsed_schedule(), plan.parsed_stage_costs(), Calibration.from_dict(cal))
-    else:
-        sim = simulate(plan.parsed_schedule(), plan.parsed_stage_costs())
+    _, sim = _timeline(plan, plan.parsed_stage_costs(), cal)
     pred = {**_summary(sim), "source": "plan (profile measured on this device at this scale"
             + (", calibrated)" if cal else ")")}
     for key in ("step_time_s", "bubble_fraction", "peak_memory_bytes", "busy_s"):
@@ -105,11 +111,7 @@ def repredict(plan: Plan, table: CostTable) -> tuple[dict[str, Any], SimResult]:
     sc = stage_costs(table, plan.bounds(), plan.ranks())
     sc = _torch_first_stage(_full_backward(sc, plan, table), plan)
     cal = table.meta.get("calibration")
-    if cal:
-        step, sim = predict(plan.parsed_schedule(), sc, Calibration.from_dict(cal))
-    else:
-        sim = simulate(plan.parsed_schedule(), sc)
-        step = sim.step_time
+    step, sim = _timeline(plan, sc, cal)
     pred = {**_summary(sim), "step_time_s": step, "source": REPREDICTED, "peak_memory_bytes": None,
             "costs": {"device": table.device, "scale": table.scale, "seq_len": table.seq_len,
                       "p2p_latency_s": table.p2p.latency_s, "p2p_bandwidth": table.p2p.bandwidth,
