@@ -26,10 +26,12 @@ deterministic time: a window costs ``WORK_S_PER_VAR`` x its model's variables pl
 ``DET_TO_WORK`` x the deterministic seconds its solve used. The deterministic clock alone
 counts neither model building nor presolve: on the 2-core reference machine it ran 8-13x
 slower than the wall clock on small windows (214 windows of Qwen3-Next pp 8: 0.77
-deterministic s against 9.9 wall s), about 2x on large ones. The two terms were fitted by
-least squares on 151 windows of Qwen3-Next pp 8 and 16 plans, 8 to 32 actions per rank
-(0.72 ms per variable, 2.2 wall s per deterministic s; totals within 7%, measured while
-another job shared the cores, so rounded down to 0.5 ms and 2.0). Both terms are
+deterministic s against 9.9 wall s), about 2-4x on large ones. The two terms were fitted
+on 335 windows (build, solve, extraction and re-simulation timed) of the Qwen3-235B pp 8
+vpp 2, Qwen3-Next pp 8 and DeepSeek-V3 pp 8 plans, windows of 8 to 32 actions per rank,
+on a quiet machine: 0.35 ms per variable and 3.2 wall s per deterministic s put the
+total of windows under 100, 100-300 and over 300 variables each within 5% of its wall
+time (the previous 0.5 ms and 2.0 ran windows of 100+ variables 1.4x over). Both terms are
 reproducible, so ``time_limit`` is about that many seconds on such a machine and the
 search is deterministic.
 """
@@ -49,13 +51,17 @@ from solvers.list_engine import allocates, frees
 
 __all__ = ["LnsResult", "lns_improve", "WORK_S_PER_VAR", "DET_TO_WORK"]
 
-WORK_S_PER_VAR = 5e-4
+WORK_S_PER_VAR = 3.5e-4
 """Work seconds charged per window-model variable (build + solve on the 2-core reference
 machine; see [Note: work clock])."""
 MAX_ACTIONS_PER_RANK = 32
 """Largest window (actions per rank) the search grows to."""
-DET_TO_WORK = 2.0
+DET_TO_WORK = 3.2
 """Work seconds per deterministic second of a window's solve ([Note: work clock])."""
+MIN_WINDOW_S = 0.05
+"""Smallest deterministic time a window gets when the budget is nearly spent; each window
+otherwise gets ``window_time``, or what is left of the budget if less, so the search ends
+within about one small window of ``time_limit``."""
 
 Node = tuple[int, int]
 """(rank, position) of an action in the incumbent."""
@@ -260,7 +266,8 @@ def lns_improve(costs: StageCosts, schedule: Schedule, *, act_budget: list[int |
             t0 += span // 2
             if win is None:
                 continue
-            found = _solve(win, g, costs, seed, window_time, result)
+            left = (time_limit - result.work_s) / DET_TO_WORK  # the last window ends near the budget
+            found = _solve(win, g, costs, seed, min(window_time, max(MIN_WINDOW_S, left)), result)
             if found is not None and found[1] < best_t * (1 - 1e-9):
                 best, best_t, gained = found[0], found[1], True
                 result.improved += 1

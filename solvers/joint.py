@@ -10,7 +10,8 @@ screened candidate, each round
    (``solvers.local_search.refine_partition``: the exposed part of each stage under
    *this* schedule, which is the schedule-aware stage cost);
 
-and stops when a round improves neither, or after ``max_rounds``. Both steps keep
+and stops when a round moves no boundary (the next would choose the same order again),
+when it improves neither, or after ``max_rounds``. Both steps keep
 the incumbent unless strictly faster, so the step time never increases, and both are
 deterministic, so the result depends only on the inputs.
 """
@@ -81,6 +82,6 @@ def alternate(table: CostTable, bounds: Bounds, ranks: list[int], start: tuple[s
             res.bounds, res.step_time = moved.bounds, moved.step_time
         res.history.append({"round": k + 1, "schedule": res.name, "boundary_moves": moved.rounds,
                             "step_time_s": res.step_time})
-        if res.step_time >= before * (1 - 1e-9):
-            break
+        if res.settled or res.step_time >= before * (1 - 1e-9):
+            break  # settled: the next round would choose among the same candidates again
     return res

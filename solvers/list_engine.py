@@ -32,7 +32,7 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from planner.core.schedule import DEPENDENCIES, Action, Key, Schedule, predecessors, provides
+from planner.core.schedule import DEPENDENCIES, OVERLAP, Action, Key, Schedule, predecessors, provides
 from planner.core.stage_costs import StageCosts
 
 __all__ = ["Policy", "EngineResult", "run_engine", "duration", "allocates", "frees"]
@@ -58,22 +58,30 @@ class Policy(Protocol):
 
 def duration(action: Action, costs: StageCosts) -> float:
     """Seconds the action occupies its rank (the simulator's durations)."""
-    if action.kind == "OVERLAP_F_B":
+    if action.kind == OVERLAP:
         fw, bw = action.sub
         return costs.fused_time(fw.stage, bw.stage) + (costs.w[bw.stage] if bw.kind == "B" else 0.0)
-    table = {"F": costs.f, "I": costs.i, "W": costs.w}
-    if action.kind == "B":
-        return costs.i[action.stage] + costs.w[action.stage]
-    return table[action.kind][action.stage]
+    kind, s = action.kind, action.stage
+    if kind == "F":
+        return costs.f[s]
+    if kind == "I":
+        return costs.i[s]
+    if kind == "W":
+        return costs.w[s]
+    return costs.i[s] + costs.w[s]  # B
 
 
 def allocates(action: Action, costs: StageCosts) -> int:
     """Activation bytes the action allocates at its start (its forward parts)."""
+    if action.kind != OVERLAP:
+        return costs.act_bytes[action.stage] if action.kind == "F" else 0
     return sum(costs.act_bytes[p.stage] for p in action.parts if p.kind == "F")
 
 
 def frees(action: Action, costs: StageCosts) -> int:
     """Activation bytes ``action`` releases at its end (``StageCosts.released`` per part)."""
+    if action.kind != OVERLAP:
+        return costs.released(action.kind, action.stage)
     return sum(costs.released(p.kind, p.stage) for p in action.parts)
 
 
@@ -104,27 +112,38 @@ class _State:
     succ_ranks: dict[tuple[int, str], list[int]] = field(default_factory=dict)
     w_mode: str = "eager"
     """When an idle rank runs a pending W (see ``run_engine``)."""
+    times: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    """Kind -> per-stage seconds (F, I, W)."""
+    p2p: list[float] = field(default_factory=list)
+    """Per stage: seconds to send its output (or its gradient back)."""
+    deps: dict[str, list[list[tuple[int, str]]]] = field(default_factory=dict)
+    """Kind -> per stage: (stage, kind) of the same microbatch a plain action needs."""
 
 
 def _arrival(st: _State, key: Key, rank: int, x: float) -> tuple[float, bool]:
     """When ``key``'s result can be used on ``rank``: exact if it ran, else a lower bound."""
-    c = st.costs
     s, kind, _ = key
-    src = c.ranks[s]
+    src = st.costs.ranks[s]
     delay = 0.0
     if src != rank:
-        delay = c.p2p_time(s if kind == "F" else s - 1)
-    if key in st.end:
-        return st.end[key] + delay, True
-    dur = {"F": c.f, "I": c.i, "W": c.w}[kind][s]
-    return max(x, st.free[src]) + dur + delay, False
+        delay = st.p2p[s if kind == "F" else s - 1]
+    end = st.end.get(key)
+    if end is not None:
+        return end + delay, True
+    return max(x, st.free[src]) + st.times[kind][s] + delay, False
 
 
 def _ready(st: _State, action: Action, rank: int, x: float) -> tuple[float, bool]:
     t, known = 0.0, True
-    for key in predecessors(action, st.costs.num_stages):
+    if action.kind == OVERLAP:
+        keys = predecessors(action, st.costs.num_stages)
+    else:
+        m = action.microbatch
+        keys = [(s, kind, m) for s, kind in st.deps[action.kind][action.stage]]
+    for key in keys:
         a, k = _arrival(st, key, rank, x)
-        t = max(t, a)
+        if a > t:
+            t = a
         known = known and k
     return t, known
 
@@ -138,11 +157,12 @@ def _push(st: _State, rank: int, t: float) -> None:
 
 def _commit(st: _State, rank: int, action: Action, x: float) -> None:
     c = st.costs
+    gives = provides(action)
     e = x + duration(action, c)
     st.out[rank].append(action)
     st.held[rank] += allocates(action, c) - frees(action, c)
     st.free[rank] = e
-    for key in provides(action):
+    for key in gives:
         st.end[key] = e
         if key[1] == "I" and not any(p.kind == "B" for p in action.parts):
             st.pending[rank].append((key[0], "W", key[2]))
@@ -150,12 +170,14 @@ def _commit(st: _State, rank: int, action: Action, x: float) -> None:
             if r2 != rank:
                 _push(st, r2, x)
     if action.kind == "W":
-        st.pending[rank].remove(provides(action)[0])
+        st.pending[rank].remove(gives[0])
     _push(st, rank, e)
 
 
 def _urgent_w(st: _State, rank: int, x: float, busy: float) -> Key | None:
     """A pending W that would miss its deadline if the rank first spent ``busy`` seconds."""
+    if not st.deadlines:
+        return None
     best = None
     for key in st.pending[rank]:
         d = st.deadlines.get(key)
@@ -186,7 +208,7 @@ def _decide(st: _State, policy: Policy, rank: int, x: float) -> str | None:
             unknown = True
     if now:
         a = policy.pick(rank, now)
-        w = _urgent_w(st, rank, x, duration(a, c))
+        w = _urgent_w(st, rank, x, duration(a, c)) if st.deadlines else None
         if w is not None:
             _commit(st, rank, Action(w[0], "W", w[2]), x)
         else:
@@ -223,6 +245,10 @@ def run_engine(costs: StageCosts, policy: Policy, *, act_budget: list[int | None
                 deadlines=deadlines or {}, free=[0.0] * nr, held=[0] * nr, w_mode=w_mode,
                 pending=[[] for _ in range(nr)], out=[[] for _ in range(nr)], wake=[None] * nr)
     st.succ_ranks = _successor_ranks(costs)
+    st.times = {"F": costs.f, "I": costs.i, "W": costs.w}
+    st.p2p = [costs.p2p_time(s) for s in range(costs.num_stages)]
+    st.deps = {kind: [[(s + off, k) for off, k in needs if 0 <= s + off < costs.num_stages]
+                      for s in range(costs.num_stages)] for kind, needs in DEPENDENCIES.items()}
     for r in range(nr):
         _push(st, r, 0.0)
     while st.heap:

@@ -21,6 +21,7 @@ the earlier candidate, so the choice is deterministic.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -152,15 +153,23 @@ def _fuses(costs: StageCosts) -> bool:
     return any(t < costs.f[a] + costs.i[b] - 1e-15 for (a, b), t in costs.fused.items())
 
 
-def _candidates(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[Key, float],
+def _from_start(costs: StageCosts, budget: list[int] | None, deadlines: dict[Key, float],
                 families: list[str], start: tuple[str, Schedule] | None, greedy: bool):
-    pp, vpp = costs.num_ranks, costs.num_stages // costs.num_ranks
-    place, fuse = _placement(costs), _fuses(costs)
+    """The start as given and, unless only exact families are asked for, W-filled."""
     exact = not greedy and all(n in EXACT_FAMILIES for n in families)
     if start is not None:
         yield start
         if not exact:
             yield f"{start[0]}+w-fill", fill_w(start[1], costs, act_budget=budget, deadlines=deadlines)
+
+
+def _drawn(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[Key, float],
+           families: list[str], greedy: bool):
+    """The family orders (as drawn and W-filled) and the greedy list schedules for ``costs``:
+    every candidate that does not depend on a start."""
+    pp, vpp = costs.num_ranks, costs.num_stages // costs.num_ranks
+    place, fuse = _placement(costs), _fuses(costs)
+    exact = not greedy and all(n in EXACT_FAMILIES for n in families)
     for name in families:
         kind = SCHEDULES[name]
         if not _applies(kind, vpp, place) or (kind.fused and not fuse):
@@ -218,6 +227,14 @@ def _limits(schedule: Schedule, costs: StageCosts, budget: list[int] | None,
     return sim.step_time, "valid"
 
 
+def _verdict(sched: Schedule | str | None, costs: StageCosts, budget: list[int] | None,
+             deadlines: dict[Key, float]) -> tuple[float | None, str]:
+    """``_limits`` of a drawn candidate; one that could not be drawn carries its reason."""
+    if isinstance(sched, dict):
+        return _limits(sched, costs, budget, deadlines)
+    return None, sched or "does not fit the memory budget"
+
+
 def _check(schedule: Schedule, costs: StageCosts, m: int, budget: list[int] | None,
            deadlines: dict[Key, float]) -> tuple[float | None, str]:
     """Simulated step time if valid (structure, deadlines, per-rank budget), else None and why."""
@@ -259,6 +276,36 @@ def _polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule], budget
     return status, best
 
 
+_MEMO_SIZE = 16
+_memo: OrderedDict[tuple, list[tuple[str, Schedule | str, float | None, str]]] = OrderedDict()
+"""[Note: heuristic memo] The start-independent candidates of recent ``best_schedule``
+calls, simulated: the joint search schedules the same partition several times (each
+finalist's rounds, its polish, the unchanged baseline copies), and the candidates depend
+only on the stage costs, the count, the budget, the deadlines and the families asked
+for, so they are drawn once. A pure cache: results are the same with or without it."""
+
+
+def _memo_key(costs: StageCosts, m: int, budget, deadlines, families: list[str], greedy: bool) -> tuple:
+    return (costs.f, costs.i, costs.w, costs.act_bytes, costs.act_w_bytes, costs.static_bytes, costs.out_bytes,
+            costs.ranks, tuple(sorted(costs.fused.items())), costs.p2p, m,
+            None if budget is None else tuple(budget), tuple(sorted(deadlines.items())), tuple(families), greedy)
+
+
+def _simulated(costs: StageCosts, m: int, budget, deadlines, families: list[str], greedy: bool):
+    """``_drawn``'s candidates with ``_limits``'s verdict each, from the memo when there."""
+    key = _memo_key(costs, m, budget, deadlines, families, greedy)
+    hit = _memo.get(key)
+    if hit is None:
+        hit = [(name, sched, *_verdict(sched, costs, budget, deadlines))
+               for name, sched in _drawn(costs, m, budget, deadlines, families, greedy)]
+        _memo[key] = hit
+        while len(_memo) > _MEMO_SIZE:
+            _memo.popitem(last=False)
+    else:
+        _memo.move_to_end(key)
+    return hit
+
+
 def _best_candidate(costs: StageCosts, m: int, budget, deadlines, method: str,
                     start: tuple[str, Schedule] | None, tried: list[dict],
                     heuristics: bool = True) -> tuple[str, float, Schedule]:
@@ -270,14 +317,16 @@ def _best_candidate(costs: StageCosts, m: int, budget, deadlines, method: str,
     Candidates slower than the chosen one are recorded as ``simulated`` (not validated).
     """
     families = list(SCHEDULES) if method in ("auto", "cpsat") else [method]
+    greedy = method in ("auto", "cpsat")
     ok: list[tuple[float, int, str, Schedule]] = []
-    cands = _candidates(costs, m, budget, deadlines, families, start, greedy=method in ("auto", "cpsat")) \
-        if heuristics or start is None else [start]
-    for name, sched in cands:
+    own = [(name, sched, *_verdict(sched, costs, budget, deadlines))
+           for name, sched in (_from_start(costs, budget, deadlines, families, start, greedy)
+                               if heuristics else [start] if start is not None else [])]
+    drawn = _simulated(costs, m, budget, deadlines, families, greedy) if heuristics or start is None else []
+    for name, sched, t, why in own + drawn:
         if not isinstance(sched, dict):
-            tried.append({"schedule": name, "status": sched or "does not fit the memory budget"})
+            tried.append({"schedule": name, "status": why})
             continue
-        t, why = _limits(sched, costs, budget, deadlines)
         tried.append({"schedule": name, "step_time_s": t, "status": why if t is None else "simulated"})
         if t is not None:
             ok.append((t, len(tried) - 1, name, sched))

@@ -102,3 +102,8 @@ def test_lns_budget_is_counted_in_work_seconds():
     # each window charges at least WORK_S_PER_VAR per variable; the search stops once the limit is spent
     assert out.work_s >= out.windows * WORK_S_PER_VAR
     assert out.work_s < 2 * limit  # at most one window past the limit
+    # the last windows get only what is left of the budget (MIN_WINDOW_S at least)
+    from solvers.cpsat_lns import DET_TO_WORK, MIN_WINDOW_S
+    for limit in (0.3, 1.0):
+        out = lns_improve(costs, hint, time_limit=limit)
+        assert out.work_s <= limit + DET_TO_WORK * MIN_WINDOW_S + 0.05

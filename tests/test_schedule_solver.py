@@ -33,6 +33,28 @@ def test_best_schedule_is_valid_within_memory(pp, vpp, placement, m, k, hetero):
     assert choice.gap == pytest.approx(choice.step_time / choice.lower_bound - 1)
 
 
+def test_heuristic_memo_is_a_pure_cache(monkeypatch):
+    """[Note: heuristic memo] Asking again for the same costs gives the same choice and the
+    same record of candidates, drawn once; with the memo off the answer is the same too."""
+    import solvers.schedules as schedules
+
+    costs = make_costs(4, hetero=True, fused_share=0.85)
+    kw = dict(microbatches=12, memory_limit=MemoryLimit(microbatches=6), polish=False)
+    schedules._memo.clear()
+    first = best_schedule(costs, **kw)
+    drawn = dict(schedules._memo)
+    again = best_schedule(costs, **kw)
+    assert len(drawn) == 1 and list(schedules._memo.values())[0] is list(drawn.values())[0]
+    assert (again.name, again.schedule, again.tried) == (first.name, first.schedule, first.tried)
+    monkeypatch.setattr(schedules, "_MEMO_SIZE", 0)
+    schedules._memo.clear()
+    fresh = best_schedule(costs, **kw)
+    assert (fresh.name, fresh.schedule, fresh.tried) == (first.name, first.schedule, first.tried)
+    assert not schedules._memo
+    other = best_schedule(make_costs(4, hetero=True, fused_share=0.85, seed=7), **kw)
+    assert other.step_time != first.step_time  # other costs are not served from the memo
+
+
 def test_named_family_never_slower_than_its_order():
     costs = make_costs(4, hetero=True)
     choice = best_schedule(costs, microbatches=8, method="1f1b", time_limit=1.0)
