@@ -9,7 +9,8 @@ one stage, the last virtual chunk of its rank (``validate_layer_layout``).
 
 Megatron runs its own schedule: 1F1B, interleaved 1F1B (microbatch groups of pp), or,
 with ``--overlap-moe-expert-parallel-comm``, the combined 1F1B that fuses F of one
-microbatch with B of another (it needs virtual stages when pp > 1, expert parallelism,
+microbatch with B of another (our ``interleaved-overlap``; it needs virtual stages when
+pp > 1, expert parallelism,
 no full recomputation, at most one MTP layer). ``--delay-wgrad-compute`` splits W off
 inside a fused step. A plan is exported only when its schedule is one of these; W moved
 further (zero-bubble style), GPipe or solver-made orders are refused.
@@ -160,7 +161,8 @@ def _check_schedule(plan: Plan, sched: Schedule, n_mtp: int) -> list[str]:
             raise ExportError(_FMT, f"rank {r} runs {got} at step {pos} where Megatron's "
                               f"{'combined ' if fused else ''}1F1B runs {want}; Megatron takes no "
                               "explicit order", "use --format torch-csv, or plan with --schedule "
-                              + ("1f1b-overlap" if fused else "1f1b / interleaved"))
+                              + (("interleaved-overlap" if vpp > 1 else "1f1b-overlap") if fused
+                                 else "1f1b / interleaved"))
     flags = ["--overlap-moe-expert-parallel-comm"] if fused else []
     if fused and split_w(sched):
         flags.append("--delay-wgrad-compute")

@@ -12,7 +12,12 @@ Generators only emit order; timing, memory and validity are separate passes
   its input), so rank r warms up with 2(pp-1-r)+1 forwards, as interleaved 1F1B does;
   with pp-r warm-ups the steady cycle would be two fused steps long [Note: fused warm-up].
 - ``interleaved_1f1b``: Megatron's interleaved schedule over vpp chunks per rank
-  (loop placement, stage = chunk * pp + rank); needs M divisible by pp.
+  (loop placement, stage = chunk * pp + rank); needs M divisible by pp. ``fuse=True``
+  is what Megatron runs with ``--overlap-moe-expert-parallel-comm`` and virtual stages
+  (``combined_1f1b_schedule_for_interleaved_pipelining``): one more warm-up forward, so
+  that each steady step runs F of virtual microbatch k + warm-up beside B of virtual
+  microbatch k, which are always independent; F and B orders stay those of the plain
+  interleaved schedule.
 
 ``split_w=True`` emits each backward as I followed at once by W (no deferral), the
 input a W-moving pass starts from.
@@ -66,10 +71,12 @@ def one_f_one_b(pp: int, microbatches: int, *, split_w: bool = False, fuse: bool
     return sched
 
 
-def interleaved_1f1b(pp: int, vpp: int, microbatches: int, *, split_w: bool = False) -> Schedule:
-    """Megatron interleaved 1F1B; stage of chunk c on rank r is c * pp + r."""
+def interleaved_1f1b(pp: int, vpp: int, microbatches: int, *, split_w: bool = False,
+                     fuse: bool = False) -> Schedule:
+    """Megatron interleaved 1F1B; stage of chunk c on rank r is c * pp + r. ``fuse`` is its
+    EP-overlap form (see module doc)."""
     if vpp == 1:
-        return one_f_one_b(pp, microbatches, split_w=split_w)
+        return one_f_one_b(pp, microbatches, split_w=split_w, fuse=fuse)
     if microbatches % pp:
         ok = [m for m in range(pp, 2 * microbatches + pp, pp)][:3]
         raise InfeasibleError(f"interleaved 1F1B needs microbatches divisible by pp={pp}; "
@@ -85,15 +92,20 @@ def interleaved_1f1b(pp: int, vpp: int, microbatches: int, *, split_w: bool = Fa
 
     sched: Schedule = {}
     for r in range(pp):
-        warm = min((pp - r - 1) * 2 + (vpp - 1) * pp, total)
+        warm = min((pp - r - 1) * 2 + (vpp - 1) * pp + (1 if fuse else 0), total)
         acts: list[Action] = []
         for k in range(warm):
             c, m = unit(k, False)
             acts.append(Action(c * pp + r, "F", m))
         for k in range(total - warm):
             c, m = unit(warm + k, False)
-            acts.append(Action(c * pp + r, "F", m))
+            fwd = Action(c * pp + r, "F", m)
             c, m = unit(k, True)
+            if fuse:
+                bwd = _backward(c * pp + r, m, split_w)
+                acts += [Action.fused(fwd, bwd[0]), *bwd[1:]]
+                continue
+            acts.append(fwd)
             acts += _backward(c * pp + r, m, split_w)
         for k in range(total - warm, total):
             c, m = unit(k, True)

@@ -45,7 +45,7 @@ __all__ = ["ScheduleKind", "SCHEDULES", "SCHEDULE_CHOICES", "generate",
            "candidate_schedules", "check_schedule_option", "ScheduleChoice", "best_schedule",
            "EXACT_FAMILIES"]
 
-EXACT_FAMILIES = ("gpipe", "1f1b", "1f1b-overlap", "interleaved")
+EXACT_FAMILIES = ("gpipe", "1f1b", "1f1b-overlap", "interleaved", "interleaved-overlap")
 """Families a user names to get exactly that order (what Megatron, DeepSpeed or torch's
 built-in schedules run): W stays right after its input-gradient, nothing is moved. The
 zero-bubble and V families move W by design, so their W-filled versions are theirs too."""
@@ -74,6 +74,8 @@ SCHEDULES: dict[str, ScheduleKind] = {
     "1f1b": ScheduleKind(_one_stage(one_f_one_b)),
     "1f1b-overlap": ScheduleKind(_one_stage(one_f_one_b, fuse=True), fused=True),
     "interleaved": ScheduleKind(lambda pp, vpp, m: interleaved_1f1b(pp, vpp, m), vpp=()),
+    "interleaved-overlap": ScheduleKind(lambda pp, vpp, m: interleaved_1f1b(pp, vpp, m, fuse=True), fused=True,
+                                       vpp=()),
     "zb-h1": ScheduleKind(_one_stage(zb_h1)),
     "zb-h2": ScheduleKind(_one_stage(zb_h2)),
     "zbv": ScheduleKind(_one_stage(zb_v), placement="v", vpp=(2,)),

@@ -125,6 +125,12 @@ def test_fused_pp1_needs_overlap_and_delay_wgrad():
     assert m.flags[0] in m.args and m.flags[1] in m.args
 
 
+def test_fused_interleaved_is_megatrons_ep_overlap():
+    m = megatron_args(case_plan("fused_vpp2"))
+    assert m.flags == ["--overlap-moe-expert-parallel-comm"]
+    assert "--num-virtual-stages-per-pipeline-rank" in m.args or "--pipeline-model-parallel-layout" in m.args
+
+
 @pytest.mark.parametrize("name, match", [
     ("v", r"places stages on ranks \[0, 1, 1, 0\] \(v placement\) but Megatron runs stage i on pipeline rank i % pp"),
     ("custom", r"\(custom placement\)"),

@@ -107,6 +107,8 @@ def _cases() -> dict:
                                     name="gpipe"),
         "fused": lambda: build_plan("qwen3-30b-a3b", pp=2, microbatches=m, name="1f1b-overlap",
                                     schedule=one_f_one_b(2, m, fuse=True)),
+        "fused_vpp2": lambda: build_plan("qwen3-30b-a3b", pp=2, vpp=2, microbatches=m, name="interleaved-overlap",
+                                         schedule=interleaved_1f1b(2, 2, m, fuse=True)),
         "fused_pp1_split": lambda: build_plan("qwen3-30b-a3b", pp=1, microbatches=m,
                                               name="1f1b-overlap-split",
                                               schedule=one_f_one_b(1, m, fuse=True, split_w=True)),

@@ -19,7 +19,8 @@ from solvers.zero_bubble import zb_h1, zb_h2
 SHAPES = [  # (name, pp, vpp, microbatches, placement)
     *[(n, pp, 1, m, "loop") for n in ("gpipe", "1f1b", "1f1b-overlap", "zb-h1", "zb-h2")
       for pp, m in ((2, 3), (4, 8), (4, 5), (6, 13))],
-    *[("interleaved", pp, vpp, m, "loop") for pp, vpp, m in ((2, 2, 4), (4, 2, 8), (3, 3, 9))],
+    *[(n, pp, vpp, m, "loop") for n in ("interleaved", "interleaved-overlap")
+      for pp, vpp, m in ((2, 2, 4), (4, 2, 8), (3, 3, 9), (4, 2, 4))],
     *[(n, pp, 2, m, "v") for n in ("zbv", "dualpipev") for pp, m in ((2, 4), (4, 8), (4, 5), (3, 10))],
 ]
 
@@ -44,6 +45,24 @@ def test_zero_bubble_in_flight_limits(pp, m):
     assert all(h1[r] <= min(pp - r, m) for r in range(pp))
     assert all(h2[r] <= min(2 * (pp - r) - 1, m) for r in range(pp))
     assert h2[0] == min(2 * pp - 1, m)
+
+
+@pytest.mark.parametrize("pp,vpp,m", [(4, 2, 8), (3, 3, 9), (8, 2, 32)])
+def test_interleaved_overlap_is_megatrons_ep_overlap_order(pp, vpp, m):
+    """Same F order and B order as plain interleaved 1F1B, one more warm-up forward, then
+    every steady step one OVERLAP_F_B of two different microbatches (Megatron's combined
+    1F1B with virtual stages)."""
+    plain, fused = generate("interleaved", pp=pp, vpp=vpp, microbatches=m), \
+        generate("interleaved-overlap", pp=pp, vpp=vpp, microbatches=m)
+    for r in range(pp):
+        def order(acts, kind):
+            return [p for a in acts for p in a.parts if p.kind == kind]
+        assert order(fused[r], "F") == order(plain[r], "F") and order(fused[r], "B") == order(plain[r], "B")
+        warm = min(2 * (pp - r - 1) + (vpp - 1) * pp + 1, m * vpp)
+        assert all(a.kind == "F" for a in fused[r][:warm])
+        steady = fused[r][warm:warm + m * vpp - warm]
+        assert all(a.kind == OVERLAP and a.sub[0].microbatch != a.sub[1].microbatch for a in steady)
+        assert sum(a.kind == OVERLAP for a in fused[r]) == m * vpp - warm
 
 
 def test_dualpipev_fuses_and_zbv_uses_v_placement():
