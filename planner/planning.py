@@ -42,13 +42,14 @@ __all__ = ["PlanRequest", "Evaluation", "make_plan", "evaluate", "BASELINES", "S
 
 SCREEN_SHARE = 0.15
 """Share of ``--time-limit`` the screening's partition solvers (CP-SAT for vpp > 1) get
-together. Their result is a step *estimate* that the simulator re-ranks and the joint
-search refines, so a near-optimal estimate buys little: on Qwen3-235B pp 8 and 16 with
-vpp 2 the plan came out the same or faster with 0.5 s per solve as with 3.3 s."""
+together, in wall-like seconds (``solvers.vpp_partition.WALL_PER_DET``). Their result
+is a step *estimate* that the simulator re-ranks and the joint search refines, so a
+near-optimal estimate buys little: on Qwen3-235B pp 8 and 16 with vpp 2 the plan came
+out the same or faster with 0.5 deterministic s per solve as with 3.3 s."""
 
 
 def screen_budget(req: PlanRequest, solves: int) -> float:
-    """Deterministic CP-SAT seconds for one of ``solves`` screening partition solves."""
+    """Wall-like CP-SAT seconds for one of ``solves`` screening partition solves."""
     return req.time_limit_s * SCREEN_SHARE / solves
 
 
@@ -72,17 +73,15 @@ def make_plan(table: CostTable, req: PlanRequest, *,
     t0 = time.perf_counter()
     tried: list[dict] = []
     trials: list[Trial] = []
-    choices = [(table, req), *variants]
-    for base, breq in choices:
-        options = _options(breq)
-        for opt in options:
-            tab = table_for(base, opt)
-            r = replace(breq, microbatches=opt.count, microbatch_size=opt.size)
-            for name in candidate_schedules(breq.schedule, tab, vpp=breq.vpp, placement=breq.placement):
-                trial = screen(tab, r, name, tried, screen_budget(breq, len(options) * len(choices)))
-                if trial is not None:
-                    trials.append(trial)
-                    note(f"{len(tried)} candidates, best {min(t.step for t in trials):.4g} s")
+    jobs = [(tab, replace(breq, microbatches=opt.count, microbatch_size=opt.size), name)
+            for base, breq in [(table, req), *variants] for opt in _options(breq)
+            for tab in [table_for(base, opt)]
+            for name in candidate_schedules(breq.schedule, tab, vpp=breq.vpp, placement=breq.placement)]
+    for tab, r, name in jobs:
+        trial = screen(tab, r, name, tried, screen_budget(r, len(jobs)))
+        if trial is not None:
+            trials.append(trial)
+            note(f"{len(tried)} candidates, best {min(t.step for t in trials):.4g} s")
     if not trials:
         raise InfeasibleError(failure_reason(tried))
     trials.sort(key=lambda t: t.step)  # stable: ties keep enumeration order
