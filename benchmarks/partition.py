@@ -16,6 +16,11 @@ default): the planner also tries selective and full recomputation and keeps the
 fastest plan that fits; the row says which mode won, and every baseline is simulated
 with that mode, schedule and microbatch count.
 
+For vpp 1 rows each row also carries ``any_partition_bound_s``: per recomputation mode, a
+lower bound on the step of *every* partition (``solvers.partition_bound``), and how far
+serial_balanced and the plan are above it under the plan's mode: where serial_balanced is
+within a few per cent of it, no partition can beat serial_balanced by more than that.
+
 Targets (issue 3): the plan is never slower than a baseline that fits memory;
 solve time < 10 s for pp <= 8 and < 60 s for qwen3-235b-a22b pp 16 vpp 2 (M = 128).
 Timings on a shared machine are noisy.
@@ -35,8 +40,11 @@ from pathlib import Path
 # shadow the ``profiler`` package the planner imports: drop it.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from planner.api import plan  # noqa: E402
+from planner.api import plan, resolve_cluster  # noqa: E402
 from planner.core.errors import InfeasibleError  # noqa: E402
+from planner.core.hf_config import load_model  # noqa: E402
+from profiler.analytical import analytical_costs  # noqa: E402
+from solvers.partition_bound import partition_lower_bound  # noqa: E402
 
 CASES = [("qwen3-next-80b-a3b", 4, 1), ("qwen3-next-80b-a3b", 8, 1), ("qwen3-next-80b-a3b", 16, 1),
          ("qwen3-235b-a22b", 8, 1), ("qwen3-235b-a22b", 8, 2), ("qwen3-235b-a22b", 16, 1),
@@ -52,6 +60,22 @@ def solve_target_s(pp: int, vpp: int) -> float | None:
     if pp <= 8:
         return 10.0
     return 60.0 if vpp == 2 else None
+
+
+def any_partition_bounds(model: str, pp: int, microbatches: int, limit: int | None) -> dict[str, float | None]:
+    """Recomputation mode -> lower bound on the step of every one-stage-per-rank partition
+    at this microbatch count and memory limit (``solvers.partition_bound``; None when no
+    partition holds one microbatch per stage)."""
+    spec = load_model(model)
+    cl = resolve_cluster(spec, None, pp=pp)
+    out: dict[str, float | None] = {}
+    for mode in cl.training.recompute_modes():
+        try:
+            out[mode] = partition_lower_bound(analytical_costs(spec, cl.with_recompute(mode)), pp=pp,
+                                              microbatches=microbatches, memory_limit_bytes=limit).step_s
+        except InfeasibleError:
+            out[mode] = None
+    return out
 
 
 def run_case(model: str, pp: int, vpp: int, memory: str) -> dict:
@@ -85,7 +109,21 @@ def run_case(model: str, pp: int, vpp: int, memory: str) -> dict:
         "memory_margin_gib": (limit - peak) / GIB if limit else None,
         "plan_stage_layers": [b - a for a, b in p.bounds()],
         "serial_stage_layers": [b - a for a, b in base["serial_balanced"].get("stages", [])],
+        **_headroom(model, pp, vpp, p.num_microbatches, limit, p.cluster["training"]["recompute"],
+                    times["serial_balanced"], step),
     }
+
+
+def _headroom(model: str, pp: int, vpp: int, m: int, limit: int | None, mode: str, serial: float | None,
+              step: float) -> dict:
+    """How much faster than serial_balanced any partition could be at all (vpp 1 rows): the
+    partition-free bound under the plan's recomputation mode and under any mode."""
+    if vpp != 1:
+        return {}
+    bounds = any_partition_bounds(model, pp, m, limit)
+    same = bounds.get(mode)
+    return {"any_partition_bound_s": bounds, "serial_over_bound_same_recompute": serial / same
+            if serial and same else None, "plan_over_bound_same_recompute": step / same if same else None}
 
 
 def _table(rows: list[dict]) -> str:
