@@ -33,7 +33,7 @@ from planner.core.plan import Plan
 from planner.plan_assembly import baselines_section, to_plan
 from planner.progress import note
 from solvers.microbatch_search import MicrobatchOption, microbatch_options, table_for
-from solvers.schedules import candidate_schedules
+from solvers.schedules import candidate_schedules, clear_memo
 from planner.joint_search import joint_refine, polish_finalists, to_polish
 from planner.planning_steps import failure_reason, record_schedule, refine, screen, why_winner
 from planner.planning_types import BASELINES, Evaluation, PlanRequest, Trial, evaluate, memory_limit_of
@@ -70,6 +70,13 @@ def make_plan(table: CostTable, req: PlanRequest, *,
     searched alongside, e.g. the same model under another recomputation mode: the plan
     is the fastest over all of them.
     """
+    try:
+        return _make_plan(table, req, variants)
+    finally:
+        clear_memo()  # [Note: heuristic memo]
+
+
+def _make_plan(table: CostTable, req: PlanRequest, variants: Sequence[tuple[CostTable, PlanRequest]]) -> Plan:
     t0 = time.perf_counter()
     tried: list[dict] = []
     trials: list[Trial] = []

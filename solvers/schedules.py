@@ -43,7 +43,7 @@ from solvers.zero_bubble import zb_h1, zb_h2, zb_v
 
 __all__ = ["ScheduleKind", "SCHEDULES", "SCHEDULE_CHOICES", "generate",
            "candidate_schedules", "check_schedule_option", "ScheduleChoice", "best_schedule",
-           "EXACT_FAMILIES"]
+           "EXACT_FAMILIES", "clear_memo"]
 
 EXACT_FAMILIES = ("gpipe", "1f1b", "1f1b-overlap", "interleaved", "interleaved-overlap")
 """Families a user names to get exactly that order (what Megatron, DeepSpeed or torch's
@@ -284,7 +284,14 @@ _memo: OrderedDict[tuple, list[tuple[str, Schedule | str, float | None, str]]] =
 calls, simulated: the joint search schedules the same partition several times (each
 finalist's rounds, its polish, the unchanged baseline copies), and the candidates depend
 only on the stage costs, the count, the budget, the deadlines and the families asked
-for, so they are drawn once. A pure cache: results are the same with or without it."""
+for, so they are drawn once. A pure cache: results are the same with or without it.
+The planner empties it after each plan (``clear_memo``): it holds hundreds of thousands
+of actions, which would slow every later garbage collection of a long-lived process."""
+
+
+def clear_memo() -> None:
+    """Drop the memo of drawn candidates ([Note: heuristic memo])."""
+    _memo.clear()
 
 
 def _memo_key(costs: StageCosts, m: int, budget, deadlines, families: list[str], greedy: bool) -> tuple:

@@ -184,3 +184,15 @@ def test_megatron_args_carry_the_plans_recompute_mode(mode, expected):
     if expected:
         k = args.index(expected[0])
         assert args[k:k + len(expected)] == expected
+
+
+def test_planned_ep_overlap_with_virtual_stages_exports_its_flag(ppplan, tmp_path):
+    """``--schedule interleaved-overlap`` end to end: the plan runs Megatron's combined 1F1B
+    with virtual stages, and the export turns it into ``--overlap-moe-expert-parallel-comm``."""
+    made = ppplan("plan", "qwen3-30b-a3b", "--pp", "2", "--vpp", "2", "--schedule", "interleaved-overlap",
+                  "--recompute", "selective", "--out", "p.json", "--quiet")
+    assert made.code == 0, made.err
+    out = ppplan("export", "p.json", "--format", "megatron", "--out", "args.txt")
+    assert out.code == 0, out.err
+    args = (tmp_path / "args.txt").read_text()
+    assert "--overlap-moe-expert-parallel-comm" in args and "--recompute-granularity selective" in args
