@@ -16,7 +16,9 @@ default): the planner also tries selective and full recomputation and keeps the
 fastest plan that fits; the row says which mode won, and every baseline is simulated
 with that mode, schedule and microbatch count.
 
-For vpp 1 rows each row also carries ``any_partition_bound_s``: per recomputation mode, a
+Where a pp <= 4 plan ties serial_balanced, ``neighbourhood`` is the fastest of every
+partition within 2 layers of each of the plan's boundaries under every recomputation mode
+(best heuristic schedule each). For vpp 1 rows each row also carries ``any_partition_bound_s``: per recomputation mode, a
 lower bound on the step of *every* partition (``solvers.partition_bound``), and how far
 serial_balanced and the plan are above it under the plan's mode: where serial_balanced is
 within a few per cent of it, no partition can beat serial_balanced by more than that.
@@ -31,6 +33,7 @@ Timings on a shared machine are noisy.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import time
@@ -78,6 +81,41 @@ def any_partition_bounds(model: str, pp: int, microbatches: int, limit: int | No
     return out
 
 
+NEIGHBOURHOOD = 2
+"""Boundary shift (layers) of the local sweep around a plan that ties serial_balanced."""
+
+
+def neighbourhood_sweep(model: str, pp: int, microbatches: int, limit: int | None, cuts: list[int]) -> dict:
+    """Every partition with each boundary within ``NEIGHBOURHOOD`` layers of ``cuts``, under
+    every recomputation mode, scheduled with the best heuristic (no CP-SAT): the fastest."""
+    from planner.core.stage_costs import stage_costs
+    from solvers.memory_limit import MemoryLimit
+    from solvers.schedules import best_schedule
+
+    spec = load_model(model)
+    cl = resolve_cluster(spec, None, pp=pp)
+    mem = None if limit is None else MemoryLimit(bytes=limit)
+    tried, best = 0, (float("inf"), None, None)
+    shifts = range(-NEIGHBOURHOOD, NEIGHBOURHOOD + 1)
+    for mode in cl.training.recompute_modes():
+        table = analytical_costs(spec, cl.with_recompute(mode))
+        for delta in itertools.product(shifts, repeat=len(cuts)):
+            edges = [0, *(c + d for c, d in zip(cuts, delta)), table.num_layers]
+            if any(a >= b for a, b in zip(edges, edges[1:])):
+                continue
+            bounds = list(zip(edges, edges[1:]))
+            tried += 1
+            try:
+                choice = best_schedule(stage_costs(table, bounds, list(range(pp))), microbatches=microbatches,
+                                       memory_limit=mem, polish=False)
+            except InfeasibleError:
+                continue
+            if choice.step_time < best[0]:
+                best = (choice.step_time, mode, [b - a for a, b in bounds])
+    return {"shift_layers": NEIGHBOURHOOD, "partitions_x_modes": tried, "fastest_s": best[0],
+            "fastest_recompute": best[1], "fastest_stage_layers": best[2]}
+
+
 def run_case(model: str, pp: int, vpp: int, memory: str) -> dict:
     """Plan one case and collect its row."""
     row = {"model": model, "pp": pp, "vpp": vpp, "memory": memory}
@@ -94,7 +132,7 @@ def run_case(model: str, pp: int, vpp: int, memory: str) -> dict:
     fits = {k: bool(b.get("fits_memory")) for k, b in base.items()}
     times = {k: b.get("step_time_s") for k, b in base.items()}
     target = solve_target_s(pp, vpp)
-    return {
+    out = {
         **row, "status": "ok", "tp": p.parallel["tp"], "dp": p.parallel["dp"],
         "microbatches": p.num_microbatches, "schedule": p.solver["schedule"],
         "recompute": p.cluster["training"]["recompute"],
@@ -112,6 +150,11 @@ def run_case(model: str, pp: int, vpp: int, memory: str) -> dict:
         **_headroom(model, pp, vpp, p.num_microbatches, limit, p.cluster["training"]["recompute"],
                     times["serial_balanced"], step),
     }
+    if vpp == 1 and pp <= 4 and times["serial_balanced"] and step >= times["serial_balanced"] * 0.995:
+        # a tie: is any nearby partition faster? (pp <= 4 keeps the sweep to 5^3 partitions per mode)
+        out["neighbourhood"] = neighbourhood_sweep(model, pp, p.num_microbatches, limit,
+                                                   [a for a, _ in p.bounds()][1:])
+    return out
 
 
 def _headroom(model: str, pp: int, vpp: int, m: int, limit: int | None, mode: str, serial: float | None,
