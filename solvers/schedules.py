@@ -1,9 +1,8 @@
-"""Schedules by name, and the best schedule for given stage costs.
+"""The best schedule for given stage costs (families by name: ``solvers.schedule_families``).
 
-``generate`` draws a named order for the uniform picture (the planner's partition
-search needs an order before costs per stage exist). Once stage costs are known,
-``best_schedule`` adapts every applicable heuristic to them, optionally improves the
-best with CP-SAT, and returns the fastest valid schedule with its lower bound and gap:
+``best_schedule`` adapts every applicable heuristic to the stage costs
+(``solvers.schedule_candidates``), optionally improves the best with CP-SAT, and returns
+the fastest valid schedule with its lower bound and gap:
 
 1. every generator of the placement (``generate``), as drawn and with W tasks moved
    into the real gaps (``solvers.w_fill.fill_w``), plus the planner's own start;
@@ -21,107 +20,22 @@ the earlier candidate, so the choice is deterministic.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from planner.core.costs import CostTable
 from planner.core.errors import InfeasibleError, InputError
-from planner.core.placement import stage_ranks
-from planner.core.schedule import Key, Schedule, provides
-from planner.core.simulate import simulate
+from planner.core.schedule import Key, Schedule
 from planner.core.stage_costs import StageCosts
 from planner.core.validate import validate
-from solvers.deadlines import check_deadlines, earliest_finish
-from solvers.dualpipev import dualpipev
-from solvers.generators import gpipe, interleaved_1f1b, one_f_one_b
-from solvers.list_scheduler import list_schedule
+from solvers.deadlines import check_deadlines
 from solvers.lower_bound import step_lower_bound
-from solvers.memory_limit import MemoryLimit, rank_activation
-from solvers.w_fill import fill_w
-from solvers.zero_bubble import zb_h1, zb_h2, zb_v
+from solvers.memory_limit import MemoryLimit
+from solvers.schedule_candidates import clear_memo, from_start, limits, simulated, verdict
+from solvers.schedule_families import (EXACT_FAMILIES, SCHEDULE_CHOICES, SCHEDULES, ScheduleKind,
+                                       candidate_schedules, check_schedule_option, fuses, generate)
 
 __all__ = ["ScheduleKind", "SCHEDULES", "SCHEDULE_CHOICES", "generate",
            "candidate_schedules", "check_schedule_option", "ScheduleChoice", "best_schedule",
            "EXACT_FAMILIES", "clear_memo"]
-
-EXACT_FAMILIES = ("gpipe", "1f1b", "1f1b-overlap", "interleaved", "interleaved-overlap")
-"""Families a user names to get exactly that order (what Megatron, DeepSpeed or torch's
-built-in schedules run): W stays right after its input-gradient, nothing is moved. The
-zero-bubble and V families move W by design, so their W-filled versions are theirs too."""
-
-
-@dataclass(frozen=True)
-class ScheduleKind:
-    """A named schedule family."""
-
-    make: Callable[[int, int, int], Schedule]
-    """(pp, vpp, microbatches) -> schedule."""
-    fused: bool = False
-    """Whether it runs F and B of different microbatches as OVERLAP_F_B pairs."""
-    placement: str = "loop"
-    """Stage placement it assumes."""
-    vpp: tuple[int, ...] = (1,)
-    """Virtual stage counts it supports (empty = any)."""
-
-
-def _one_stage(fn: Callable[..., Schedule], **kw: bool) -> Callable[[int, int, int], Schedule]:
-    return lambda pp, vpp, m: fn(pp, m, **kw)
-
-
-SCHEDULES: dict[str, ScheduleKind] = {
-    "gpipe": ScheduleKind(_one_stage(gpipe)),
-    "1f1b": ScheduleKind(_one_stage(one_f_one_b)),
-    "1f1b-overlap": ScheduleKind(_one_stage(one_f_one_b, fuse=True), fused=True),
-    "interleaved": ScheduleKind(lambda pp, vpp, m: interleaved_1f1b(pp, vpp, m), vpp=()),
-    "interleaved-overlap": ScheduleKind(lambda pp, vpp, m: interleaved_1f1b(pp, vpp, m, fuse=True), fused=True,
-                                       vpp=()),
-    "zb-h1": ScheduleKind(_one_stage(zb_h1)),
-    "zb-h2": ScheduleKind(_one_stage(zb_h2)),
-    "zbv": ScheduleKind(_one_stage(zb_v), placement="v", vpp=(2,)),
-    "dualpipev": ScheduleKind(_one_stage(dualpipev), fused=True, placement="v", vpp=(2,)),
-}
-
-SCHEDULE_CHOICES = ("auto", *SCHEDULES, "cpsat")
-"""Values of ``--schedule``: a family, ``auto`` (best heuristic, CP-SAT polish) or ``cpsat``."""
-
-
-def check_schedule_option(name: str, *, vpp: int, placement: str) -> None:
-    """``InputError`` for unknown names and shapes a family cannot run."""
-    if name in ("auto", "cpsat"):
-        return
-    kind = SCHEDULES.get(name)
-    if kind is None:
-        raise InputError("--schedule", f"unknown schedule {name!r}", f"use one of {', '.join(SCHEDULE_CHOICES)}")
-    if kind.vpp and vpp not in kind.vpp:
-        fix = "use --schedule interleaved for vpp > 1" if kind.vpp == (1,) else \
-            f"use --vpp {kind.vpp[0]} --placement {kind.placement}"
-        raise InputError("--schedule", f"{name} supports vpp {', '.join(map(str, kind.vpp))}, got {vpp}", fix)
-    if kind.placement != placement and vpp > 1:
-        raise InputError("--schedule", f"{name} needs --placement {kind.placement}, got {placement}",
-                         f"pass --placement {kind.placement}")
-
-
-def generate(name: str, *, pp: int, vpp: int, microbatches: int) -> Schedule:
-    """Generate schedule ``name``; unknown names and unsupported vpp are ``InputError``."""
-    kind = SCHEDULES.get(name)
-    if kind is None:
-        raise InputError("--schedule", f"unknown schedule {name!r}", f"use one of {', '.join(SCHEDULE_CHOICES)}")
-    check_schedule_option(name, vpp=vpp, placement=kind.placement)
-    return kind.make(pp, vpp, microbatches)
-
-
-def _applies(kind: ScheduleKind, vpp: int, placement: str) -> bool:
-    return (vpp in kind.vpp if kind.vpp else vpp > 1) and (kind.placement == placement or vpp == 1)
-
-
-def candidate_schedules(name: str, table: CostTable, *, vpp: int, placement: str) -> list[str]:
-    """Schedules ``auto`` (and ``cpsat``, for its warm start) try for this shape; a named one alone."""
-    if name not in ("auto", "cpsat"):
-        return [name]
-    names = [n for n, k in SCHEDULES.items() if n != "gpipe" and _applies(k, vpp, placement)]
-    has_overlap = any(table.ov(a, a) < table.serial_pair(a, a) - 1e-12 for a in range(table.num_layers))
-    return [n for n in names if has_overlap or not SCHEDULES[n].fused]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,104 +60,13 @@ class ScheduleChoice:
     """Each candidate's name, step time (or why it was rejected)."""
 
 
-def _placement(costs: StageCosts) -> str:
-    S, pp = costs.num_stages, costs.num_ranks
-    return "v" if S > pp and list(costs.ranks) == stage_ranks(S, pp, "v") else "loop"
-
-
-def _fuses(costs: StageCosts) -> bool:
-    return any(t < costs.f[a] + costs.i[b] - 1e-15 for (a, b), t in costs.fused.items())
-
-
-def _from_start(costs: StageCosts, budget: list[int] | None, deadlines: dict[Key, float],
-                families: list[str], start: tuple[str, Schedule] | None, greedy: bool):
-    """The start as given and, unless only exact families are asked for, W-filled."""
-    exact = not greedy and all(n in EXACT_FAMILIES for n in families)
-    if start is not None:
-        yield start
-        if not exact:
-            yield f"{start[0]}+w-fill", fill_w(start[1], costs, act_budget=budget, deadlines=deadlines)
-
-
-def _drawn(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[Key, float],
-           families: list[str], greedy: bool):
-    """The family orders (as drawn and W-filled) and the greedy list schedules for ``costs``:
-    every candidate that does not depend on a start."""
-    pp, vpp = costs.num_ranks, costs.num_stages // costs.num_ranks
-    place, fuse = _placement(costs), _fuses(costs)
-    exact = not greedy and all(n in EXACT_FAMILIES for n in families)
-    for name in families:
-        kind = SCHEDULES[name]
-        if not _applies(kind, vpp, place) or (kind.fused and not fuse):
-            continue
-        try:
-            order = kind.make(pp, vpp, m)
-        except InfeasibleError as exc:
-            yield name, str(exc)
-            continue
-        yield name, order
-        if exact:
-            continue
-        for mode in ("eager", "fit"):
-            yield f"{name}+w-fill" + ("" if mode == "eager" else "-fit"), \
-                fill_w(order, costs, act_budget=budget, deadlines=deadlines, w_mode=mode)
-    if not greedy:
-        return
-    act = rank_activation(costs)
-    seen: list[list[int] | None] = []
-    for cap in (None, pp, 2 * pp):
-        if cap is None and budget is None:
-            continue
-        b = budget if cap is None else [min(x, cap * a) for x, a in zip(budget or [cap * a for a in act], act)]
-        if b in seen:  # the cap is above the memory budget on every rank: same runs again
-            continue
-        seen.append(b)
-        for f in (False, True) if fuse else (False,):
-            for mode in ("eager", "fit"):
-                label = "greedy" + ("-fused" if f else "") + ("" if cap is None else f"@{cap // pp}p") + \
-                    ("" if mode == "eager" else "-fit")
-                res = list_schedule(costs, m, act_budget=b, fuse=f, deadlines=deadlines, w_mode=mode)
-                yield label, res.schedule if res.schedule is not None else res.reason
-
-
-def _limits(schedule: Schedule, costs: StageCosts, budget: list[int] | None,
-            deadlines: dict[Key, float]) -> tuple[float | None, str]:
-    """Simulated step time if the schedule meets the deadlines and the per-rank budget,
-    else None and why; one that cannot be simulated (a deadlock, a missing task) is
-    sent to the validator for its reason."""
-    try:
-        sim = simulate(schedule, costs)
-    except (ValueError, AssertionError):
-        found = validate(schedule, costs)
-        return None, str(found[0]) if found else "cannot be simulated"
-    if deadlines:
-        ends = {k: sim.end[n] for n, a in enumerate(sim.actions) for k in provides(a)}
-        for key in sorted(k for k in deadlines if ends[k] > deadlines[k] + 1e-12):
-            return None, (f"task {key[0]}{key[1]}{key[2]} ends at {ends[key]:.6g} s, after its deadline "
-                          f"{deadlines[key]:.6g} s; its earliest possible finish is "
-                          f"{earliest_finish(costs, key):.6g} s")
-    if budget is not None:
-        for r, (peak, b) in enumerate(zip(sim.peak_act_bytes, budget)):
-            if peak > b:
-                return None, f"rank {r} holds {peak / 2**30:.2f} GiB of activations, budget {b / 2**30:.2f} GiB"
-    return sim.step_time, "valid"
-
-
-def _verdict(sched: Schedule | str | None, costs: StageCosts, budget: list[int] | None,
-             deadlines: dict[Key, float]) -> tuple[float | None, str]:
-    """``_limits`` of a drawn candidate; one that could not be drawn carries its reason."""
-    if isinstance(sched, dict):
-        return _limits(sched, costs, budget, deadlines)
-    return None, sched or "does not fit the memory budget"
-
-
 def _check(schedule: Schedule, costs: StageCosts, m: int, budget: list[int] | None,
            deadlines: dict[Key, float]) -> tuple[float | None, str]:
     """Simulated step time if valid (structure, deadlines, per-rank budget), else None and why."""
     found = validate(schedule, costs, num_microbatches=m)
     if found:
         return None, str(found[0])
-    return _limits(schedule, costs, budget, deadlines)
+    return limits(schedule, costs, budget, deadlines)
 
 
 def _gap(step: float, bound: float) -> float:
@@ -268,7 +91,7 @@ def _polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule], budget
 
     name, t, sched = best
     out = cpsat_improve(costs, m, sched, act_budget=budget, deadlines=deadlines, time_limit=limit,
-                        seed=seed, workers=workers, fuse=_fuses(costs))
+                        seed=seed, workers=workers, fuse=fuses(costs))
     status = out.status if out.status in ("OPTIMAL", "FEASIBLE") else "FEASIBLE"
     if out.schedule is not None:
         t2, why = _check(out.schedule, costs, m, budget, deadlines)
@@ -276,43 +99,6 @@ def _polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule], budget
         if t2 is not None and t2 < t - 1e-12:
             return status, (f"{out.method}({name})", t2, out.schedule)
     return status, best
-
-
-_MEMO_SIZE = 16
-_memo: OrderedDict[tuple, list[tuple[str, Schedule | str, float | None, str]]] = OrderedDict()
-"""[Note: heuristic memo] The start-independent candidates of recent ``best_schedule``
-calls, simulated: the joint search schedules the same partition several times (each
-finalist's rounds, its polish, the unchanged baseline copies), and the candidates depend
-only on the stage costs, the count, the budget, the deadlines and the families asked
-for, so they are drawn once. A pure cache: results are the same with or without it.
-The planner empties it after each plan (``clear_memo``): it holds hundreds of thousands
-of actions, which would slow every later garbage collection of a long-lived process."""
-
-
-def clear_memo() -> None:
-    """Drop the memo of drawn candidates ([Note: heuristic memo])."""
-    _memo.clear()
-
-
-def _memo_key(costs: StageCosts, m: int, budget, deadlines, families: list[str], greedy: bool) -> tuple:
-    return (costs.f, costs.i, costs.w, costs.act_bytes, costs.act_w_bytes, costs.static_bytes, costs.out_bytes,
-            costs.ranks, tuple(sorted(costs.fused.items())), costs.p2p, m,
-            None if budget is None else tuple(budget), tuple(sorted(deadlines.items())), tuple(families), greedy)
-
-
-def _simulated(costs: StageCosts, m: int, budget, deadlines, families: list[str], greedy: bool):
-    """``_drawn``'s candidates with ``_limits``'s verdict each, from the memo when there."""
-    key = _memo_key(costs, m, budget, deadlines, families, greedy)
-    hit = _memo.get(key)
-    if hit is None:
-        hit = [(name, sched, *_verdict(sched, costs, budget, deadlines))
-               for name, sched in _drawn(costs, m, budget, deadlines, families, greedy)]
-        _memo[key] = hit
-        while len(_memo) > _MEMO_SIZE:
-            _memo.popitem(last=False)
-    else:
-        _memo.move_to_end(key)
-    return hit
 
 
 def _best_candidate(costs: StageCosts, m: int, budget, deadlines, method: str,
@@ -328,10 +114,10 @@ def _best_candidate(costs: StageCosts, m: int, budget, deadlines, method: str,
     families = list(SCHEDULES) if method in ("auto", "cpsat") else [method]
     greedy = method in ("auto", "cpsat")
     ok: list[tuple[float, int, str, Schedule]] = []
-    own = [(name, sched, *_verdict(sched, costs, budget, deadlines))
-           for name, sched in (_from_start(costs, budget, deadlines, families, start, greedy)
+    own = [(name, sched, *verdict(sched, costs, budget, deadlines))
+           for name, sched in (from_start(costs, budget, deadlines, families, start, greedy)
                                if heuristics else [start] if start is not None else [])]
-    drawn = _simulated(costs, m, budget, deadlines, families, greedy) if heuristics or start is None else []
+    drawn = simulated(costs, m, budget, deadlines, families, greedy) if heuristics or start is None else []
     for name, sched, t, why in own + drawn:
         if not isinstance(sched, dict):
             tried.append({"schedule": name, "status": why})

@@ -36,7 +36,7 @@ def test_best_schedule_is_valid_within_memory(pp, vpp, placement, m, k, hetero):
 def test_heuristic_memo_is_a_pure_cache(monkeypatch):
     """[Note: heuristic memo] Asking again for the same costs gives the same choice and the
     same record of candidates, drawn once; with the memo off the answer is the same too."""
-    import solvers.schedules as schedules
+    import solvers.schedule_candidates as schedules
 
     costs = make_costs(4, hetero=True, fused_share=0.85)
     kw = dict(microbatches=12, memory_limit=MemoryLimit(microbatches=6), polish=False)
