@@ -16,12 +16,13 @@ default): the planner also tries selective and full recomputation and keeps the
 fastest plan that fits; the row says which mode won, and every baseline is simulated
 with that mode, schedule and microbatch count.
 
-Where a pp <= 4 plan ties serial_balanced, ``neighbourhood`` is the fastest of every
-partition within 2 layers of each of the plan's boundaries under every recomputation mode
-(best heuristic schedule each). For vpp 1 rows each row also carries ``any_partition_bound_s``: per recomputation mode, a
-lower bound on the step of *every* partition (``solvers.partition_bound``), and how far
+For vpp 1 rows each row also carries ``any_partition_bound_s``: per recomputation mode,
+a lower bound on the step of *every* partition (``solvers.partition_bound``), and how far
 serial_balanced and the plan are above it under the plan's mode: where serial_balanced is
 within a few per cent of it, no partition can beat serial_balanced by more than that.
+Where a pp <= 4 plan ties serial_balanced, ``neighbourhood`` is the fastest of every
+partition within 2 layers of each of the plan's boundaries under every recomputation
+mode (best heuristic schedule each).
 
 Targets (issue 3): the plan is never slower than a baseline that fits memory;
 solve time < 10 s for pp <= 8 and < 60 s for qwen3-235b-a22b pp 16 vpp 2 (M = 128).
@@ -44,10 +45,14 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from planner.api import plan, resolve_cluster  # noqa: E402
+from planner.core.costs import CostTable  # noqa: E402
 from planner.core.errors import InfeasibleError  # noqa: E402
 from planner.core.hf_config import load_model  # noqa: E402
+from planner.core.stage_costs import stage_costs  # noqa: E402
 from profiler.analytical import analytical_costs  # noqa: E402
+from solvers.memory_limit import MemoryLimit  # noqa: E402
 from solvers.partition_bound import partition_lower_bound  # noqa: E402
+from solvers.schedules import best_schedule  # noqa: E402
 
 CASES = [("qwen3-next-80b-a3b", 4, 1), ("qwen3-next-80b-a3b", 8, 1), ("qwen3-next-80b-a3b", 16, 1),
          ("qwen3-235b-a22b", 8, 1), ("qwen3-235b-a22b", 8, 2), ("qwen3-235b-a22b", 16, 1),
@@ -65,17 +70,23 @@ def solve_target_s(pp: int, vpp: int) -> float | None:
     return 60.0 if vpp == 2 else None
 
 
-def any_partition_bounds(model: str, pp: int, microbatches: int, limit: int | None) -> dict[str, float | None]:
+def mode_tables(model: str, pp: int) -> dict[str, CostTable]:
+    """Recomputation mode -> the analytical cost table the planner screens for it."""
+    spec = load_model(model)
+    cl = resolve_cluster(spec, None, pp=pp)
+    return {mode: analytical_costs(spec, cl.with_recompute(mode)) for mode in cl.training.recompute_modes()}
+
+
+def any_partition_bounds(tables: dict[str, CostTable], pp: int, microbatches: int,
+                         limit: int | None) -> dict[str, float | None]:
     """Recomputation mode -> lower bound on the step of every one-stage-per-rank partition
     at this microbatch count and memory limit (``solvers.partition_bound``; None when no
     partition holds one microbatch per stage)."""
-    spec = load_model(model)
-    cl = resolve_cluster(spec, None, pp=pp)
     out: dict[str, float | None] = {}
-    for mode in cl.training.recompute_modes():
+    for mode, table in tables.items():
         try:
-            out[mode] = partition_lower_bound(analytical_costs(spec, cl.with_recompute(mode)), pp=pp,
-                                              microbatches=microbatches, memory_limit_bytes=limit).step_s
+            out[mode] = partition_lower_bound(table, pp=pp, microbatches=microbatches,
+                                              memory_limit_bytes=limit).step_s
         except InfeasibleError:
             out[mode] = None
     return out
@@ -85,20 +96,14 @@ NEIGHBOURHOOD = 2
 """Boundary shift (layers) of the local sweep around a plan that ties serial_balanced."""
 
 
-def neighbourhood_sweep(model: str, pp: int, microbatches: int, limit: int | None, cuts: list[int]) -> dict:
+def neighbourhood_sweep(tables: dict[str, CostTable], pp: int, microbatches: int, limit: int | None,
+                        cuts: list[int]) -> dict:
     """Every partition with each boundary within ``NEIGHBOURHOOD`` layers of ``cuts``, under
     every recomputation mode, scheduled with the best heuristic (no CP-SAT): the fastest."""
-    from planner.core.stage_costs import stage_costs
-    from solvers.memory_limit import MemoryLimit
-    from solvers.schedules import best_schedule
-
-    spec = load_model(model)
-    cl = resolve_cluster(spec, None, pp=pp)
     mem = None if limit is None else MemoryLimit(bytes=limit)
     tried, best = 0, (float("inf"), None, None)
     shifts = range(-NEIGHBOURHOOD, NEIGHBOURHOOD + 1)
-    for mode in cl.training.recompute_modes():
-        table = analytical_costs(spec, cl.with_recompute(mode))
+    for mode, table in tables.items():
         for delta in itertools.product(shifts, repeat=len(cuts)):
             edges = [0, *(c + d for c, d in zip(cuts, delta)), table.num_layers]
             if any(a >= b for a, b in zip(edges, edges[1:])):
@@ -147,23 +152,24 @@ def run_case(model: str, pp: int, vpp: int, memory: str) -> dict:
         "memory_margin_gib": (limit - peak) / GIB if limit else None,
         "plan_stage_layers": [b - a for a, b in p.bounds()],
         "serial_stage_layers": [b - a for a, b in base["serial_balanced"].get("stages", [])],
-        **_headroom(model, pp, vpp, p.num_microbatches, limit, p.cluster["training"]["recompute"],
-                    times["serial_balanced"], step),
     }
-    if vpp == 1 and pp <= 4 and times["serial_balanced"] and step >= times["serial_balanced"] * 0.995:
+    if vpp != 1:
+        return out
+    tables = mode_tables(model, pp)
+    out.update(_headroom(tables, pp, p.num_microbatches, limit, p.cluster["training"]["recompute"],
+                         times["serial_balanced"], step))
+    if pp <= 4 and times["serial_balanced"] and step >= times["serial_balanced"] * 0.995:
         # a tie: is any nearby partition faster? (pp <= 4 keeps the sweep to 5^3 partitions per mode)
-        out["neighbourhood"] = neighbourhood_sweep(model, pp, p.num_microbatches, limit,
+        out["neighbourhood"] = neighbourhood_sweep(tables, pp, p.num_microbatches, limit,
                                                    [a for a, _ in p.bounds()][1:])
     return out
 
 
-def _headroom(model: str, pp: int, vpp: int, m: int, limit: int | None, mode: str, serial: float | None,
-              step: float) -> dict:
+def _headroom(tables: dict[str, CostTable], pp: int, m: int, limit: int | None, mode: str,
+              serial: float | None, step: float) -> dict:
     """How much faster than serial_balanced any partition could be at all (vpp 1 rows): the
     partition-free bound under the plan's recomputation mode and under any mode."""
-    if vpp != 1:
-        return {}
-    bounds = any_partition_bounds(model, pp, m, limit)
+    bounds = any_partition_bounds(tables, pp, m, limit)
     same = bounds.get(mode)
     return {"any_partition_bound_s": bounds, "serial_over_bound_same_recompute": serial / same
             if serial and same else None, "plan_over_bound_same_recompute": step / same if same else None}

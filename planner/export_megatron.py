@@ -10,8 +10,8 @@ one stage, the last virtual chunk of its rank (``validate_layer_layout``).
 Megatron runs its own schedule: 1F1B, interleaved 1F1B (microbatch groups of pp), or,
 with ``--overlap-moe-expert-parallel-comm``, the combined 1F1B that fuses F of one
 microbatch with B of another (our ``interleaved-overlap``; it needs virtual stages when
-pp > 1, expert parallelism,
-no full recomputation, at most one MTP layer). ``--delay-wgrad-compute`` splits W off
+pp > 1, expert parallelism, no full recomputation, at most one MTP layer).
+``--delay-wgrad-compute`` splits W off
 inside a fused step. A plan is exported only when its schedule is one of these; W moved
 further (zero-bubble style), GPipe or solver-made orders are refused.
 """

@@ -156,9 +156,6 @@ def polish_finalists(finalists: list[Trial], tried: list[dict]) -> tuple[Trial, 
     return best
 
 
-
-
-
 def to_polish(finalists: list[Trial]) -> list[Trial]:
     """The ``JOINT_POLISHED`` fastest finalists, and every finalist that started from the
     serial or FLOPs baseline partition (so the joint plan is never behind planning that

@@ -37,6 +37,13 @@ def _backward(stage: int, mb: int, split_w: bool) -> list[Action]:
     return [Action(stage, "B", mb)]
 
 
+def _steady(fwd: Action, stage: int, mb: int, split_w: bool, fuse: bool) -> list[Action]:
+    """One steady 1F1B step: ``fwd`` then the backward of (stage, mb), or with ``fuse`` the
+    two as one OVERLAP_F_B (its input-gradient part when W is split off, W right after)."""
+    bwd = _backward(stage, mb, split_w)
+    return [Action.fused(fwd, bwd[0]), *bwd[1:]] if fuse else [fwd, *bwd]
+
+
 def gpipe(pp: int, microbatches: int, *, split_w: bool = False) -> Schedule:
     """All forwards then all backwards, one stage per rank."""
     sched: Schedule = {}
@@ -55,16 +62,7 @@ def one_f_one_b(pp: int, microbatches: int, *, split_w: bool = False, fuse: bool
         warm = min(2 * (pp - r - 1) + 1 if fuse else pp - r - 1, microbatches)
         acts = [Action(r, "F", m) for m in range(warm)]
         for k in range(microbatches - warm):
-            fwd = Action(r, "F", warm + k)
-            if fuse:
-                bwd = Action(r, "B", k)
-                acts.append(Action.fused(fwd, bwd))
-                if split_w:
-                    acts[-1] = Action.fused(fwd, Action(r, "I", k))
-                    acts.append(Action(r, "W", k))
-            else:
-                acts.append(fwd)
-                acts += _backward(r, k, split_w)
+            acts += _steady(Action(r, "F", warm + k), r, k, split_w, fuse)
         for m in range(max(microbatches - warm, 0), microbatches):
             acts += _backward(r, m, split_w)
         sched[r] = acts
@@ -101,12 +99,7 @@ def interleaved_1f1b(pp: int, vpp: int, microbatches: int, *, split_w: bool = Fa
             c, m = unit(warm + k, False)
             fwd = Action(c * pp + r, "F", m)
             c, m = unit(k, True)
-            if fuse:
-                bwd = _backward(c * pp + r, m, split_w)
-                acts += [Action.fused(fwd, bwd[0]), *bwd[1:]]
-                continue
-            acts.append(fwd)
-            acts += _backward(c * pp + r, m, split_w)
+            acts += _steady(fwd, c * pp + r, m, split_w, fuse)
         for k in range(total - warm, total):
             c, m = unit(k, True)
             acts += _backward(c * pp + r, m, split_w)

@@ -208,7 +208,7 @@ def _decide(st: _State, policy: Policy, rank: int, x: float) -> str | None:
             unknown = True
     if now:
         a = policy.pick(rank, now)
-        w = _urgent_w(st, rank, x, duration(a, c)) if st.deadlines else None
+        w = _urgent_w(st, rank, x, duration(a, c))
         if w is not None:
             _commit(st, rank, Action(w[0], "W", w[2]), x)
         else:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from planner.core.costs import CostTable
 from planner.core.errors import InfeasibleError
 from solvers.overlap_cost import OverlapRangeCost
-from solvers.partition import Bounds, minmax_partition, prefix_sums
+from solvers.partition import Bounds, minmax_partition, prefix_sums, range_table
 
 __all__ = ["PartitionBound", "partition_lower_bound"]
 
@@ -102,8 +102,7 @@ def partition_lower_bound(table: CostTable, *, pp: int, microbatches: int,
         trip = fmin(a, b) + imin(a, b) + (2 * hop if s + 1 < S else 0.0) + after
         window = trip - imin(a, b)  # first input-gradient of the stage, from its start
         rho = min(1.0, sav / f) if f > 0 else 0.0
-        work = max(h + M * (f + i + w - sav), h + M * (f + i + w - sav) + window * rho)
-        best = max(work, h + trip + w)
+        best = max(h + M * (f + i + w - sav) + window * rho, h + trip + w)
         if memory_limit_bytes is not None:
             budget, a_bytes = memory_limit_bytes - (static[b] - static[a]), act[b] - act[a]
             if a_bytes > 0:
@@ -113,8 +112,9 @@ def partition_lower_bound(table: CostTable, *, pp: int, microbatches: int,
                 best = max(best, h + math.ceil(M / k) * trip + w)
         return best
 
+    terms = range_table(n, S, term)  # an infinite term (a stage over memory) is never chosen
     try:
-        bounds = minmax_partition(n, S, term, lambda s, a, b: term(s, a, b) < _INF)
+        bounds = minmax_partition(n, S, term, table=terms)
     except InfeasibleError:
         raise InfeasibleError("no partition holds one microbatch per stage within the memory limit") from None
-    return PartitionBound(step_s=max(term(s, a, b) for s, (a, b) in enumerate(bounds)), bounds=bounds)
+    return PartitionBound(step_s=max(terms[s][a][b] for s, (a, b) in enumerate(bounds)), bounds=bounds)

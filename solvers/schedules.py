@@ -114,11 +114,13 @@ def _best_candidate(costs: StageCosts, m: int, budget, deadlines, method: str,
     families = list(SCHEDULES) if method in ("auto", "cpsat") else [method]
     greedy = method in ("auto", "cpsat")
     ok: list[tuple[float, int, str, Schedule]] = []
-    own = [(name, sched, *verdict(sched, costs, budget, deadlines))
-           for name, sched in (from_start(costs, budget, deadlines, families, start, greedy)
-                               if heuristics else [start] if start is not None else [])]
-    drawn = simulated(costs, m, budget, deadlines, families, greedy) if heuristics or start is None else []
-    for name, sched, t, why in own + drawn:
+    if heuristics or start is None:
+        own, pool = from_start(costs, budget, deadlines, families, start, greedy), \
+            simulated(costs, m, budget, deadlines, families, greedy)
+    else:  # the start is the best heuristic already
+        own, pool = [start], []
+    own = [(name, sched, *verdict(sched, costs, budget, deadlines)) for name, sched in own]
+    for name, sched, t, why in own + pool:
         if not isinstance(sched, dict):
             tried.append({"schedule": name, "status": why})
             continue

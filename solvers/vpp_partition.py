@@ -19,8 +19,8 @@ prefix sums over the layers, so the model needs only the S-1 stage boundaries:
   which together are exactly the simulator's peak: a solution never breaks the limit;
 - objective: minimise T (integer microseconds); hint: the chunk-sequence DP.
 
-Solved with a deterministic time budget (``max_deterministic_time``, ``WALL_PER_DET``) and one worker,
-so the same inputs and seed give the same partition, stopping at ``GAP_LIMIT``;
+Solved with a deterministic time budget (``max_deterministic_time``, ``WALL_PER_DET``) and
+one worker, so the same inputs and seed give the same partition, stopping at ``GAP_LIMIT``;
 OPTIMAL or FEASIBLE only (``TimeoutError`` when the budget ends with no solution).
 """
 

@@ -35,10 +35,6 @@ __all__ = ["simulate_shared"]
 _EPS = 1e-12
 
 
-def _kind(action) -> str:
-    return "OVERLAP_F_B" if len(action.parts) > 1 else action.parts[0].kind
-
-
 def simulate_shared(schedule: Schedule, costs: StageCosts, slowdown: dict[str, float]) -> SimResult:
     """Simulate ``schedule`` with ``costs`` as alone durations and ``slowdown[kind]`` while all
     other ranks compute (module docstring). Memory figures are those of the fixed-duration
@@ -49,7 +45,7 @@ def simulate_shared(schedule: Schedule, costs: StageCosts, slowdown: dict[str, f
     work = [base.end[k] - base.start[k] for k in range(n)]
     delay = [costs.p2p_time(s) for s in range(costs.num_stages)] + [0.0]
     ranks = len(comp.order)
-    extra = [slowdown.get(_kind(a), slowdown.get("F", 1.0)) - 1.0 for a in comp.actions]
+    extra = [slowdown.get(a.kind, slowdown.get("F", 1.0)) - 1.0 for a in comp.actions]
     start, end = [0.0] * n, [float("inf")] * n
     pos = [0] * ranks
     running: dict[int, int] = {}  # rank -> node
