@@ -17,7 +17,7 @@ fastest plan that fits; the row says which mode won, and every baseline is simul
 with that mode, schedule and microbatch count.
 
 For vpp 1 rows each row also carries ``any_partition_bound_s``: per recomputation mode,
-a lower bound on the step of *every* partition (``solvers.partition_bound``), and how far
+a lower bound on the step of *every* partition (``solvers.partition.bound``), and how far
 serial_balanced and the plan are above it under the plan's mode: where serial_balanced is
 within a few per cent of it, no partition can beat serial_balanced by more than that.
 Where a pp <= 4 plan ties serial_balanced, ``neighbourhood`` is the fastest of every
@@ -50,9 +50,9 @@ from planner.core.errors import InfeasibleError  # noqa: E402
 from planner.core.hf_config import load_model  # noqa: E402
 from planner.core.stage_costs import stage_costs  # noqa: E402
 from profiler.analytical import analytical_costs  # noqa: E402
-from solvers.memory_limit import MemoryLimit  # noqa: E402
-from solvers.partition_bound import partition_lower_bound  # noqa: E402
-from solvers.schedules import best_schedule  # noqa: E402
+from solvers.schedule.memory_limit import MemoryLimit  # noqa: E402
+from solvers.partition.bound import partition_lower_bound  # noqa: E402
+from solvers.schedule.search import best_schedule  # noqa: E402
 
 CASES = [("qwen3-next-80b-a3b", 4, 1), ("qwen3-next-80b-a3b", 8, 1), ("qwen3-next-80b-a3b", 16, 1),
          ("qwen3-235b-a22b", 8, 1), ("qwen3-235b-a22b", 8, 2), ("qwen3-235b-a22b", 16, 1),
@@ -80,7 +80,7 @@ def mode_tables(model: str, pp: int) -> dict[str, CostTable]:
 def any_partition_bounds(tables: dict[str, CostTable], pp: int, microbatches: int,
                          limit: int | None) -> dict[str, float | None]:
     """Recomputation mode -> lower bound on the step of every one-stage-per-rank partition
-    at this microbatch count and memory limit (``solvers.partition_bound``; None when no
+    at this microbatch count and memory limit (``solvers.partition.bound``; None when no
     partition holds one microbatch per stage)."""
     out: dict[str, float | None] = {}
     for mode, table in tables.items():

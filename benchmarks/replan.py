@@ -36,7 +36,7 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from planner.api import plan as make_default_plan  # noqa: E402
-from planner.replan import DEFAULT_MIN_GAIN, replan  # noqa: E402
+from planner.replanning import DEFAULT_MIN_GAIN, replan  # noqa: E402
 
 ROUTING = Path(__file__).resolve().parent.parent / "examples" / "routing"
 CASES = (("balanced", "balanced.json", None), ("hot_early", "hot_early.jsonl", None),

@@ -60,7 +60,7 @@ def _request(pp: int, m: int, partition: str, seq: int, *, schedule: str = "1f1b
     from planner.api import model_section
     from planner.core.hf_config import load_model
     from planner.planning import PlanRequest
-    from solvers.partition_pins import StagePins
+    from solvers.partition.pins import StagePins
 
     spec = load_model(MODEL)
     return PlanRequest(pp=pp, microbatches=m, schedule=schedule, partition=partition,

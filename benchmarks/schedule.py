@@ -27,8 +27,8 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 from planner.core.costs import P2PCost  # noqa: E402
 from planner.core.stage_costs import StageCosts  # noqa: E402
-from solvers.memory_limit import MemoryLimit  # noqa: E402
-from solvers.schedules import best_schedule  # noqa: E402
+from solvers.schedule.memory_limit import MemoryLimit  # noqa: E402
+from solvers.schedule.search import best_schedule  # noqa: E402
 
 SHAPES = [(4, 8), (8, 16), (8, 32), (16, 64), (16, 128)]
 QUICK = [(4, 8), (8, 32)]

@@ -9,27 +9,21 @@ Public API for launchers::
     p.megatron_args(); p.torchtitan_options(); p.torch_csv(); p.to_json()
 
 Each returns a ``planner.export.LaunchPlan`` (a ``Plan``). Names are resolved on first
-use, so ``import planner`` stays light and works before optional parts exist.
-
-[Note: replan vs planner.replan] Importing the submodule ``planner.replan`` would
-normally overwrite the package attribute ``replan`` with the module, so ``from planner
-import replan`` would return a module once anything had imported it. The package's
-``replan`` is therefore a property that always gives the function; reach the module
-with ``from planner.replan import ...``.
+use, so ``import planner`` stays light and works before optional parts exist. The
+re-planning code lives in the sub-package ``planner.replanning``, so the API name
+``replan`` is never shadowed by a submodule.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-import sys
-import types
 from typing import Any, Callable
 
 __all__ = ["plan", "load_plan", "replan", "LaunchPlan"]
 
 _SOURCES = {"plan": ("planner.api", "plan"), "load_plan": ("planner.api", "load_plan"),
-            "replan": ("planner.replan", "replan")}
+            "replan": ("planner.replanning", "replan")}
 
 
 def _launching(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -58,23 +52,5 @@ def __getattr__(name: str) -> Any:
             raise
         raise ImportError(f"planner.{name} needs {module}, which this installation does not have") from None
     value = _launching(fn)
-    if name != "replan":
-        globals()[name] = value
+    globals()[name] = value
     return value
-
-
-class _Package(types.ModuleType):
-    """The ``planner`` package, with ``replan`` pinned to the API function (see the Note)."""
-
-    @property
-    def replan(self) -> Callable[..., Any]:
-        """``planner.replan.replan`` returning ``LaunchPlan``s."""
-        return __getattr__("replan")
-
-    @replan.setter
-    def replan(self, module: Any) -> None:
-        # The import system stores the submodule here; it stays reachable in sys.modules.
-        pass
-
-
-sys.modules[__name__].__class__ = _Package

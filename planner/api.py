@@ -13,11 +13,11 @@ from planner.core.hf_config import load_model
 from planner.core.model import ModelSpec
 from planner.core.plan import Plan, load_plan_file
 from planner.planning import PlanRequest, make_plan
-from solvers.partition_pins import StagePins
-from solvers.deadlines import parse_deadlines
-from solvers.memory_limit import parse_memory_limit
-from solvers.partition_search import METHODS
-from solvers.schedules import check_schedule_option
+from solvers.partition.pins import StagePins
+from solvers.schedule.deadlines import parse_deadlines
+from solvers.schedule.memory_limit import parse_memory_limit
+from solvers.partition.search import METHODS
+from solvers.schedule.search import check_schedule_option
 
 __all__ = ["plan", "load_plan", "DEFAULT_MODEL", "resolve_cluster", "model_section"]
 
@@ -99,7 +99,7 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
     """
     limit_bytes, limit_mb = _memory_options(memory_gib, memory_limit)  # [issue 4]
     if model is None and profile is not None:  # [issue 4] bring your own costs
-        from planner.byo_costs import plan_from_profile
+        from planner.planning.byo_costs import plan_from_profile
 
         check_schedule_option(schedule, vpp=vpp or 1, placement=placement)
         return plan_from_profile(profile, pp=pp, vpp=vpp, microbatches=microbatches,

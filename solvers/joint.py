@@ -5,9 +5,9 @@ or F&B pairs are fused, and the best order depends on the partition. Starting fr
 screened candidate, each round
 
 1. re-chooses the order for the current partition's stage costs from every heuristic
-   family, W-filled and greedy (``solvers.schedules.best_schedule`` without CP-SAT);
+   family, W-filled and greedy (``solvers.schedule.search.best_schedule`` without CP-SAT);
 2. moves stage boundaries under that order, scoring by the simulator
-   (``solvers.local_search.refine_partition``: the exposed part of each stage under
+   (``solvers.partition.refine.refine_partition``: the exposed part of each stage under
    *this* schedule, which is the schedule-aware stage cost);
 
 and stops when a round moves no boundary (the next would choose the same order again),
@@ -25,9 +25,9 @@ from planner.core.errors import InfeasibleError
 from planner.core.schedule import Key, Schedule
 from planner.core.simulate import simulate
 from planner.core.stage_costs import stage_costs
-from solvers.local_search import refine_partition
-from solvers.memory_limit import MemoryLimit
-from solvers.schedules import best_schedule
+from solvers.partition.refine import refine_partition
+from solvers.schedule.memory_limit import MemoryLimit
+from solvers.schedule.search import best_schedule
 
 __all__ = ["JointResult", "alternate"]
 

@@ -61,9 +61,9 @@ def test_launch_plan_export_writes_files(tmp_path):
 
 
 def test_replan_is_the_function_even_after_its_module_is_imported():
-    import planner.replan  # noqa: F401  (the submodule import must not shadow the API name)
+    import planner.replanning  # noqa: F401  (the submodule import must not shadow the API name)
     from planner import replan
-    from planner.replan import replan as module_replan
+    from planner.replanning import replan as module_replan
 
     assert callable(replan) and not inspect.ismodule(replan)
     assert inspect.signature(replan) == inspect.signature(module_replan)

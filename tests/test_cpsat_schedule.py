@@ -8,13 +8,13 @@ from planner.core.schedule import OVERLAP
 from planner.core.simulate import simulate
 from planner.core.validate import validate
 from schedule_fixtures import make_costs
-from solvers.cpsat_lns import lns_improve
-from solvers.cpsat_schedule import ScheduleData, build_model, extract_schedule, solve_model
-from solvers.cpsat_solve import cpsat_improve
-from solvers.list_scheduler import list_schedule
-from solvers.lower_bound import step_lower_bound
-from solvers.memory_limit import rank_activation
-from solvers.schedules import generate
+from solvers.schedule.cpsat.lns import lns_improve
+from solvers.schedule.cpsat.model import ScheduleData, build_model, extract_schedule, solve_model
+from solvers.schedule.cpsat.solve import cpsat_improve
+from solvers.schedule.list_scheduler import list_schedule
+from solvers.schedule.lower_bound import step_lower_bound
+from solvers.schedule.memory_limit import rank_activation
+from solvers.schedule.search import generate
 
 
 def _solve(costs, m, hint, budget=None, fuse=False, seed=0, limit=2.0):
@@ -90,7 +90,7 @@ def test_lns_keeps_deadlines():
 
 
 def test_lns_budget_is_counted_in_work_seconds():
-    from solvers.cpsat_lns import WORK_S_PER_VAR
+    from solvers.schedule.cpsat.lns import WORK_S_PER_VAR
 
     costs = make_costs(6, hetero=True, seed=2)
     hint = generate("1f1b", pp=6, vpp=1, microbatches=24)
@@ -103,7 +103,7 @@ def test_lns_budget_is_counted_in_work_seconds():
     assert out.work_s >= out.windows * WORK_S_PER_VAR
     assert out.work_s < 2 * limit  # at most one window past the limit
     # the last windows get only what is left of the budget (MIN_WINDOW_S at least)
-    from solvers.cpsat_lns import DET_TO_WORK, MIN_WINDOW_S
+    from solvers.schedule.cpsat.lns import DET_TO_WORK, MIN_WINDOW_S
     for limit in (0.3, 1.0):
         out = lns_improve(costs, hint, time_limit=limit)
         assert out.work_s <= limit + DET_TO_WORK * MIN_WINDOW_S + 0.05

@@ -12,8 +12,8 @@ import pytest
 from planner.cli import cli
 from planner.cli.common import run_guarded
 from planner.export import DEFAULT_OUT, FORMATS, ExportError, export_plan
-from planner.export_deepspeed import deepspeed_parts, deepspeed_snippet
-from planner.export_trace import chrome_trace
+from planner.export.deepspeed import deepspeed_parts, deepspeed_snippet
+from planner.export.trace import chrome_trace
 from test_export_plans import CASES, case_plan
 
 

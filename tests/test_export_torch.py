@@ -14,7 +14,7 @@ from torch.distributed.pipelining.schedules import (_Action, _add_send_recv, _Pi
 
 from planner.core.placement import stage_ranks
 from planner.export import ExportError, export_plan
-from planner.export_torch import module_fqns, torchtitan_schedule_name, torchtitan_toml
+from planner.export.pipelining import module_fqns, torchtitan_schedule_name, torchtitan_toml
 from test_export_plans import CASES, SHIPPED, build_plan, case_plan, default_plan, staged_gpipe
 
 
@@ -68,7 +68,7 @@ def test_torchtitan_schedule_name_matches_placement(name, expected):
 
 
 def test_torchtitan_interleaved_zero_bubble_for_split_w_with_vpp():
-    from solvers.generators import interleaved_1f1b
+    from solvers.schedule.generators import interleaved_1f1b
 
     plan = build_plan("llama3-8b", pp=2, vpp=2, schedule=interleaved_1f1b(2, 2, 4, split_w=True),
                       microbatches=4, name="interleaved-split")

@@ -10,7 +10,7 @@ from plan_helpers import without_wall_s
 from planner.api import plan
 from planner.core.costs import CostTable, LayerCost
 from planner.planning import PlanRequest, make_plan
-from solvers.generators import one_f_one_b
+from solvers.schedule.generators import one_f_one_b
 from solvers.joint import alternate
 from planner.core.simulate import simulate
 from planner.core.stage_costs import stage_costs

@@ -7,8 +7,8 @@ import random
 import pytest
 
 from planner.core.errors import InfeasibleError, InputError
-from solvers.partition import k_best_partitions, minmax_partition, uniform_partition
-from solvers.partition_pins import StagePins, pinned_cuts, pins_allow
+from solvers.partition.ranges import k_best_partitions, minmax_partition, uniform_partition
+from solvers.partition.pins import StagePins, pinned_cuts, pins_allow
 from partition_helpers import all_partitions
 
 

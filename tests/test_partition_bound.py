@@ -1,4 +1,4 @@
-"""The partition-free lower bound (solvers.partition_bound) against brute force."""
+"""The partition-free lower bound (solvers.partition.bound) against brute force."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import pytest
 from partition_helpers import all_partitions, random_table, uniform_table
 from planner.core.errors import InfeasibleError
 from planner.core.stage_costs import stage_costs
-from solvers.lower_bound import step_lower_bound
-from solvers.memory_limit import MemoryLimit
-from solvers.overlap_cost import OverlapRangeCost
-from solvers.partition_bound import partition_lower_bound
-from solvers.schedules import best_schedule
+from solvers.schedule.lower_bound import step_lower_bound
+from solvers.schedule.memory_limit import MemoryLimit
+from solvers.partition.overlap_cost import OverlapRangeCost
+from solvers.partition.bound import partition_lower_bound
+from solvers.schedule.search import best_schedule
 
 GIB = 2 ** 30
 

@@ -9,11 +9,11 @@ import pytest
 from partition_helpers import all_partitions, random_table, uniform_table
 from planner.core.simulate import simulate
 from planner.core.stage_costs import stage_costs
-from solvers.inflight import max_in_flight, memory_points
-from solvers.partition import minmax_partition
-from solvers.partition_model import StepModel, stage_shapes
-from solvers.partition_search import partition_for_schedule
-from solvers.schedules import generate
+from solvers.partition.inflight import max_in_flight, memory_points
+from solvers.partition.ranges import minmax_partition
+from solvers.partition.model import StepModel, stage_shapes
+from solvers.partition.search import partition_for_schedule
+from solvers.schedule.search import generate
 
 
 @pytest.mark.parametrize("name", ["gpipe", "1f1b", "1f1b-overlap"])

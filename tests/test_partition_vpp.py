@@ -10,10 +10,10 @@ from planner.core.placement import stage_ranks
 from planner.core.schedule import Action, Schedule
 from planner.core.simulate import simulate
 from planner.core.stage_costs import stage_costs
-from solvers.partition_model import StepModel
-from solvers.partition_search import partition_for_schedule
-from solvers.schedules import generate
-from solvers.vpp_partition import vpp_partition
+from solvers.partition.model import StepModel
+from solvers.partition.search import partition_for_schedule
+from solvers.schedule.search import generate
+from solvers.partition.virtual import vpp_partition
 
 
 def _v_gpipe(pp: int, microbatches: int) -> Schedule:

@@ -12,10 +12,10 @@ from planner.core.costs_io import save_costs
 from planner.core.errors import InputError
 from planner.core.hf_config import load_model
 from planner.core.plan import Plan
-from planner.replan import replan
-from planner.replan_costs import rescale_profile
-from planner.replan_inputs import requested_schedule
-from planner.replan_migration import migration
+from planner.replanning import replan
+from planner.replanning.costs import rescale_profile
+from planner.replanning.inputs import requested_schedule
+from planner.replanning.migration import migration
 from planner.simulation import validate_plan
 from profiler.analytical import analytical_costs
 

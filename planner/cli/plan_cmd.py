@@ -6,7 +6,7 @@ import click
 
 from planner.cli.common import echo_json
 from planner.cli.summary import plan_summary
-from solvers.schedules import SCHEDULE_CHOICES
+from solvers.schedule.search import SCHEDULE_CHOICES
 
 __all__ = ["COMMANDS"]
 

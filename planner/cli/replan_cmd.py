@@ -30,8 +30,8 @@ __all__ = ["COMMANDS"]
 def replan_command(plan_path: str, routing: tuple[str, ...], then: tuple[str, ...], out: str,
                    as_json: bool, **options) -> None:
     """Re-plan PLAN for the routing in the traces: drift report, new plan, migration cost, advice."""
-    from planner.replan import replan
-    from planner.replan_report import render_report
+    from planner.replanning import replan
+    from planner.replanning.report import render_report
 
     if _same_file(out, plan_path) or any(_same_file(out, t) for t in (*routing, *then)):
         raise click.BadParameter("must not be the input plan or a trace (inputs are never overwritten)",

@@ -1,0 +1,143 @@
+"""Plan -> torch.distributed.pipelining schedule CSV, and -> torchtitan options.
+
+torch CSV (``_PipelineScheduleRuntime._load_csv(path, format="compute_only")``): one row
+per pipeline rank, one cell per action in torch's own text form (``2F0``, ``2I0``,
+``2W0``, ``2B0``, ``(0F3;7I1)OVERLAP_F_B``). torch infers the stage-to-rank map from the
+rows, so the plan's placement (loop, V or any other) carries over as is.
+
+torchtitan (``torchtitan/distributed/pipeline_parallel.py``): with
+``parallelism.pipeline_parallel_schedule_csv`` set it runs ``_PipelineScheduleRuntime``
+on the CSV, but builds each rank's stages from ``module_fqns_per_model_part`` with a
+placement chosen by the schedule *name*: "v" for ZBVZeroBubble and DualPipeV (exactly 2
+stages per rank), "loop" for every other name. It registers an OVERLAP_F_B callback only
+for a DualPipeV schedule object, never for the CSV runtime, so fused pairs would run one
+after the other: such plans are refused.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from planner.core.plan import Plan
+from planner.export.schedule import ExportError, check_exportable, has_fused, placement_style, split_w
+
+__all__ = ["torch_csv", "torchtitan_options", "torchtitan_schedule_name", "module_fqns",
+           "torchtitan_toml", "torchtitan_overrides"]
+
+
+def torch_csv(plan: Plan, *, fmt: str = "torch-csv") -> str:
+    """Compute-only schedule CSV for ``_PipelineScheduleRuntime._load_csv``."""
+    sched = check_exportable(plan, fmt)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    for rank in range(plan.pp):
+        writer.writerow([str(a) for a in sched.get(rank, [])])
+    return buf.getvalue()
+
+
+def torchtitan_schedule_name(plan: Plan) -> str:
+    """A torchtitan schedule name whose stage placement matches the plan's."""
+    sched = check_exportable(plan, "torchtitan")
+    if plan.pp < 2:
+        raise ExportError("torchtitan", "pp is 1: torchtitan builds no pipeline stages",
+                          "plan with --pp 2 or more")
+    if has_fused(sched):
+        raise ExportError("torchtitan", "the schedule fuses F and B into OVERLAP_F_B pairs, which "
+                          "torchtitan's CSV runtime runs one after the other (its overlap callback "
+                          "is only for DualPipeV)", "use --format torch-csv and register an "
+                          "OVERLAP_F_B function, or plan without fused pairs (--schedule 1f1b)")
+    style = placement_style(plan)
+    vpp = plan.num_stages // plan.pp
+    if style == "v":
+        if vpp != 2:
+            raise ExportError("torchtitan", f"V placement with {vpp} stages per rank; torchtitan's "
+                              "V schedules hold exactly 2", "plan with --vpp 2")
+        return "ZBVZeroBubble"
+    if style == "custom":
+        raise ExportError("torchtitan", f"stage-to-rank map {plan.ranks()} is neither loop nor V, "
+                          "the only placements torchtitan builds", "use --format torch-csv")
+    if vpp == 1:
+        return "1F1B"
+    return "InterleavedZeroBubble" if split_w(sched) else "Interleaved1F1B"
+
+
+def module_fqns(plan: Plan, *, fmt: str = "torchtitan") -> list[list[str]]:
+    """torchtitan module FQNs per stage: tok_embeddings, layers.N, norm + output."""
+    layout = str(plan.model.get("layout", ""))
+    if len(layout) != int(plan.model["num_layers"]):
+        raise ExportError(fmt, "plan.model.layout is missing or does not have one letter per layer",
+                          "re-plan with this version of ppplan")
+    if "m" in layout:
+        raise ExportError(fmt, f"layer {layout.index('m')} is an MTP layer and torchtitan models "
+                          "have no MTP module", "plan a config without MTP layers "
+                          "(num_nextn_predict_layers: 0) or use --format megatron")
+    names = {"E": ["tok_embeddings"], "L": ["norm", "output"]}
+    out, decoder = [], 0
+    for a, b in plan.bounds():
+        part: list[str] = []
+        for letter in layout[a:b]:
+            if letter == "t":
+                part.append(f"layers.{decoder}")
+                decoder += 1
+            else:
+                part += names[letter]
+        out.append(part)
+    return out
+
+
+def torchtitan_options(plan: Plan, *, csv_path: str = "schedule.csv") -> dict[str, dict[str, Any]]:
+    """torchtitan job-config sections (``parallelism``, ``training``) that run ``plan``.
+
+    The schedule CSV itself is ``torch_csv(plan)``, to be written at ``csv_path``.
+    """
+    name = torchtitan_schedule_name(plan)
+    size = int(plan.microbatches.get("size", 1))
+    par: dict[str, Any] = {
+        "pipeline_parallel_degree": plan.pp,
+        "pipeline_parallel_schedule": name,
+        "pipeline_parallel_schedule_csv": csv_path,
+        "pipeline_parallel_microbatch_size": size,
+    }
+    for key, option in (("tp", "tensor_parallel_degree"), ("ep", "expert_parallel_degree")):
+        if key in plan.parallel:
+            par[option] = int(plan.parallel[key])
+    par["module_fqns_per_model_part"] = module_fqns(plan)
+    training: dict[str, Any] = {"local_batch_size": plan.num_microbatches * size}
+    seq = plan.cluster.get("training", {}).get("seq_len")
+    if seq:
+        training["seq_len"] = int(seq)
+    return {"parallelism": par, "training": training}
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        if value and isinstance(value[0], list):
+            return "[\n" + "".join(f"  {_toml_value(v)},\n" for v in value) + "]"
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return str(value)
+
+
+def torchtitan_toml(options: dict[str, dict[str, Any]], *, title: str = "") -> str:
+    """The options as TOML sections to merge into a torchtitan job config."""
+    lines = [f"# {title}"] if title else []
+    for section, values in options.items():
+        lines.append(f"[{section}]")
+        lines += [f"{key} = {_toml_value(v)}" for key, v in values.items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def torchtitan_overrides(options: dict[str, dict[str, Any]]) -> list[str]:
+    """Command-line overrides for the scalar options (FQN lists live in the TOML only)."""
+    out = []
+    for section, values in options.items():
+        for key, v in values.items():
+            if not isinstance(v, list):
+                out += [f"--{section}.{key}", str(v)]
+    return out

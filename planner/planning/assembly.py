@@ -1,0 +1,68 @@
+"""Turn the planner's chosen evaluation into a ``Plan``: predictions, baselines, solver record."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from planner.core.plan import Plan, stage_costs_to_dict
+from planner.core.schedule import format_schedule
+from solvers.schedule.lower_bound import step_lower_bound
+
+if TYPE_CHECKING:
+    from planner.planning.records import Evaluation, Trial
+
+__all__ = ["baselines_section", "to_plan"]
+
+def baselines_section(best: "Trial", ev: "Evaluation", evaluate, labels) -> dict:
+    """Each baseline partition simulated under the plan's schedule and microbatch count."""
+    out = {}
+    for label in labels:
+        if label not in best.baselines:
+            out[label] = {"step_time_s": None, "status": "infeasible"}
+            continue
+        bounds, _fits = best.baselines[label]
+        b = evaluate(best.table, best.req, bounds, best.schedule)
+        fits = not any("memory" in str(v) for v in b.violations)
+        out[label] = {"step_time_s": b.sim.step_time, "stages": [list(x) for x in bounds],
+                      "schedule": best.name, "microbatches": best.req.microbatches,
+                      "peak_memory_bytes": b.sim.peak_memory_bytes, "fits_memory": fits,
+                      "plan_speedup": b.sim.step_time / ev.sim.step_time if ev.sim.step_time else None}
+    return out
+
+
+def to_plan(best: "Trial", ev: "Evaluation", baselines: dict, tried: list[dict], refine: dict,
+             wall: float) -> Plan:
+    req, sim = best.req, ev.sim
+    flops = sum(ev.costs.flops) * req.microbatches * req.parallel.get("dp", 1)
+    gpus = req.num_gpus or req.pp * req.parallel.get("dp", 1) * req.parallel.get("tp", 1)
+    mfu = flops / (sim.step_time * gpus * req.peak_flops) if req.peak_flops and sim.step_time else 0.0
+    return Plan(
+        model=req.model or {"name": best.table.model, "num_layers": best.table.num_layers},
+        cluster=req.cluster,
+        parallel={**req.parallel, "pp": req.pp, "vpp": req.vpp, "placement": req.placement},
+        microbatches={"count": req.microbatches, "size": req.microbatch_size},
+        stages=[{"stage": s, "rank": r, "layers": [a, b]}
+                for s, ((a, b), r) in enumerate(zip(ev.bounds, ev.ranks))],
+        schedule=format_schedule(ev.schedule),
+        stage_costs=stage_costs_to_dict(ev.costs),
+        predicted={
+            "step_time_s": sim.step_time,
+            "bubble_fraction": sim.bubble_fraction,
+            "mfu": mfu,
+            "peak_memory_bytes": sim.peak_memory_bytes,
+            "memory_limit_bytes": req.memory_limit_bytes,
+            "lower_bound_s": step_lower_bound(ev.costs, req.microbatches),
+            "busy_s": sim.busy,
+            "critical_path": sim.critical_path_text()[:64],
+        },
+        baselines={**baselines, "plan": {"step_time_s": sim.step_time, "schedule": best.name,
+                                         "stages": [list(b) for b in ev.bounds],
+                                         "microbatches": req.microbatches}},
+        solver={"name": f"{best.part.solver}+sim+{best.name}", "status": best.part.status,
+                "wall_s": wall, "gap": best.part.gap, "seed": req.seed, "partition": req.partition,
+                "schedule": best.name, "estimate_s": best.part.estimate_s,
+                "microbatch_search": req.search_microbatches, "refine": refine,
+                "pins": {"first": req.pins.first, "last": req.pins.last}, "candidates": tried},
+        costs={"source": best.table.source, "device": best.table.device, "scale": best.table.scale,
+               "microbatch_size": best.table.microbatch_size, "seq_len": best.table.seq_len},
+    )

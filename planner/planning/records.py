@@ -1,0 +1,139 @@
+"""Data the planner passes between its steps: request, trials, evaluations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from planner.core.costs import CostTable
+from planner.core.placement import stage_ranks
+from planner.core.schedule import Schedule
+from planner.core.simulate import Compiled, SimResult, simulate, simulate_compiled
+from planner.core.stage_costs import StageCosts, stage_costs
+from planner.core.validate import validate
+from solvers.partition.pins import StagePins, pinned_cuts
+from solvers.partition.search import PartitionResult
+from solvers.schedule.memory_limit import MemoryLimit
+
+__all__ = ["BASELINES", "PlanRequest", "Evaluation", "Trial", "evaluate", "memory_limit_of", "simulate_bounds", "pinned_of"]
+
+BASELINES = (("uniform", "uniform"), ("flops_balanced", "flops"), ("serial_balanced", "serial"))
+"""(label in ``Plan.baselines``, partition method)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanRequest:
+    """Everything the planner needs besides the cost table."""
+
+    pp: int
+    """Pipeline ranks."""
+    vpp: int = 1
+    """Stages per rank."""
+    microbatches: int
+    """Microbatches per step (ignored when ``search_microbatches``)."""
+    microbatch_size: int = 1
+    """Sequences per microbatch (the cost table's size)."""
+    search_microbatches: bool = False
+    """Try every count dividing ``batch_per_replica`` (``--microbatches auto``)."""
+    batch_per_replica: int | None = None
+    """Sequences per data-parallel replica per step; default microbatches x microbatch_size."""
+    memory_limit_bytes: int | None = None
+    """Per-GPU memory limit; None = unlimited."""
+    schedule: str = "auto"
+    """Schedule name (see ``solvers.schedule.search.SCHEDULES``) or auto."""
+    partition: str = "overlap"
+    """overlap, serial, flops or uniform."""
+    pins: StagePins = field(default_factory=StagePins)
+    """Decoder layers pinned on the first/last stage."""
+    placement: str = "loop"
+    """loop or v."""
+    seed: int = 0
+    """Seed for randomised solvers."""
+    time_limit_s: float = 10.0
+    """Budget for solvers that search."""
+    memory_limit_microbatches: float | None = None
+    """[issue 4] Activation budget per rank in microbatches' worth (``--memory-limit 4mb``),
+    on top of ``memory_limit_bytes``; None = bytes only."""
+    deadlines: dict = field(default_factory=dict)
+    """[issue 4] (stage, kind, microbatch) -> latest end in seconds (``--deadline``)."""
+    model: dict = field(default_factory=dict)
+    """Plan ``model`` section (name, num_layers, layout, layer_types)."""
+    cluster: dict = field(default_factory=dict)
+    """Plan ``cluster`` section."""
+    parallel: dict = field(default_factory=dict)
+    """tp, ep, dp (pp and vpp come from the fields above)."""
+    peak_flops: float | None = None
+    """Per-GPU peak for MFU; None = MFU not reported (0)."""
+    num_gpus: int | None = None
+    """GPUs in the job (MFU denominator); default pp x dp x tp."""
+
+    @property
+    def recompute(self) -> str | None:
+        """The recomputation mode the cost table was computed for (the cluster section's)."""
+        return self.cluster.get("training", {}).get("recompute")
+
+
+@dataclass
+class Evaluation:
+    """One (partition, schedule) simulated."""
+
+    bounds: list[tuple[int, int]]
+    ranks: list[int]
+    schedule: Schedule
+    costs: StageCosts
+    sim: SimResult
+    violations: list
+
+
+@dataclass
+class Trial:
+    """The best partition found for one (microbatch count, schedule)."""
+
+    table: CostTable
+    req: PlanRequest
+    name: str
+    schedule: Schedule
+    compiled: Compiled
+    part: PartitionResult
+    bounds: list[tuple[int, int]]
+    step: float
+    baselines: dict[str, tuple[list[tuple[int, int]], bool]]
+    origin: str = "screen"
+    """Where the partition came from: the method's solver (screen) or a baseline's label."""
+    settled: bool = False
+    """Whether ``schedule`` is already the best heuristic for ``bounds`` (joint refinement
+    ended on it), so the polish goes straight to CP-SAT."""
+
+
+def evaluate(table: CostTable, req: PlanRequest, bounds: list[tuple[int, int]],
+             schedule: Schedule) -> Evaluation:
+    """Stage costs, simulation and validation of one partition under one schedule."""
+    ranks = stage_ranks(req.pp * req.vpp, req.pp, req.placement)
+    sc = stage_costs(table, bounds, ranks)
+    sim = simulate(schedule, sc)
+    violations = validate(schedule, sc, num_microbatches=req.microbatches,
+                          memory_limit_bytes=req.memory_limit_bytes)
+    return Evaluation(bounds, ranks, schedule, sc, sim, violations)
+
+
+
+def memory_limit_of(req: PlanRequest) -> MemoryLimit | None:
+    """[issue 4] The request's limits as one ``MemoryLimit`` (None when there is none)."""
+    if req.memory_limit_bytes is None and req.memory_limit_microbatches is None:
+        return None
+    return MemoryLimit(bytes=req.memory_limit_bytes, microbatches=req.memory_limit_microbatches)
+
+
+
+def simulate_bounds(table: CostTable, comp: Compiled, bounds, ranks: list[int], limit: int | None) -> float:
+    sim = simulate_compiled(comp, stage_costs(table, bounds, ranks))
+    if limit is not None and max(sim.peak_memory_bytes) > limit:
+        return float("inf")
+    return sim.step_time
+
+
+
+def pinned_of(t: Trial) -> frozenset[int]:
+    roles = [lc.role for lc in t.table.layers]
+    return frozenset(pinned_cuts(t.req.pins, roles, len(t.bounds))) if t.req.pins.any else frozenset()
+
+

@@ -1,0 +1,136 @@
+"""The planner's steps: screen one (microbatches, schedule), refine, re-choose the order, record."""
+
+from __future__ import annotations
+
+
+from planner.core.costs import CostTable
+from planner.core.errors import InfeasibleError
+from planner.core.plan import Plan
+from planner.core.simulate import compile_schedule
+from planner.core.stage_costs import StageCosts
+from solvers.partition.refine import refine_partition
+from solvers.partition.search import partition_for_schedule
+from solvers.schedule.memory_limit import MemoryLimit
+from solvers.schedule.search import ScheduleChoice, best_schedule, generate
+from planner.planning.records import (BASELINES, Evaluation, PlanRequest, Trial, evaluate, memory_limit_of,
+                                    pinned_of, simulate_bounds)
+
+__all__ = ["screen", "refine", "settle", "choose_schedule", "record_schedule", "failure_reason", "why_winner"]
+
+
+def settle(best: Trial, ev: Evaluation) -> Evaluation:
+    """Under the final schedule, keep the fastest valid of the plan's partition and the
+    baseline partitions that fit (the order was adapted to the plan's costs, so a baseline
+    could now be faster: then it is the plan, and the plan never loses to a baseline)."""
+    if best.req.partition != "overlap":
+        return ev
+    for bounds, fits in best.baselines.values():
+        if not fits or bounds == ev.bounds:
+            continue
+        other = evaluate(best.table, best.req, bounds, best.schedule)
+        if not other.violations and other.sim.step_time < ev.sim.step_time * (1 - 1e-12):
+            ev = other
+    best.bounds, best.step = ev.bounds, ev.sim.step_time
+    return ev
+
+
+def choose_schedule(best: Trial, ev: Evaluation, time_limit: float | None = None, *,
+                    polish: bool = True, heuristics: bool = True) -> ScheduleChoice:
+    """[issue 4] Heuristics (+ CP-SAT for auto/cpsat, within ``time_limit``, default the
+    request's) on the plan's stage costs (solvers.schedule.search)."""
+    req = best.req
+    return best_schedule(ev.costs, microbatches=req.microbatches, memory_limit=memory_limit_of(req),
+                         deadlines=req.deadlines, method=req.schedule,
+                         time_limit=req.time_limit_s if time_limit is None else time_limit,
+                         seed=req.seed, start=(best.name, best.schedule), polish=polish,
+                         heuristics=heuristics)
+
+
+def record_schedule(plan: Plan, choice: ScheduleChoice, costs: StageCosts, limit: MemoryLimit | None) -> None:
+    """[issue 4] Lower bound, schedule status and gap into the plan."""
+    plan.predicted["lower_bound_s"] = choice.lower_bound
+    if limit is not None and limit.microbatches is not None:
+        plan.predicted["memory_limit_bytes"] = limit.per_gpu_bytes(costs)
+        plan.predicted["memory_limit"] = str(limit)
+    plan.solver["schedule_solver"] = {
+        "name": choice.name, "status": choice.status, "gap": choice.gap,
+        "lower_bound_s": choice.lower_bound, "wall_s": choice.wall_s, "candidates": choice.tried}
+
+
+def screen(table: CostTable, req: PlanRequest, name: str, tried: list[dict], budget: float) -> Trial | None:
+    """Partition and simulate one (count, schedule); records what happened in ``tried``."""
+    entry = {"microbatches": req.microbatches, "microbatch_size": req.microbatch_size, "schedule": name}
+    if req.recompute is not None:
+        entry["recompute"] = req.recompute
+    tried.append(entry)
+    common = dict(pp=req.pp, vpp=req.vpp, placement=req.placement, memory_limit_bytes=req.memory_limit_bytes,
+                  pins=req.pins, time_limit_s=budget, seed=req.seed)
+    try:
+        sched = generate(name, pp=req.pp, vpp=req.vpp, microbatches=req.microbatches)
+        part = partition_for_schedule(table, sched, method=req.partition, **common)
+    except InfeasibleError as exc:
+        entry.update(status="infeasible", reason=str(exc))
+        return None
+    baselines = {}
+    for label, method in BASELINES:
+        try:
+            res = partition_for_schedule(table, sched, method=method, strict=False, **common)
+            baselines[label] = (res.candidates[0], res.fits_memory)
+        except InfeasibleError as exc:  # e.g. uniform with fewer decoder layers than stages
+            entry.setdefault("baseline_errors", {})[label] = str(exc)
+    ranks = part.model.ranks
+    comp = compile_schedule(sched, len(ranks), ranks)
+    pool = list(part.candidates)
+    if req.partition == "overlap":
+        pool += [b for b, fits in baselines.values() if fits and b not in pool]
+    step, bounds = min(((simulate_bounds(table, comp, b, ranks, req.memory_limit_bytes), k, b)
+                        for k, b in enumerate(pool)), key=lambda t: (t[0], t[1]))[0::2]
+    entry.update(status="valid" if step < float("inf") else "infeasible", step_time_s=step,
+                 estimate_s=part.estimate_s, partition_solver=part.solver, partition_status=part.status,
+                 stage_layers=[b - a for a, b in bounds], evaluated=len(pool))
+    if step == float("inf"):
+        entry["reason"] = "no candidate partition fits memory in simulation"
+        return None
+    return Trial(table, req, name, sched, comp, part, bounds, step, baselines)
+
+
+def refine(best: Trial, *, deadline: float | None) -> dict:
+    """Move boundaries under the simulator (overlap method only); updates ``best`` in place."""
+    if best.req.partition != "overlap":
+        return {"rounds": 0, "evaluated": 0}
+    limit = best.req.memory_limit_bytes
+    res = refine_partition(best.table, best.schedule, best.bounds, best.part.model.ranks,
+                           fits=None if limit is None else (lambda peaks: max(peaks) <= limit),
+                           pinned=pinned_of(best), max_rounds=32, deadline=deadline, compiled=best.compiled)
+    if res.step_time < best.step:
+        best.bounds, best.step = res.bounds, res.step_time
+    return {"rounds": res.rounds, "evaluated": res.evaluated}
+
+
+def failure_reason(tried: list[dict]) -> str:
+    """The most useful reason when nothing fits: a memory message if there is one."""
+    reasons = [t.get("reason", "") for t in tried]
+    memory = [r for r in reasons if "memory" in r]
+    head = memory[0] if memory else (reasons[0] if reasons else "no schedule candidates")
+    if len(tried) > 1:
+        head += f" ({len(tried)} microbatch/schedule combinations tried, none fits)"
+    return head
+
+
+
+def why_winner(plan: Plan, tried: list[dict]) -> str:
+    """One line on why the winner won: its step time against the runner-up's."""
+    step = plan.predicted["step_time_s"]
+    others = sorted({round(e["step_time_s"], 12) for e in tried
+                     if e.get("step_time_s") not in (None, float("inf"))
+                     and e.get("microbatches", 0) != 0} - {round(step, 12)})
+    valid = sum(1 for e in tried if e.get("status") == "valid")
+    text = (f"fastest simulated step ({step:.4g} s) among {valid} valid candidates that fit memory"
+            f" ({len(tried)} tried)")
+    slower = [o for o in others if o > step]
+    if slower:
+        text += f"; the next best screened or refined candidate takes {slower[0]:.4g} s" \
+                f" ({slower[0] / step - 1:+.1%})"
+    return text
+
+

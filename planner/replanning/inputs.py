@@ -1,0 +1,124 @@
+"""What ``replan`` rebuilds from a saved plan: model, cluster, request, and its routing.
+
+A plan JSON records the model name, the cluster (``gpu``, ``num_gpus``,
+``gpus_per_node``, ``training``), the parallel degrees, the microbatches, the memory
+limit and the solver's choices; together they give back the ``ClusterSpec`` and the
+``PlanRequest`` the plan was made with. The routing the plan's costs assumed is the
+``routing`` section a previous ``ppplan replan`` wrote, or balanced (factor 1 on
+every layer, what ``ppplan plan`` assumes) when there is none.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from planner.api import cluster_section, model_section
+from planner.core.cluster import ClusterSpec, cluster_from_dict
+from planner.core.costs import CostTable
+from planner.core.errors import InputError
+from planner.core.hf_config import load_model
+from planner.core.model import ModelSpec
+from planner.core.plan import Plan
+from planner.planning import PlanRequest
+from profiler.routing import RoutingSummary
+from solvers.schedule.search import SCHEDULES, candidate_schedules
+
+__all__ = ["plan_model", "plan_cluster", "plan_request", "requested_schedule", "plan_routing",
+           "routing_section"]
+
+_LETTERS = {"embedding": "E", "decoder": "t", "mtp": "m", "head": "L"}
+
+
+def plan_model(plan: Plan, model: str | None = None) -> ModelSpec:
+    """The plan's model (``model`` overrides the recorded name: an id or a config path)."""
+    name = model or plan.model.get("name")
+    if not isinstance(name, str) or not name:
+        raise InputError("plan.model.name", "missing", "pass --model ID_OR_CONFIG")
+    spec = load_model(name)
+    layout = "".join(_LETTERS[layer.role] for layer in spec.layers)
+    if spec.num_layers != int(plan.model["num_layers"]) or plan.model.get("layout", layout) != layout:
+        raise InputError("plan.model", f"{spec.name} has {spec.num_layers} layers ({layout}), the plan "
+                         f"{plan.model['num_layers']} ({plan.model.get('layout', '?')})",
+                         "pass --model with the config the plan was made for")
+    return spec
+
+
+def plan_cluster(plan: Plan) -> ClusterSpec:
+    """``ClusterSpec`` from the plan's ``cluster`` and ``parallel`` sections."""
+    c, p = plan.cluster, plan.parallel
+    if not isinstance(c, dict) or "gpu" not in c or "training" not in c:
+        raise InputError("plan.cluster", "needs gpu, num_gpus, training",
+                         "re-plan from a plan written by ppplan plan")
+    parallel = {k: p[k] for k in ("pp", "vpp", "tp", "ep", "dp") if k in p}
+    data = {"gpu": c["gpu"], "num_gpus": c.get("num_gpus"), "gpus_per_node": c.get("gpus_per_node", 8),
+            "parallel": parallel, "training": c["training"]}
+    return cluster_from_dict(data, where="plan.cluster")
+
+
+def plan_request(plan: Plan, model: ModelSpec, cluster: ClusterSpec, table: CostTable) -> PlanRequest:
+    """The request that re-plans ``plan``'s job on ``table`` (same shape, limits and choices)."""
+    solver, par = plan.solver, cluster.parallel
+    placement = plan.parallel.get("placement", "loop")
+    schedule = requested_schedule(plan, table, vpp=par.vpp, placement=placement)
+    return PlanRequest(
+        pp=par.pp, vpp=par.vpp, microbatches=plan.num_microbatches,
+        microbatch_size=int(plan.microbatches.get("size", cluster.training.micro_batch_size)),
+        memory_limit_bytes=plan.memory_limit_bytes, schedule=schedule,
+        partition=solver.get("partition", "overlap"), placement=placement,
+        seed=int(solver.get("seed", 0)), model=model_section(model, table),
+        cluster=cluster_section(cluster), parallel={"tp": par.tp, "ep": par.ep, "dp": par.dp},
+        peak_flops=cluster.gpu.peak_flops, num_gpus=cluster.num_gpus)
+
+
+def requested_schedule(plan: Plan, table: CostTable, *, vpp: int, placement: str) -> str:
+    """The ``--schedule`` family ``plan`` was made with, or ``auto``.
+
+    The chosen name may carry passes (``1f1b+w-fill``, ``cpsat-lns(...)``), so the family
+    is read from the screened candidates (``solver.candidates`` without a ``phase``): one
+    family where ``auto`` would have screened several means that family was asked for.
+    """
+    screened = {c.get("schedule") for c in plan.solver.get("candidates", [])
+                if isinstance(c, dict) and "phase" not in c}
+    if len(screened) != 1:
+        return "auto"
+    (name,) = screened
+    auto = candidate_schedules("auto", table, vpp=vpp, placement=placement)
+    return name if name in SCHEDULES and auto != [name] else "auto"
+
+
+def plan_routing(plan: Plan, model: ModelSpec) -> RoutingSummary | None:
+    """The routing the plan's costs assumed (its ``routing`` section), None for balanced."""
+    raw = plan.extra.get("routing")
+    if raw is None:
+        return None
+    where = "plan.routing"
+    if not isinstance(raw, dict):
+        raise InputError(where, "expected an object")
+    imb = _layer_map(raw.get("imbalance"), model, f"{where}.imbalance", minimum=1.0)
+    vio = _layer_map(raw.get("max_vio", {}), model, f"{where}.max_vio", minimum=0.0)
+    its = raw.get("iterations", [0, 0])
+    if not (isinstance(its, list) and len(its) == 2 and all(isinstance(i, int) for i in its)):
+        raise InputError(f"{where}.iterations", f"expected [first, last], got {its!r}")
+    return RoutingSummary(tokens_per_expert={}, imbalance=imb, max_vio=vio, iterations=(its[0], its[1]))
+
+
+def _layer_map(raw: Any, model: ModelSpec, where: str, *, minimum: float) -> dict[int, float]:
+    if not isinstance(raw, dict):
+        raise InputError(where, "expected an object of layer index -> value")
+    out = {}
+    for key, value in raw.items():
+        if not key.isdigit() or not int(key) < model.num_layers or not model.layers[int(key)].is_moe:
+            raise InputError(f"{where}.{key}", f"is not an MoE layer index of {model.name}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
+            raise InputError(f"{where}.{key}", f"expected a number >= {minimum}, got {value!r}")
+        out[int(key)] = float(value)
+    return out
+
+
+def routing_section(summary: RoutingSummary, paths: list[str | Path], window: int | None) -> dict:
+    """The ``routing`` section a re-planned plan carries (read back by ``plan_routing``)."""
+    return {"traces": [str(p) for p in paths], "window": window,
+            "iterations": list(summary.iterations),
+            "imbalance": {str(k): v for k, v in sorted(summary.imbalance.items())},
+            "max_vio": {str(k): v for k, v in sorted(summary.max_vio.items())}}

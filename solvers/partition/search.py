@@ -1,0 +1,188 @@
+"""Partition for one schedule order: the solvers behind ``--partition``.
+
+``partition_for_schedule`` returns candidate partitions, best first by its method's
+objective, all within the memory limit (exact per-rank peaks, see
+``solvers.partition.inflight``) and the pins:
+
+- ``overlap``: the step estimate of ``solvers.partition.model`` with post-overlap
+  costs; one stage per rank: exact DP (lexicographic: min estimate, then min sum of
+  squared stage terms) plus the k best splits by estimate; several: CP-SAT
+  (``solvers.partition.virtual``) warm-started from the chunk-sequence DP.
+- ``serial``: min-max of each stage's serial F + I + W (overlap ignored), the
+  serially balanced ablation.
+- ``flops``: min-max of model FLOPs per stage (DeepSpeed-style).
+- ``uniform``: Megatron's even split of decoder layers (memory is not considered).
+
+With several stages per rank, ``serial``/``flops`` (and the CP-SAT hint) give each
+chunk ``limit / vpp`` of memory, a sufficient condition for the rank limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.core.costs import CostTable
+from planner.core.errors import InfeasibleError
+from planner.core.placement import stage_ranks
+from planner.core.schedule import Schedule
+from solvers.partition.ranges import (Bounds, RangeTest, k_best_partitions, minmax_partition, prefix_sums,
+                               range_table, uniform_partition)
+from solvers.partition.model import StepModel
+from solvers.partition.pins import StagePins, pinned_cuts, pins_allow
+from solvers.partition.virtual import vpp_partition
+
+__all__ = ["METHODS", "PartitionResult", "partition_for_schedule", "memory_infeasible_message"]
+
+METHODS = ("overlap", "serial", "flops", "uniform")
+"""Partition methods (``--partition``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PartitionResult:
+    """Candidate partitions for one schedule, best first."""
+
+    candidates: list[Bounds]
+    """Partitions to evaluate by simulation, the method's optimum first."""
+    estimate_s: float
+    """Step estimate of ``candidates[0]`` (``StepModel.estimate``)."""
+    solver: str
+    """dp, cp-sat or fixed."""
+    status: str
+    """OPTIMAL (for the method's objective), FEASIBLE or FIXED."""
+    gap: float | None
+    """CP-SAT's relative gap; None for the DPs (exact) and fixed splits."""
+    fits_memory: bool
+    """False only for a baseline that had to ignore the limit (``strict=False``)."""
+    model: StepModel
+    """The model the estimates and memory come from."""
+
+
+def partition_for_schedule(table: CostTable, schedule: Schedule, *, pp: int, vpp: int = 1,
+                           placement: str = "loop", memory_limit_bytes: int | None = None,
+                           method: str = "overlap", pins: StagePins | None = None, k: int = 4,
+                           time_limit_s: float = 10.0, seed: int = 0,
+                           strict: bool = True) -> PartitionResult:
+    """Partition ``table`` for ``schedule`` (see module doc).
+
+    With ``strict=False`` a method that cannot meet the memory limit falls back to its
+    unconstrained split with ``fits_memory=False`` (for baselines); otherwise raises
+    ``InfeasibleError`` naming the tightest stage and the knobs.
+    """
+    S = pp * vpp
+    ranks = stage_ranks(S, pp, placement)
+    model = StepModel(table, schedule, ranks, overlap=method == "overlap")
+    roles = [lc.role for lc in table.layers]
+    pins = pins or StagePins()
+    cuts = pinned_cuts(pins, roles, S) if pins.any else {}
+    allowed = pins_allow(cuts) if cuts else None
+    if method == "uniform":
+        bounds = uniform_partition(roles, S, first=pins.first, last=pins.last)
+        fits = memory_limit_bytes is None or max(model.rank_memory(bounds).values()) <= memory_limit_bytes
+        return PartitionResult(candidates=[bounds], estimate_s=model.estimate(bounds), solver="fixed",
+                               status="FIXED", gap=None, fits_memory=fits, model=model)
+    try:
+        return _solve(model, table, method, memory_limit_bytes, cuts, vpp, k, time_limit_s, seed)
+    except TimeoutError as exc:
+        raise InfeasibleError(f"{exc} that fits the memory limit: raise --time-limit") from None
+    except InfeasibleError:
+        if memory_limit_bytes is None:
+            raise
+        if strict:
+            raise InfeasibleError(memory_infeasible_message(model, memory_limit_bytes, allowed)) from None
+    relaxed = _solve(model, table, method, None, cuts, vpp, k, time_limit_s, seed)
+    return PartitionResult(candidates=relaxed.candidates[:1], estimate_s=relaxed.estimate_s,
+                           solver=relaxed.solver, status=relaxed.status, gap=relaxed.gap,
+                           fits_memory=False, model=model)
+
+
+def _feasible(model: StepModel, limit: int | None, allowed: RangeTest | None, vpp: int) -> RangeTest | None:
+    if limit is None:
+        return allowed
+    ends = model.max_ends(limit // vpp)
+
+    def ok(s: int, a: int, b: int) -> bool:
+        return b <= ends[s][a] and (allowed is None or allowed(s, a, b))
+    return ok
+
+
+def _solve(model: StepModel, table: CostTable, method: str, limit: int | None,
+           cuts: dict[int, int], vpp: int, k: int, time_limit_s: float, seed: int) -> PartitionResult:
+    n, S = model.num_layers, model.num_stages
+    allowed = pins_allow(cuts) if cuts else None
+    feasible = _feasible(model, limit, allowed, vpp)
+    if method in ("serial", "flops"):
+        p = prefix_sums([lc.flops if method == "flops" else lc.serial_f + lc.serial_i + lc.w
+                         for lc in table.layers])
+        bounds = minmax_partition(n, S, lambda s, a, b: p[b] - p[a], feasible,
+                                  tie_break=lambda s, a, b: (p[b] - p[a]) ** 2)
+        return _result(model, [bounds], "dp", "OPTIMAL", None)
+    if method != "overlap":
+        raise ValueError(f"unknown partition method {method!r}: use one of {', '.join(METHODS)}")
+    if vpp == 1:
+        terms = range_table(n, S, model.term, feasible)
+        best = minmax_partition(n, S, model.term, feasible, table=terms,
+                                tie_break=lambda s, a, b: terms[s][a][b] ** 2)
+        others = [b for _, b in k_best_partitions(n, S, model.term, k, feasible, table=terms)]
+        return _result(model, _unique([best] + others), "dp", "OPTIMAL", None)
+    hint = _chunk_hint(model, feasible, allowed)
+    hint_fits = limit is None or max(model.rank_memory(hint).values()) <= limit
+    try:
+        res = vpp_partition(model, memory_limit_bytes=limit, hint=hint, cuts=cuts,
+                            time_limit_s=time_limit_s, seed=seed)
+    except TimeoutError:
+        if not hint_fits:
+            raise
+        return _result(model, [hint], "dp", "FEASIBLE", None)
+    pool = [res.bounds, hint] if hint_fits else [res.bounds]
+    return _result(model, _unique(pool), "cp-sat", res.status, res.gap)
+
+
+def _chunk_hint(model: StepModel, feasible: RangeTest | None, allowed: RangeTest | None) -> Bounds:
+    """Chunk-sequence DP on per-chunk work: with each chunk held to ``limit / vpp`` when that
+    is feasible (then the hint fits memory), else ignoring memory (CP-SAT enforces it)."""
+    n, S = model.num_layers, model.num_stages
+
+    def square(s: int, a: int, b: int) -> float:
+        return model.work(s, a, b) ** 2
+    try:
+        return minmax_partition(n, S, model.work, feasible, tie_break=square)
+    except InfeasibleError:
+        return minmax_partition(n, S, model.work, allowed, tie_break=square)
+
+
+def _result(model: StepModel, candidates: list[Bounds], solver: str, status: str,
+            gap: float | None) -> PartitionResult:
+    return PartitionResult(candidates=candidates, estimate_s=model.estimate(candidates[0]), solver=solver,
+                           status=status, gap=gap, fits_memory=True, model=model)
+
+
+def _unique(bounds: list[Bounds]) -> list[Bounds]:
+    out: list[Bounds] = []
+    for b in bounds:
+        if b not in out:
+            out.append(b)
+    return out
+
+
+def memory_infeasible_message(model: StepModel, limit: int, allowed: RangeTest | None = None) -> str:
+    """Name the tightest stage of the most memory-balanced split, bytes needed vs available,
+    and the knobs that help."""
+    n, S = model.num_layers, model.num_stages
+    bounds = minmax_partition(n, S, model.stage_memory, allowed)
+    per_rank = model.rank_memory(bounds)
+    rank = max(per_rank, key=lambda r: (per_rank[r], -r))
+    stages = [s for s in range(S) if model.ranks[s] == rank]
+    s = max(stages, key=lambda t: model.stage_memory(t, *bounds[t]))
+    a, b = bounds[s]
+    static = sum(model.static_bytes(*bounds[t]) for t in stages)
+    flight = max((full for p in model.points.get(rank, []) for st, full, _ in p if st == s), default=0)
+    where = f"stage {s} (rank {rank}, layers [{a}, {b}), {flight} microbatches in flight)"
+    if len(stages) > 1:
+        where = f"rank {rank} (stages {', '.join(map(str, stages))}; {where.split(' (')[0]} holds layers " \
+                f"[{a}, {b}) with {flight} microbatches in flight)"
+    gib = 2 ** 30
+    return (f"no partition fits the memory limit: even the most memory-balanced split puts {where} at "
+            f"{per_rank[rank] / gib:.1f} GiB needed ({static / gib:.1f} GiB parameters/gradients/optimizer "
+            f"+ {(per_rank[rank] - static) / gib:.1f} GiB activations) vs {limit / gib:.1f} GiB available; "
+            "use more stages (--pp), a schedule with fewer microbatches in flight (e.g. --schedule 1f1b), "
+            "or activation recomputation (--recompute selective or full)")

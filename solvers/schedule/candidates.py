@@ -1,0 +1,147 @@
+"""Heuristic schedule candidates for given stage costs, simulated, with a memo.
+
+``best_schedule`` (``solvers.schedule.search``) ranks these:
+
+- ``from_start``: a start order as given and with W tasks moved into its gaps;
+- ``drawn``: every applicable family's order (``solvers.schedule.families``), as drawn and
+  W-filled (``solvers.schedule.w_fill``), and the greedy list scheduler (``solvers.schedule.list_scheduler``)
+  under the memory budget and under p and 2p microbatches, fused and not;
+- ``simulated``: ``drawn``'s candidates with ``limits``'s verdict each, memoised
+  ([Note: heuristic memo]).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from planner.core.errors import InfeasibleError
+from planner.core.schedule import Key, Schedule, provides
+from planner.core.simulate import simulate
+from planner.core.stage_costs import StageCosts
+from planner.core.validate import validate
+from solvers.schedule.deadlines import earliest_finish
+from solvers.schedule.list_scheduler import list_schedule
+from solvers.schedule.memory_limit import rank_activation
+from solvers.schedule.families import EXACT_FAMILIES, SCHEDULES, applies, fuses, placement_of
+from solvers.schedule.w_fill import fill_w
+
+__all__ = ["from_start", "drawn", "limits", "verdict", "simulated", "clear_memo"]
+
+
+def from_start(costs: StageCosts, budget: list[int] | None, deadlines: dict[Key, float],
+               families: list[str], start: tuple[str, Schedule] | None, greedy: bool):
+    """The start as given and, unless only exact families are asked for, W-filled."""
+    exact = not greedy and all(n in EXACT_FAMILIES for n in families)
+    if start is not None:
+        yield start
+        if not exact:
+            yield f"{start[0]}+w-fill", fill_w(start[1], costs, act_budget=budget, deadlines=deadlines)
+
+
+def drawn(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[Key, float],
+          families: list[str], greedy: bool):
+    """The family orders (as drawn and W-filled) and the greedy list schedules for ``costs``:
+    every candidate that does not depend on a start."""
+    pp, vpp = costs.num_ranks, costs.num_stages // costs.num_ranks
+    place, fuse = placement_of(costs), fuses(costs)
+    exact = not greedy and all(n in EXACT_FAMILIES for n in families)
+    for name in families:
+        kind = SCHEDULES[name]
+        if not applies(kind, vpp, place) or (kind.fused and not fuse):
+            continue
+        try:
+            order = kind.make(pp, vpp, m)
+        except InfeasibleError as exc:
+            yield name, str(exc)
+            continue
+        yield name, order
+        if exact:
+            continue
+        for mode in ("eager", "fit"):
+            yield f"{name}+w-fill" + ("" if mode == "eager" else "-fit"), \
+                fill_w(order, costs, act_budget=budget, deadlines=deadlines, w_mode=mode)
+    if not greedy:
+        return
+    act = rank_activation(costs)
+    seen: list[list[int] | None] = []
+    for cap in (None, pp, 2 * pp):
+        if cap is None and budget is None:
+            continue
+        b = budget if cap is None else [min(x, cap * a) for x, a in zip(budget or [cap * a for a in act], act)]
+        if b in seen:  # the cap is above the memory budget on every rank: same runs again
+            continue
+        seen.append(b)
+        for f in (False, True) if fuse else (False,):
+            for mode in ("eager", "fit"):
+                label = "greedy" + ("-fused" if f else "") + ("" if cap is None else f"@{cap // pp}p") + \
+                    ("" if mode == "eager" else "-fit")
+                res = list_schedule(costs, m, act_budget=b, fuse=f, deadlines=deadlines, w_mode=mode)
+                yield label, res.schedule if res.schedule is not None else res.reason
+
+
+def limits(schedule: Schedule, costs: StageCosts, budget: list[int] | None,
+           deadlines: dict[Key, float]) -> tuple[float | None, str]:
+    """Simulated step time if the schedule meets the deadlines and the per-rank budget,
+    else None and why; one that cannot be simulated (a deadlock, a missing task) is
+    sent to the validator for its reason."""
+    try:
+        sim = simulate(schedule, costs)
+    except (ValueError, AssertionError):
+        found = validate(schedule, costs)
+        return None, str(found[0]) if found else "cannot be simulated"
+    if deadlines:
+        ends = {k: sim.end[n] for n, a in enumerate(sim.actions) for k in provides(a)}
+        for key in sorted(k for k in deadlines if ends[k] > deadlines[k] + 1e-12):
+            return None, (f"task {key[0]}{key[1]}{key[2]} ends at {ends[key]:.6g} s, after its deadline "
+                          f"{deadlines[key]:.6g} s; its earliest possible finish is "
+                          f"{earliest_finish(costs, key):.6g} s")
+    if budget is not None:
+        for r, (peak, b) in enumerate(zip(sim.peak_act_bytes, budget)):
+            if peak > b:
+                return None, f"rank {r} holds {peak / 2**30:.2f} GiB of activations, budget {b / 2**30:.2f} GiB"
+    return sim.step_time, "valid"
+
+
+def verdict(sched: Schedule | str | None, costs: StageCosts, budget: list[int] | None,
+            deadlines: dict[Key, float]) -> tuple[float | None, str]:
+    """``limits`` of a drawn candidate; one that could not be drawn carries its reason."""
+    if isinstance(sched, dict):
+        return limits(sched, costs, budget, deadlines)
+    return None, sched or "does not fit the memory budget"
+
+
+_MEMO_SIZE = 16
+_memo: OrderedDict[tuple, list[tuple[str, Schedule | str, float | None, str]]] = OrderedDict()
+"""[Note: heuristic memo] The start-independent candidates of recent ``best_schedule``
+calls, simulated: the joint search schedules the same partition several times (each
+finalist's rounds, its polish, the unchanged baseline copies), and the candidates depend
+only on the stage costs, the count, the budget, the deadlines and the families asked
+for, so they are drawn once. A pure cache: results are the same with or without it.
+The planner empties it after each plan (``clear_memo``): it holds hundreds of thousands
+of actions, which would slow every later garbage collection of a long-lived process."""
+
+
+def clear_memo() -> None:
+    """Drop the memo of drawn candidates ([Note: heuristic memo])."""
+    _memo.clear()
+
+
+def _memo_key(costs: StageCosts, m: int, budget, deadlines, families: list[str], greedy: bool) -> tuple:
+    return (costs.f, costs.i, costs.w, costs.act_bytes, costs.act_w_bytes, costs.static_bytes, costs.out_bytes,
+            costs.ranks, tuple(sorted(costs.fused.items())), costs.p2p, m,
+            None if budget is None else tuple(budget), tuple(sorted(deadlines.items())), tuple(families), greedy)
+
+
+def simulated(costs: StageCosts, m: int, budget, deadlines, families: list[str], greedy: bool):
+    """``drawn``'s candidates with ``limits``'s verdict each, from the memo when there."""
+    key = _memo_key(costs, m, budget, deadlines, families, greedy)
+    hit = _memo.get(key)
+    if hit is None:
+        hit = [(name, sched, *verdict(sched, costs, budget, deadlines))
+               for name, sched in drawn(costs, m, budget, deadlines, families, greedy)]
+        _memo[key] = hit
+        while len(_memo) > _MEMO_SIZE:
+            _memo.popitem(last=False)
+    else:
+        _memo.move_to_end(key)
+    return hit

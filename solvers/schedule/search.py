@@ -1,0 +1,179 @@
+"""The best schedule for given stage costs (families by name: ``solvers.schedule.families``).
+
+``best_schedule`` adapts every applicable heuristic to the stage costs
+(``solvers.schedule.candidates``), optionally improves the best with CP-SAT, and returns
+the fastest valid schedule with its lower bound and gap:
+
+1. every generator of the placement (``generate``), as drawn and with W tasks moved
+   into the real gaps (``solvers.schedule.w_fill.fill_w``), plus the planner's own start;
+2. the cost-aware greedy list scheduler (``solvers.schedule.list_scheduler``) under the memory
+   budget and under p and 2p microbatches of activations, fused and not;
+3. ``cpsat``: CP-SAT warm-started from the best of those (``solvers.schedule.cpsat.solve``);
+   ``auto`` runs it too, within the same time limit, when the best heuristic is more
+   than 1% above the lower bound.
+
+Every candidate is simulated (per-rank activation budget, deadlines) and the fastest
+is validated, the next if it fails, and so on ([Note: lazy validation]); ties go to
+the earlier candidate, so the choice is deterministic.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from planner.core.errors import InfeasibleError, InputError
+from planner.core.schedule import Key, Schedule
+from planner.core.stage_costs import StageCosts
+from planner.core.validate import validate
+from solvers.schedule.deadlines import check_deadlines
+from solvers.schedule.lower_bound import step_lower_bound
+from solvers.schedule.memory_limit import MemoryLimit
+from solvers.schedule.candidates import clear_memo, from_start, limits, simulated, verdict
+from solvers.schedule.families import (EXACT_FAMILIES, SCHEDULE_CHOICES, SCHEDULES, ScheduleKind,
+                                       candidate_schedules, check_schedule_option, fuses, generate)
+
+__all__ = ["ScheduleKind", "SCHEDULES", "SCHEDULE_CHOICES", "generate",
+           "candidate_schedules", "check_schedule_option", "ScheduleChoice", "best_schedule",
+           "EXACT_FAMILIES", "clear_memo"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleChoice:
+    """The chosen schedule and how it compares with the limit."""
+
+    schedule: Schedule
+    """Per-rank actions."""
+    name: str
+    """Where it came from, e.g. ``zb-h2+w-fill``, ``greedy@2p``, ``cpsat-lns(zb-h2+w-fill)``."""
+    status: str
+    """HEURISTIC (no CP-SAT), OPTIMAL or FEASIBLE (CP-SAT ran), as ``solver.status`` reports."""
+    step_time: float
+    """Simulated step time, seconds."""
+    lower_bound: float
+    """``solvers.schedule.lower_bound.step_lower_bound`` for these costs and budget."""
+    gap: float
+    """step_time / lower_bound - 1."""
+    wall_s: float
+    """Seconds spent choosing."""
+    tried: list[dict] = field(default_factory=list)
+    """Each candidate's name, step time (or why it was rejected)."""
+
+
+def _check(schedule: Schedule, costs: StageCosts, m: int, budget: list[int] | None,
+           deadlines: dict[Key, float]) -> tuple[float | None, str]:
+    """Simulated step time if valid (structure, deadlines, per-rank budget), else None and why."""
+    found = validate(schedule, costs, num_microbatches=m)
+    if found:
+        return None, str(found[0])
+    return limits(schedule, costs, budget, deadlines)
+
+
+def _gap(step: float, bound: float) -> float:
+    """step / bound - 1; float noise below zero (sums in another order) reads as 0."""
+    gap = step / bound - 1 if bound > 0 else 0.0
+    return 0.0 if -1e-9 < gap < 0 else gap
+
+
+def _check_options(method: str, time_limit: float, seed: int) -> None:
+    if method not in SCHEDULE_CHOICES:
+        raise InputError("--schedule", f"unknown schedule {method!r}", f"use one of {', '.join(SCHEDULE_CHOICES)}")
+    if not time_limit > 0:
+        raise InputError("--time-limit", f"must be > 0 seconds, got {time_limit}", "e.g. --time-limit 10")
+    if seed < 0:
+        raise InputError("--seed", f"must be >= 0, got {seed}", "e.g. --seed 0")
+
+
+def _polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule], budget, deadlines, *,
+            limit: float, seed: int, workers: int | None, tried: list[dict]):
+    """CP-SAT from ``best``; returns (status, the better of the two)."""
+    from solvers.schedule.cpsat.solve import cpsat_improve  # ortools: only when searching
+
+    name, t, sched = best
+    out = cpsat_improve(costs, m, sched, act_budget=budget, deadlines=deadlines, time_limit=limit,
+                        seed=seed, workers=workers, fuse=fuses(costs))
+    status = out.status if out.status in ("OPTIMAL", "FEASIBLE") else "FEASIBLE"
+    if out.schedule is not None:
+        t2, why = _check(out.schedule, costs, m, budget, deadlines)
+        tried.append({"schedule": out.method, "step_time_s": t2, "status": why})
+        if t2 is not None and t2 < t - 1e-12:
+            return status, (f"{out.method}({name})", t2, out.schedule)
+    return status, best
+
+
+def _best_candidate(costs: StageCosts, m: int, budget, deadlines, method: str,
+                    start: tuple[str, Schedule] | None, tried: list[dict],
+                    heuristics: bool = True) -> tuple[str, float, Schedule]:
+    """Fastest valid heuristic candidate; ``InfeasibleError`` naming a reason when none is.
+
+    [Note: lazy validation] Every candidate is simulated (step time, memory budget,
+    deadlines); the full validator then runs on them fastest first (ties: earlier
+    candidate) until one passes, so its cost is paid once per call, not per candidate.
+    Candidates slower than the chosen one are recorded as ``simulated`` (not validated).
+    """
+    families = list(SCHEDULES) if method in ("auto", "cpsat") else [method]
+    greedy = method in ("auto", "cpsat")
+    ok: list[tuple[float, int, str, Schedule]] = []
+    if heuristics or start is None:
+        own, pool = from_start(costs, budget, deadlines, families, start, greedy), \
+            simulated(costs, m, budget, deadlines, families, greedy)
+    else:  # the start is the best heuristic already
+        own, pool = [start], []
+    own = [(name, sched, *verdict(sched, costs, budget, deadlines)) for name, sched in own]
+    for name, sched, t, why in own + pool:
+        if not isinstance(sched, dict):
+            tried.append({"schedule": name, "status": why})
+            continue
+        tried.append({"schedule": name, "step_time_s": t, "status": why if t is None else "simulated"})
+        if t is not None:
+            ok.append((t, len(tried) - 1, name, sched))
+    for t, k, name, sched in sorted(ok, key=lambda c: (c[0], c[1])):
+        found = validate(sched, costs, num_microbatches=m)
+        tried[k]["status"] = str(found[0]) if found else "valid"
+        if not found:
+            return name, t, sched
+    reasons = [f"{d['schedule']}: {d['status']}" for d in tried if d["status"] != "valid"]
+    why = next((r for r in reasons if "deadline" in r), reasons[0] if reasons else "no candidate")
+    raise InfeasibleError(f"no schedule meets the limits ({why}); raise --memory-limit, relax "
+                          "--deadline or try --schedule auto")
+
+
+def best_schedule(costs: StageCosts, *, microbatches: int, memory_limit: MemoryLimit | None = None,
+                  deadlines: dict[Key, float] | None = None, method: str = "auto",
+                  time_limit: float = 10.0, seed: int = 0, workers: int | None = None,
+                  start: tuple[str, Schedule] | None = None, polish: bool = True,
+                  heuristics: bool = True) -> ScheduleChoice:
+    """The fastest valid schedule for ``costs`` (see the module docstring).
+
+    ``method`` is a family name (its order; for zero-bubble and V families also its
+    W-filled versions; see ``EXACT_FAMILIES``), ``auto`` or
+    ``cpsat``; ``start`` is an extra (name, schedule) candidate such as the planner's;
+    ``polish=False`` skips CP-SAT (heuristics only, for searches that call this often);
+    ``heuristics=False`` takes ``start`` as the best heuristic already (it was chosen
+    among them for these costs) and only polishes it.
+    Raises ``InfeasibleError`` when the memory limit is below one microbatch in flight
+    per stage, when a deadline precedes its task's earliest finish, or when no
+    candidate meets them.
+    """
+    t0 = time.perf_counter()
+    _check_options(method, time_limit, seed)
+    deadlines = deadlines or {}
+    budget = None
+    if memory_limit is not None:
+        memory_limit.check_minimum(costs)
+        budget = memory_limit.act_budget(costs)
+    check_deadlines(costs, deadlines)
+    tried: list[dict] = []
+    best = _best_candidate(costs, microbatches, budget, deadlines, method, start, tried, heuristics)
+    lb = step_lower_bound(costs, microbatches, act_budget=budget)
+    name, t, sched = best
+    at_bound = t <= lb * (1 + 1e-9)
+    status = "OPTIMAL" if at_bound else "HEURISTIC"  # at the lower bound: nothing to search
+    limit = 0.0 if at_bound or not polish else time_limit if method == "cpsat" else \
+        time_limit if method == "auto" and t > 1.01 * lb else 0.0
+    if limit > 0:
+        status, (name, t, sched) = _polish(costs, microbatches, (name, t, sched), budget, deadlines,
+                                           limit=limit, seed=seed, workers=workers, tried=tried)
+    return ScheduleChoice(schedule=sched, name=name, status=status, step_time=t, lower_bound=lb,
+                          gap=_gap(t, lb), wall_s=time.perf_counter() - t0,
+                          tried=tried)
