@@ -85,7 +85,7 @@ def run(min_gain: float) -> dict:
     rows = [first] + [_row(n, t, w, start.plan, min_gain)[0] for n, t, w in CASES]
     by = {r["case"]: r for r in rows}
     hot = [by[c] for c in ("hot_early", "hot_late", "drift_last")]
-    return {"model": "qwen3-next-80b-a3b", "cluster": "examples/clusters/qwen3-next-80b-a3b.yaml",
+    return {"model": "qwen3-next-80b-a3b", "cluster": "planner/data/clusters/qwen3-next-80b-a3b.yaml",
             "min_gain": min_gain, "rows": rows,
             "targets": {"balanced_keeps": by["balanced"]["decision"] == "keep",
                         "hot_gap_recovered": {r["case"]: r["gap_recovered"] for r in hot}}}

@@ -43,7 +43,7 @@ def resolve_cluster(model: ModelSpec, cluster: str | Path | ClusterSpec | None, 
         path = cluster if cluster is not None else default_cluster_path(model.name)
         if path is None:
             raise InputError("--cluster", f"model {model.name!r} has no default cluster",
-                             "pass --cluster FILE (see examples/clusters/)")
+                             "pass --cluster FILE (see planner/data/clusters/)")
         spec = load_cluster(path)
     if gpu is not None:
         from planner.core.hardware import gpu_from_config

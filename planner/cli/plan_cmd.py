@@ -30,7 +30,7 @@ class MicrobatchCount(click.ParamType):
 
 @click.command("plan")
 @click.argument("model", required=False)
-@click.option("--cluster", "cluster", type=click.Path(dir_okay=False), help="Cluster YAML (default: the model's own under examples/clusters/).")
+@click.option("--cluster", "cluster", type=click.Path(dir_okay=False), help="Cluster YAML (default: the model's own under planner/data/clusters/).")
 @click.option("--pp", type=click.IntRange(min=1), help="Pipeline-parallel ranks.")
 @click.option("--vpp", type=click.IntRange(min=1), help="Virtual stages per rank.")
 @click.option("--tp", type=click.IntRange(min=1), help="Tensor-parallel degree.")

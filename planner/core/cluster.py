@@ -1,6 +1,6 @@
 """Cluster and training specification: GPUs, parallel degrees, batch and memory budget.
 
-Loaded from a YAML file (``examples/clusters/<model>.yaml`` is each shipped model's
+Loaded from a YAML file (``planner/data/clusters/<model>.yaml`` is each shipped model's
 default) and overridable from CLI options; ``check()`` validates the combination and
 ``check_against(model)`` the parts that depend on the model.
 """

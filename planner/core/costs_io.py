@@ -1,4 +1,4 @@
-"""Cost table JSON: load (schema + semantic checks), save. Format: plans/costs.schema.json."""
+"""Cost table JSON: load (schema + semantic checks), save. Format: planner/data/schemas/costs.schema.json."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The plan: what ppplan decides and predicts, as JSON (plans/plan.schema.json).
+"""The plan: what ppplan decides and predicts, as JSON (planner/data/schemas/plan.schema.json).
 
 Top-level keys are fixed (other tools read them): ``schema_version``, ``model``,
 ``cluster``, ``parallel``, ``microbatches``, ``stages``, ``schedule``, ``predicted``,

@@ -1,6 +1,6 @@
 """JSON Schema checks for files users hand us (cost tables, plans).
 
-The schemas live in the repository's ``plans/`` folder. A violation becomes an
+The schemas are package data (``planner/data/schemas/``). A violation becomes an
 ``InputError`` naming the JSON path of the first offending field.
 """
 
@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import functools
 import json
-from pathlib import Path
 from typing import Any
 
 from planner.core.errors import InputError
+from planner.core.paths import SCHEMAS_DIR
 
 __all__ = ["SCHEMAS_DIR", "check_schema", "load_schema"]
-
-SCHEMAS_DIR = Path(__file__).resolve().parents[2] / "plans"
-"""Folder holding ``plan.schema.json`` and ``costs.schema.json``."""
 
 
 @functools.cache
 def load_schema(name: str) -> dict[str, Any]:
-    """Parsed schema ``plans/<name>.schema.json``."""
+    """Parsed schema ``planner/data/schemas/<name>.schema.json``."""
     return json.loads((SCHEMAS_DIR / f"{name}.schema.json").read_text())
 
 
@@ -37,4 +34,4 @@ def check_schema(data: Any, name: str, *, what: str) -> None:
     message = error.message
     if len(message) > 160:
         message = message[:157] + "..."
-    raise InputError(path, message, f"see plans/{name}.schema.json")
+    raise InputError(path, message, f"see planner/data/schemas/{name}.schema.json")

@@ -2,7 +2,7 @@
 
 Users who measured per-stage forward, input-gradient and weight-gradient times, the
 P2P link and per-microbatch activation bytes in their own runs write them as a cost
-table (``plans/costs.schema.json``, one layer per stage is enough; see
+table (``planner/data/schemas/costs.schema.json``, one layer per stage is enough; see
 ``examples/costs/``) and run ``ppplan plan --profile FILE --pp N --microbatches M
 [--memory-limit 4mb]``. The table is the whole model: layers are partitioned over the
 pp x vpp stages (one each when counts match) and the schedule is chosen for those
