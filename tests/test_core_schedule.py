@@ -91,3 +91,25 @@ def test_grid_marks_one_cell():
     assert ">" not in lines[1]
     window = schedule_to_text(sched, window=(1, 3))
     assert window.splitlines()[0].split("|")[1].split() == ["1", "2"]
+
+
+def test_action_kind_is_its_letter_in_text_and_json():
+    """ActionKind members are the torch letters: parsing yields members, text and JSON keep the letters."""
+    import json
+
+    from planner.core.schedule import ActionKind
+    a = parse_action("(0F3;7I1)OVERLAP_F_B")
+    assert a.kind is ActionKind.OVERLAP_F_B and a.sub[0].kind is ActionKind.F
+    assert str(a) == "(0F3;7I1)OVERLAP_F_B" and f"{a.sub[1].kind}" == "I"
+    assert json.dumps([ActionKind.W]) == '["W"]' and ActionKind.B == "B"
+
+
+def test_crossed_boundary_follows_the_dependency_rule():
+    """Every cross-stage edge of DEPENDENCIES crosses the boundary between its two stages."""
+    from planner.core.p2p import crossed_boundary
+    from planner.core.schedule import DEPENDENCIES
+    for kind, rules in DEPENDENCIES.items():
+        for off, dep_kind in rules:
+            if off:
+                consumer, producer = 5, 5 + off
+                assert crossed_boundary(producer, dep_kind) == min(consumer, producer)

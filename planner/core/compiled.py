@@ -22,6 +22,7 @@ from operator import attrgetter
 
 import numpy as np
 
+from planner.core.p2p import crossed_boundary
 from planner.core.schedule import DEPENDENCIES, OVERLAP, Action, Schedule, predecessors
 
 __all__ = ["Compiled", "DeadlockError", "compile_schedule", "KIND_CODES"]
@@ -221,7 +222,7 @@ def _rule_tables(num_stages: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             found = [(t, k) for off, k in DEPENDENCIES[kind] if 0 <= (t := s + off) < num_stages]
             for j, (t, k) in enumerate(found):
                 stage[code, s, j], row[code, s, j] = t, "FI".index(k)
-                bound[code, s, j] = t if k == "F" else t - 1
+                bound[code, s, j] = crossed_boundary(t, k)
     for a in (stage, row, bound):
         a.flags.writeable = False
     return stage, row, bound

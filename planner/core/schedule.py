@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 
 __all__ = [
     "Action",
+    "ActionKind",
     "Schedule",
     "Key",
     "COMPUTE_KINDS",
@@ -29,11 +31,31 @@ __all__ = [
     "schedule_to_text",
 ]
 
-COMPUTE_KINDS = ("F", "I", "W", "B")
-OVERLAP = "OVERLAP_F_B"
+
+
+class ActionKind(StrEnum):
+    """What an action computes, spelled as torch.distributed.pipelining spells it
+    (``_ComputationType`` in torch/distributed/pipelining/schedules.py). A ``StrEnum``:
+    each member equals its letter (``ActionKind.F == "F"``), so text and JSON forms are
+    unchanged and a kind read from a file compares equal to the member."""
+
+    F = "F"
+    """Forward."""
+    I = "I"  # noqa: E741 - torch's own letter for the input-gradient backward
+    """Input-gradient half of the backward."""
+    W = "W"
+    """Weight-gradient half of the backward."""
+    B = "B"
+    """Full backward (I then W)."""
+    OVERLAP_F_B = "OVERLAP_F_B"
+    """A forward and a backward of different microbatches run concurrently."""
+
+
+COMPUTE_KINDS = (ActionKind.F, ActionKind.I, ActionKind.W, ActionKind.B)
+OVERLAP = ActionKind.OVERLAP_F_B
 
 Key = tuple[int, str, int]
-"""(stage, kind, microbatch) of one unit of work; kind in F, I, W."""
+"""(stage, kind, microbatch) of one unit of work; kind in F, I, W (``ActionKind`` members)."""
 
 _ATOM = re.compile(r"^(\d+)(F|I|W|B)(\d+)$")
 
@@ -44,7 +66,7 @@ class Action:
 
     stage: int
     """Stage index (for a fused action: the forward's stage)."""
-    kind: str
+    kind: ActionKind
     """F, I, W, B or OVERLAP_F_B."""
     microbatch: int
     """Microbatch index (for a fused action: the forward's microbatch)."""
@@ -78,31 +100,32 @@ def parse_action(text: str) -> Action:
         if len(inner) != 2:
             raise ValueError(f"bad fused action {text!r}: expected (xFm;yIn){OVERLAP}")
         fwd, bwd = parse_action(inner[0]), parse_action(inner[1])
-        if fwd.kind != "F" or bwd.kind not in ("I", "B"):
+        if fwd.kind != ActionKind.F or bwd.kind not in (ActionKind.I, ActionKind.B):
             raise ValueError(f"bad fused action {text!r}: first part must be F, second I or B")
         return Action.fused(fwd, bwd)
     m = _ATOM.match(t)
     if not m:
         raise ValueError(f"bad action {text!r}: expected e.g. 2F0, 2I0, 2W0, 2B0 or (0F3;7I1){OVERLAP}")
-    return Action(int(m.group(1)), m.group(2), int(m.group(3)))
+    return Action(int(m.group(1)), ActionKind(m.group(2)), int(m.group(3)))
 
 
 def provides(action: Action) -> list[Key]:
     """Units of work the action completes (B completes both I and W)."""
     out: list[Key] = []
     for a in action.parts:
-        if a.kind == "B":
-            out += [(a.stage, "I", a.microbatch), (a.stage, "W", a.microbatch)]
+        if a.kind == ActionKind.B:
+            out += [(a.stage, ActionKind.I, a.microbatch), (a.stage, ActionKind.W, a.microbatch)]
         else:
             out.append((a.stage, a.kind, a.microbatch))
     return out
 
 
-DEPENDENCIES: dict[str, tuple[tuple[int, str], ...]] = {
-    "F": ((-1, "F"),),
-    "I": ((0, "F"), (1, "I")),
-    "B": ((0, "F"), (1, "I")),
-    "W": ((0, "I"),),
+_F, _I, _W, _B = ActionKind.F, ActionKind.I, ActionKind.W, ActionKind.B
+DEPENDENCIES: dict[str, tuple[tuple[int, ActionKind], ...]] = {
+    _F: ((-1, _F),),
+    _I: ((0, _F), (1, _I)),
+    _B: ((0, _F), (1, _I)),
+    _W: ((0, _I),),
 }
 """The one definition of data dependencies: kind -> (stage offset, kind) of the same
 microbatch that must finish first; targets outside [0, num_stages) are dropped.

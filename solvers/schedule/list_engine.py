@@ -32,6 +32,7 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from planner.core.p2p import crossed_boundary
 from planner.core.schedule import DEPENDENCIES, OVERLAP, Action, Key, Schedule, predecessors, provides
 from planner.core.stage_costs import StageCosts
 
@@ -126,7 +127,7 @@ def _arrival(st: _State, key: Key, rank: int, x: float) -> tuple[float, bool]:
     src = st.costs.ranks[s]
     delay = 0.0
     if src != rank:
-        delay = st.p2p[s if kind == "F" else s - 1]
+        delay = st.p2p[crossed_boundary(s, kind)]
     end = st.end.get(key)
     if end is not None:
         return end + delay, True

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from planner.core.p2p import crossed_boundary
 from planner.core.schedule import OVERLAP, Action, Key, Schedule, predecessors, provides
 from planner.core.stage_costs import StageCosts
 from solvers.schedule.list_engine import duration
@@ -60,7 +61,7 @@ class Ticks:
         s, kind, _ = key
         if self.costs.ranks[s] == rank:
             return 0
-        return self.of(self.costs.p2p_time(s if kind == "F" else s - 1))
+        return self.of(self.costs.p2p_time(crossed_boundary(s, kind)))
 
 
 def split_b(schedule: Schedule) -> Schedule:
