@@ -55,7 +55,7 @@ from typing import Any
 
 from planner.core.costs import P2PCost
 from planner.core.plan import Plan
-from planner.core.schedule import Schedule
+from planner.core.schedule import COMPUTE_KINDS, OVERLAP, ActionKind, Schedule
 from planner.core.simulate import SimResult
 from planner.core.stage_costs import StageCosts
 from planner.replay.contention import simulate_shared
@@ -64,9 +64,10 @@ from planner.replay.measure import action_timeline
 
 __all__ = ["Calibration", "measure_calibration", "calibrated_costs", "predict", "calibrated_plan", "KINDS"]
 
-KINDS = ("F", "I", "W", "B")
-_FALLBACK = {"F": ("F", "B"), "B": ("B", "F"), "I": ("I", "B", "F"), "W": ("W", "B", "F"),
-             "OVERLAP_F_B": ("OVERLAP_F_B", "F", "B")}
+KINDS = COMPUTE_KINDS
+_F, _I, _W, _B = ActionKind.F, ActionKind.I, ActionKind.W, ActionKind.B
+_FALLBACK = {_F: (_F, _B), _B: (_B, _F), _I: (_I, _B, _F), _W: (_W, _B, _F),
+             OVERLAP: (OVERLAP, _F, _B)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -197,7 +198,7 @@ def calibrated_costs(sc: StageCosts, cal: Calibration) -> StageCosts:
 
 def predict(schedule: Schedule, sc: StageCosts, cal: Calibration) -> tuple[float, SimResult]:
     """(predicted step, timeline) of ``schedule`` with uncalibrated stage costs ``sc``."""
-    slowdown = {k: cal.shared(k) for k in (*KINDS, "OVERLAP_F_B")}
+    slowdown = {k: cal.shared(k) for k in (*KINDS, OVERLAP)}
     sim = simulate_shared(schedule, calibrated_costs(sc, cal), slowdown)
     return sim.step_time + cal.step_overhead_s, sim
 

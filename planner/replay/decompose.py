@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from planner.core.schedule import OVERLAP
 from planner.core.simulate import SimResult
 
 __all__ = ["Sample", "rank_samples", "decompose"]
@@ -44,7 +45,7 @@ clocks, else None)."""
 
 
 def _kind(action: Any) -> str:
-    return "OVERLAP_F_B" if len(action.parts) > 1 else action.parts[0].kind
+    return OVERLAP if len(action.parts) > 1 else action.parts[0].kind
 
 
 def _cross_deps(sim: SimResult) -> list[list[int]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from planner.core.schedule import OVERLAP
 from planner.core.simulate import SimResult
 
 __all__ = ["chrome_trace"]
@@ -26,7 +27,7 @@ def _meta(pid: int, name: str, ranks: int) -> list[dict[str, Any]]:
 
 
 def _event(pid: int, rank: int, name: str, start: float, end: float, **args: Any) -> dict[str, Any]:
-    kind = "OVERLAP_F_B" if name.endswith("OVERLAP_F_B") else name.rstrip("0123456789")[-1]
+    kind = OVERLAP if name.endswith(OVERLAP) else name.rstrip("0123456789")[-1]
     return {"ph": "X", "pid": pid, "tid": rank, "name": name, "cat": kind,
             "ts": start * _US, "dur": max(end - start, 0.0) * _US, "args": args}
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
-from planner.core.schedule import Key, Schedule, predecessors, provides
+from planner.core.schedule import OVERLAP, Key, Schedule, predecessors, provides
 from planner.core.simulate import simulate
 from planner.core.stage_costs import StageCosts
 from solvers.schedule.cpsat.common import ACCEPTED, Ticks, Timed, configure, retime, sort_key, split_b, wall_cap_s
@@ -190,7 +190,7 @@ def _rank(model, r: int, row, starts, ends, mine: list[int], t0: int) -> None:
         a, st, en = row[k]
         model.add(starts[(r, k)] >= fixed_end)
         ivs.append(model.new_interval_var(starts[(r, k)], en - st, ends[(r, k)], f"iv_r{r}_{k}"))
-        if a.kind != "OVERLAP_F_B":
+        if a.kind != OVERLAP:
             groups.setdefault((a.stage, a.kind), []).append((a.microbatch, k))
     model.add_no_overlap(ivs)
     for items in groups.values():

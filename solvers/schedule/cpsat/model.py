@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
-from planner.core.schedule import Action, Key, Schedule, predecessors, provides
+from planner.core.schedule import OVERLAP, Action, Key, Schedule, predecessors, provides
 from planner.core.simulate import simulate
 from planner.core.stage_costs import StageCosts
 from solvers.schedule.cpsat.common import ACCEPTED, Ticks, configure, retime, sort_key, split_b
@@ -144,7 +144,7 @@ def _pairs(model, data: ScheduleData, ticks: Ticks, horizon: int, tasks: dict[Ke
     """Optional fused intervals for F(a, m1) beside I(b, m2), offsets near the hint's."""
     c, m = data.costs, data.microbatches
     offsets = {f.microbatch - b.microbatch for acts in data.hint.values() for a in acts
-               if a.kind == "OVERLAP_F_B" for f, b in [a.sub]}
+               if a.kind == OVERLAP for f, b in [a.sub]}
     offsets = {d + e for d in offsets for e in (-1, 0, 1)} or set(range(1, 2 * c.num_ranks + 1))
     pairs, member = {}, {key: [] for key, t in tasks.items() if not isinstance(t.solo, int)}
     for (a, b), t in sorted(c.fused.items()):
@@ -217,7 +217,7 @@ def _hint(sm: ScheduleModel, timed: dict[int, list[tuple[Action, int, int]]], ho
     fused_on = set()
     for row in timed.values():
         for a, start, end in row:
-            if a.kind == "OVERLAP_F_B":
+            if a.kind == OVERLAP:
                 f, b = a.sub
                 fused_on.add(((f.stage, "F", f.microbatch), (b.stage, "I", b.microbatch)))
             for p in a.parts:
@@ -225,7 +225,7 @@ def _hint(sm: ScheduleModel, timed: dict[int, list[tuple[Action, int, int]]], ho
                 sm.model.add_hint(t.start, start)
                 sm.model.add_hint(t.end, end)
                 if not isinstance(t.solo, int):
-                    sm.model.add_hint(t.solo, a.kind != "OVERLAP_F_B")
+                    sm.model.add_hint(t.solo, a.kind != OVERLAP)
     for pair, (on, _) in sm.pairs.items():
         sm.model.add_hint(on, pair in fused_on)
     sm.model.add_hint(sm.makespan, horizon)
