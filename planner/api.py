@@ -22,7 +22,6 @@ from solvers.schedule.search import check_schedule_option
 __all__ = ["plan", "load_plan", "DEFAULT_MODEL", "resolve_cluster", "model_section"]
 
 DEFAULT_MODEL = "qwen3-next-80b-a3b"
-_LETTERS = {"embedding": "E", "decoder": "t", "mtp": "m", "head": "L"}
 
 
 def load_plan(path: str | Path) -> Plan:
@@ -68,7 +67,7 @@ def resolve_cluster(model: ModelSpec, cluster: str | Path | ClusterSpec | None, 
 def model_section(model: ModelSpec, table: CostTable | None = None) -> dict:
     """The plan's ``model`` section."""
     return {"name": model.name, "num_layers": model.num_layers,
-            "layout": "".join(_LETTERS[layer.role] for layer in model.layers),
+            "layout": model.layout,
             "layer_types": [lc.type for lc in table.layers] if table else model.type_keys()}
 
 

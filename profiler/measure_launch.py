@@ -18,14 +18,15 @@ import torch.multiprocessing as mp
 
 from profiler.measure_worker import WorkerConfig, WorkerResult, profile_rank
 
-__all__ = ["launch", "ProfilingError"]
+__all__ = ["launch", "ProfilingError", "free_port"]
 
 
 class ProfilingError(RuntimeError):
     """A profiling process failed or timed out."""
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for a gloo/NCCL rendezvous)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -56,7 +57,7 @@ def launch(cfg: WorkerConfig, world: int, *, timeout_s: float,
         return profile_rank(0, 1, 0, cfg, progress)
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    port = _free_port()
+    port = free_port()
     procs = [ctx.Process(target=_child, args=(r, world, port, cfg, q), daemon=True)
              for r in range(world)]
     ok = False

@@ -40,6 +40,12 @@ class Clock:
         """Seconds from mark a to mark b (call ``sync`` first on a GPU)."""
         return a.elapsed_time(b) / 1e3 if self.cuda else b - a
 
+    def seconds(self, a: Any, b: Any) -> float:
+        """Seconds from mark a to mark b, waiting for mark b's event first on a GPU."""
+        if self.cuda:
+            b.synchronize()
+        return self.elapsed(a, b)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Stat:

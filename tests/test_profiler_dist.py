@@ -10,7 +10,7 @@ import torch.distributed as dist
 
 from planner.core.hf_config import load_model
 from profiler.layers import build_layer, layer_input
-from profiler.measure_launch import ProfilingError, _free_port
+from profiler.measure_launch import ProfilingError, free_port
 from profiler.measured import ProfileRequest, measured_costs
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -40,7 +40,7 @@ def _ep_layer_rank(rank: int, port: int, out) -> None:
 def test_expert_parallel_layer_matches_local_layer():
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    port = _free_port()
+    port = free_port()
     procs = [ctx.Process(target=_ep_layer_rank, args=(r, port, out), daemon=True) for r in range(2)]
     try:
         for p in procs:

@@ -18,12 +18,16 @@ __all__ = [
     "LayerSpec",
     "ModelSpec",
     "ROLES",
+    "ROLE_LETTERS",
     "MIXERS",
     "FFNS",
 ]
 
 ROLES = ("embedding", "decoder", "mtp", "head")
 """Layer roles, in Megatron layout letters: E, t, m, L."""
+ROLE_LETTERS = {"embedding": "E", "decoder": "t", "mtp": "m", "head": "L"}
+"""Role -> letter of Megatron's ``--pipeline-model-parallel-layout`` (megatron/core/transformer/
+pipeline_parallel_layer_layout.py: E embedding, t decoder layer, m MTP layer, L loss)."""
 MIXERS = ("gqa", "mla", "linear")
 """Token mixers: grouped-query full attention, multi-head latent attention, gated linear attention."""
 FFNS = ("dense", "moe")
@@ -162,3 +166,8 @@ class ModelSpec:
     def type_keys(self) -> list[str]:
         """Distinct layer types in order of first appearance."""
         return list(dict.fromkeys(layer.type_key for layer in self.layers))
+
+    @property
+    def layout(self) -> str:
+        """One Megatron layout letter per layer (``ROLE_LETTERS``), e.g. ``Ettt...tL``."""
+        return "".join(ROLE_LETTERS[layer.role] for layer in self.layers)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.core.errors import InfeasibleError
+from planner.core.model import ROLE_LETTERS
 from planner.core.plan import Plan
 from planner.core.schedule import Schedule
 from planner.export.schedule import (ExportError, check_exportable, first_difference, has_fused,
@@ -50,9 +51,9 @@ class MegatronArgs:
 def stage_letters(plan: Plan) -> list[str]:
     """Layer letters (E, t, m, L) of each stage."""
     layout = str(plan.model.get("layout", ""))
-    if len(layout) != int(plan.model["num_layers"]) or set(layout) - set("EtmL"):
+    if len(layout) != int(plan.model["num_layers"]) or set(layout) - set(ROLE_LETTERS.values()):
         raise ExportError(_FMT, "plan.model.layout must hold one letter E, t, m or L per layer",
-                          "re-plan with this version of ppplan")
+                          "re-plan with this version of ppplan", replan=False)
     return [layout[a:b] for a, b in plan.bounds()]
 
 

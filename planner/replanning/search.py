@@ -27,6 +27,7 @@ from planner.core.placement import stage_ranks
 from planner.core.schedule import Schedule
 from planner.core.simulate import compile_schedule, simulate_compiled
 from planner.core.stage_costs import stage_costs
+from solvers.partition.refine import boundary_neighbours
 
 __all__ = ["Candidate", "PartitionSearch", "layer_ranks", "DEFAULT_MOVE_PENALTY"]
 
@@ -97,7 +98,7 @@ class PartitionSearch:
         """Steepest descent on the score from ``start`` by single-boundary shifts."""
         here = self.evaluate(label, start)
         for _ in range(max_steps):
-            best = min((self.evaluate(label, nb) for nb in _neighbours(here.bounds)),
+            best = min((self.evaluate(label, nb) for nb in map(tuple, boundary_neighbours(list(here.bounds)))),
                        key=lambda c: (c.score, c.moved_layers, c.bounds), default=here)
             if not best.score < here.score - 1e-12:
                 break
@@ -109,15 +110,3 @@ class PartitionSearch:
         key = (lambda c: (c.score, c.moved_layers, c.schedule, c.bounds)) if penalised else \
               (lambda c: (c.step_time_s, c.moved_layers, c.schedule, c.bounds))
         return min(self.seen.values(), key=key)
-
-
-def _neighbours(bounds: Bounds) -> list[Bounds]:
-    cuts = [a for a, _ in bounds] + [bounds[-1][1]]
-    out = []
-    for k in range(1, len(cuts) - 1):
-        for d in (-1, 1):
-            c = cuts[k] + d
-            if cuts[k - 1] < c < cuts[k + 1]:
-                new = cuts[:k] + [c] + cuts[k + 1:]
-                out.append(tuple((new[s], new[s + 1]) for s in range(len(new) - 1)))
-    return out

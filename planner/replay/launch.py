@@ -17,7 +17,6 @@ import ctypes
 import os
 import queue
 import signal
-import socket
 import time
 import traceback
 from typing import Any
@@ -27,6 +26,7 @@ import torch.multiprocessing as mp
 from planner.core.plan import Plan
 from planner.replay.lowering import check_plan
 from planner.replay.options import ReplayFailed, ReplayOptions, ReplayResult
+from profiler.measure_launch import free_port
 
 __all__ = ["replay", "replay_interleaved", "under_torchrun"]
 
@@ -77,12 +77,6 @@ def _rank_main(plans_data: list[dict], opts: ReplayOptions, **where: Any) -> lis
     return None if out is None else [assemble(Plan.from_dict(p), opts, o) for p, o in zip(plans_data, out)]
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _die_with_parent() -> None:
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -106,7 +100,7 @@ def _child(rank: int, world: int, port: int, plans_data: list[dict], opts: Repla
 def _spawn(plans_data: list[dict], world: int, opts: ReplayOptions) -> list[ReplayResult]:
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    port = _free_port()
+    port = free_port()
     procs = [ctx.Process(target=_child, args=(r, world, port, plans_data, opts, results),
                          daemon=True, name=f"ppplan-replay-rank{r}") for r in range(world)]
     for p in procs:

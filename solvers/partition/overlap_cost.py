@@ -10,6 +10,7 @@ for b - a >= 2, ``P[a][a+1] = OV[a, a]``: all O(N^2) ranges in O(N^2) time.
 from __future__ import annotations
 
 from planner.core.costs import CostTable
+from solvers.partition.ranges import prefix_sums
 
 __all__ = ["OverlapRangeCost"]
 
@@ -29,9 +30,9 @@ class OverlapRangeCost:
                 else:
                     pair[a][b] = table.ov(a, b - 1) + table.ov(b - 1, a) + (pair[a + 1][b - 1] if length > 2 else 0.0)
         self._pair = pair
-        self._f = _prefix([lc.serial_f for lc in table.layers])
-        self._i = _prefix([lc.serial_i for lc in table.layers])
-        self._w = _prefix([lc.w for lc in table.layers])
+        self._f = prefix_sums([lc.serial_f for lc in table.layers])
+        self._i = prefix_sums([lc.serial_i for lc in table.layers])
+        self._w = prefix_sums([lc.w for lc in table.layers])
 
     def overlapped(self, a: int, b: int) -> float:
         """F beside I over layers [a, b), paired as in the module doc."""
@@ -56,10 +57,3 @@ class OverlapRangeCost:
     def steady(self, a: int, b: int) -> float:
         """One steady-state step of the stage: overlapped F+I plus W."""
         return self._pair[a][b] + self.weight(a, b)
-
-
-def _prefix(values: list[float]) -> list[float]:
-    out = [0.0]
-    for v in values:
-        out.append(out[-1] + v)
-    return out
