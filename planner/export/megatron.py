@@ -53,7 +53,7 @@ def stage_letters(plan: Plan) -> list[str]:
     layout = str(plan.model.get("layout", ""))
     if len(layout) != int(plan.model["num_layers"]) or set(layout) - set(ROLE_LETTERS.values()):
         raise ExportError(_FMT, "plan.model.layout must hold one letter E, t, m or L per layer",
-                          "re-plan with this version of ppplan", replan=False)
+                          "re-plan with this version of ppplan")
     return [layout[a:b] for a, b in plan.bounds()]
 
 
