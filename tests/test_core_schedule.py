@@ -113,3 +113,13 @@ def test_crossed_boundary_follows_the_dependency_rule():
             if off:
                 consumer, producer = 5, 5 + off
                 assert crossed_boundary(producer, dep_kind) == min(consumer, producer)
+
+
+def test_fused_admits_only_forward_beside_backward():
+    """OVERLAP_F_B pairs an F with an I or B; anything else is refused where it is built."""
+    from planner.core.schedule import ActionKind
+    f, i, w = Action(0, ActionKind.F, 1), Action(1, ActionKind.I, 0), Action(1, ActionKind.W, 0)
+    assert Action.fused(f, i).parts == (f, i)
+    for fwd, bwd in ((f, w), (i, f), (f, f)):
+        with pytest.raises(ValueError, match="cannot fuse"):
+            Action.fused(fwd, bwd)

@@ -270,9 +270,9 @@ def _fused_dependencies(nodes: _Nodes, where: np.ndarray, dep: np.ndarray, bnd: 
     d = np.concatenate([f_dep, b_dep], axis=1)
     b = np.concatenate([f_bnd, b_bnd], axis=1)
     flat = np.concatenate([f_flat, b_flat], axis=1)
+    # At most MAX_DEPS kept: the F part needs one unit and the I/B part two (DEPENDENCIES),
+    # and ``Action.fused`` admits no other pair.
     keep = (flat >= 0) & (flat[:, :, None] != own[:, None, :]).all(axis=2)
-    if (keep.sum(axis=1) > MAX_DEPS).any():
-        raise AssertionError(f"a fused action has more than {MAX_DEPS} dependencies")
     slot = np.argsort(~keep, axis=1, kind="stable")[:, :MAX_DEPS]
     kept = np.take_along_axis(keep, slot, axis=1)
     dep[fz] = np.where(kept, np.take_along_axis(d, slot, axis=1), len(nodes.actions))

@@ -85,7 +85,10 @@ class Action:
 
     @staticmethod
     def fused(forward: "Action", backward: "Action") -> "Action":
-        """The OVERLAP_F_B action running ``forward`` beside ``backward`` (I or B)."""
+        """The OVERLAP_F_B action running ``forward`` beside ``backward`` (I or B); raises
+        ``ValueError`` for any other pair (so a fused action has at most 1 + 2 dependencies)."""
+        if forward.kind != ActionKind.F or backward.kind not in (ActionKind.I, ActionKind.B):
+            raise ValueError(f"cannot fuse {forward} with {backward}: OVERLAP_F_B runs an F beside an I or B")
         return Action(forward.stage, OVERLAP, forward.microbatch, (forward, backward))
 
 

@@ -86,7 +86,7 @@ def limits(schedule: Schedule, costs: StageCosts, budget: list[int] | None,
     sent to the validator for its reason."""
     try:
         sim = simulate(schedule, costs)
-    except (ValueError, AssertionError):
+    except ValueError:  # a deadlock or a missing unit of work (compile_schedule)
         found = validate(schedule, costs)
         return None, str(found[0]) if found else "cannot be simulated"
     if deadlines:
