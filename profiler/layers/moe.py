@@ -26,7 +26,7 @@ from torch import nn
 from planner.core.errors import InputError
 from planner.core.model import MoeSpec
 from profiler.layers.common import SwiGLU, param_generator
-from profiler.layers.program import Ctx
+from profiler.layers.program import Ctx, EmulatedLink, group_rank, group_size, wait_for
 
 __all__ = ["MoE", "select_experts"]
 
@@ -46,8 +46,8 @@ class MoE(nn.Module):
                  ep_group: Any = None) -> None:
         super().__init__()
         self.spec, self.hidden, self.group = spec, hidden, ep_group
-        self.ep = dist.get_world_size(ep_group) if ep_group is not None else 1
-        self.ep_rank = dist.get_rank(ep_group) if ep_group is not None else 0
+        self.ep = group_size(ep_group) if ep_group is not None else 1
+        self.ep_rank = group_rank(ep_group) if ep_group is not None else 0
         if spec.num_experts % self.ep:
             raise InputError("--ep", f"{self.ep} does not divide the {spec.num_experts} experts",
                              "pick an expert-parallel size that divides the expert count")
@@ -85,8 +85,11 @@ class MoE(nn.Module):
         ctx["tokens_per_expert"] = counts
         ctx["token_of"] = token_of
         if self.group is not None:
-            recv = torch.empty_like(counts)
-            dist.all_to_all_single(recv, counts, group=self.group)
+            recv = counts.clone() if isinstance(self.group, EmulatedLink) else torch.empty_like(counts)
+            if not isinstance(self.group, EmulatedLink):
+                # a comm point (see profiler.layers.program): an overlap runtime lets the
+                # other microbatch compute while the counts travel
+                wait_for(dist.all_to_all_single(recv, counts, group=self.group, async_op=True))
             ctx["recv_counts"] = recv.view(self.ep, self.local_experts)
             ctx["dispatch"] = (counts.view(self.ep, -1).sum(1).tolist(),
                                ctx["recv_counts"].sum(1).tolist())

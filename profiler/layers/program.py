@@ -14,6 +14,15 @@ forward, input-gradient and weight-gradient of each segment, launch the all-to-a
 asynchronously and interleave the segments of two layers (see
 ``profiler.pairs``). [Note: one program, two runners] keeps the module that is
 timed identical to the module that trains.
+
+[Note: comm points] Every all-to-all a module issues (the MoE token counts, dispatch,
+combine, and their gradients) is started asynchronously and then handed to
+``wait_for``. By default that just waits; an overlap runtime (``planner.runtime``)
+installs a hook there (``set_wait_hook``) that lets another microbatch compute while
+the exchange travels, then waits. A group may also be an ``EmulatedLink``: the same
+rows are copied locally and the exchange completes no earlier than its issue time
+plus the link's time for it (an emulated network, for machines whose loopback
+copies would eat the overlap).
 """
 
 from __future__ import annotations
@@ -21,10 +30,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Union
 
+import threading
+import time
+
 import torch
 import torch.distributed as dist
 
-__all__ = ["Compute", "Exchange", "Step", "Ctx", "State", "all_to_all", "run_program"]
+__all__ = ["Compute", "Exchange", "Step", "Ctx", "State", "all_to_all", "run_program", "EmulatedLink",
+           "group_size", "group_rank", "wait_for", "set_wait_hook"]
 
 State = dict[str, torch.Tensor]
 """Named tensors flowing through a program."""
@@ -65,9 +78,77 @@ class Exchange:
 Step = Union[Compute, Exchange]
 
 
+@dataclass(frozen=True, kw_only=True)
+class EmulatedLink:
+    """An expert-parallel "group" of one process whose exchanges take a set time.
+
+    Each all-to-all copies its rows locally (the same tokens, the same bytes moved) and
+    its work completes no earlier than issue time + ``seconds[name]`` (``name``:
+    ``dispatch``, ``combine``, ``dispatch.grad``, ``combine.grad``; missing = 0)."""
+
+    seconds: dict[str, float]
+    """Link time of each exchange of one layer, in seconds."""
+
+
+class _DeadlineWork:
+    """A finished local copy that reports completion only after its deadline."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+
+    def wait(self, timeout: Any = None) -> bool:
+        left = self.deadline - time.perf_counter()
+        if left > 0:
+            time.sleep(left)
+        return True
+
+    def is_completed(self) -> bool:
+        return time.perf_counter() >= self.deadline
+
+
+def group_size(group: Any) -> int:
+    """Ranks in an expert-parallel group (an ``EmulatedLink`` is one process)."""
+    return 1 if isinstance(group, EmulatedLink) else dist.get_world_size(group)
+
+
+def group_rank(group: Any) -> int:
+    """This process's rank in an expert-parallel group."""
+    return 0 if isinstance(group, EmulatedLink) else dist.get_rank(group)
+
+
+_HOOK: list[Callable[[Any], None] | None] = [None]
+_HOOK_LOCK = threading.Lock()
+
+
+def set_wait_hook(hook: Callable[[Any], None] | None) -> Callable[[Any], None] | None:
+    """Install ``hook(work)`` as the way comm points wait (None = plain ``work.wait()``);
+    returns the previous hook. See [Note: comm points]."""
+    with _HOOK_LOCK:
+        previous, _HOOK[0] = _HOOK[0], hook
+    return previous
+
+
+def wait_for(work: Any) -> None:
+    """Wait for an exchange started with ``async_op=True`` (through the hook, if any)."""
+    hook = _HOOK[0]
+    if hook is None:
+        work.wait()
+    else:
+        hook(work)
+
+
 def all_to_all(x: torch.Tensor, in_splits: list[int], out_splits: list[int], group: Any, *,
-               async_op: bool = False) -> tuple[torch.Tensor, Any]:
-    """Rows of ``x`` split by ``in_splits`` go to each rank; returns (received, work or None)."""
+               async_op: bool = False, name: str = "") -> tuple[torch.Tensor, Any]:
+    """Rows of ``x`` split by ``in_splits`` go to each rank; returns (received, work or None).
+    On an ``EmulatedLink`` the rows are copied locally and the work ends after the link's
+    time for ``name``."""
+    if isinstance(group, EmulatedLink):
+        issued = time.perf_counter()
+        out = x.detach().clone()
+        work = _DeadlineWork(issued + group.seconds.get(name, 0.0))
+        if not async_op:
+            work.wait()
+        return out, (work if async_op else None)
     out = x.new_empty((sum(out_splits), *x.shape[1:]))
     work = dist.all_to_all_single(out, x.contiguous(), out_splits, in_splits, group=group,
                                   async_op=async_op)
@@ -78,14 +159,18 @@ class _AllToAll(torch.autograd.Function):
     """Differentiable all-to-all: the backward sends gradients back along reversed splits."""
 
     @staticmethod
-    def forward(ctx, x, in_splits, out_splits, group):  # noqa: D401 - autograd signature
-        ctx.splits, ctx.group = (in_splits, out_splits), group
-        return all_to_all(x, in_splits, out_splits, group)[0]
+    def forward(ctx, x, in_splits, out_splits, group, name):  # noqa: D401 - autograd signature
+        ctx.splits, ctx.group, ctx.name = (in_splits, out_splits), group, name
+        out, work = all_to_all(x, in_splits, out_splits, group, async_op=True, name=name)
+        wait_for(work)
+        return out
 
     @staticmethod
     def backward(ctx, grad):
         in_splits, out_splits = ctx.splits
-        return all_to_all(grad, out_splits, in_splits, ctx.group)[0], None, None, None
+        out, work = all_to_all(grad, out_splits, in_splits, ctx.group, async_op=True, name=f"{ctx.name}.grad")
+        wait_for(work)
+        return out, None, None, None, None
 
 
 def run_program(steps: tuple[Step, ...], x: torch.Tensor) -> torch.Tensor:
@@ -97,5 +182,5 @@ def run_program(steps: tuple[Step, ...], x: torch.Tensor) -> torch.Tensor:
             state.update(step.fn(state, ctx))
         else:
             in_splits, out_splits = ctx[step.splits]
-            state[step.dst] = _AllToAll.apply(state[step.src], in_splits, out_splits, step.group)
+            state[step.dst] = _AllToAll.apply(state[step.src], in_splits, out_splits, step.group, step.name)
     return state["y"]

@@ -1,0 +1,33 @@
+"""Run a pipeline schedule's fused ``OVERLAP_F_B`` actions with real overlap.
+
+``attach(schedule)`` registers ``overlap_f_b`` with a torch
+``_PipelineScheduleRuntime`` (torch.distributed.pipelining; torchtitan's schedules are
+instances of it), so every ``(aFx;bBy)OVERLAP_F_B`` / ``(aFx;bIy)OVERLAP_F_B`` action
+runs its forward and backward concurrently, taking turns at the expert-parallel
+all-to-alls (``fused``, ``baton``). ``apply_recompute`` sets the recomputation mode
+of a stage's layers. Needs torch; never ortools.
+
+Modules whose all-to-alls should overlap must wait for them through
+``profiler.layers.program.wait_for`` (the ppplan layer modules do); any other module
+runs correctly, with its halves simply taking turns at no comm point.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from planner.runtime.fused import overlap_f_b, split_pair
+from planner.runtime.recompute import RECOMPUTE_MODES, apply_recompute
+
+__all__ = ["attach", "overlap_f_b", "split_pair", "apply_recompute", "RECOMPUTE_MODES"]
+
+
+def attach(schedule: Any, *, timeout_s: float = 600.0) -> Any:
+    """Register the overlap function for ``OVERLAP_F_B`` on ``schedule`` (a torch
+    ``_PipelineScheduleRuntime``) and return it. ``timeout_s``: how long one half of a
+    pair may wait for the other to hand over (use the process group's timeout)."""
+    from torch.distributed.pipelining.schedules import OVERLAP_F_B
+
+    schedule.register_custom_function(OVERLAP_F_B, functools.partial(overlap_f_b, timeout_s=timeout_s))
+    return schedule
