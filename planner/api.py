@@ -10,6 +10,7 @@ from planner.core.costs import CostTable
 from planner.core.costs_io import load_costs
 from planner.core.errors import InputError
 from planner.core.hf_config import load_model
+from planner.core.limits import check_stage_microbatches
 from planner.core.model import ModelSpec
 from planner.core.plan import Plan, load_plan_file
 from planner.planning import PlanRequest, make_plan
@@ -114,6 +115,7 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
         if exc.field == "parallel.pp" and vpp is not None and vpp > 1:
             _vpp_error(spec, pp or resolve_cluster(spec, cluster, tp=tp, ep=ep, dp=dp).parallel.pp, vpp)
         raise
+    cl = _batch_for_microbatches(cl, microbatches)  # [issue 15]
     tables = _costs(spec, cl, profile)
     auto = microbatches == "auto"
     if isinstance(microbatches, str) and not auto:
@@ -121,6 +123,7 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
     m = microbatches if microbatches is not None and not auto else cl.microbatches_per_step
     if m < 1:
         raise InputError("--microbatches", f"must be >= 1, got {m}")
+    check_stage_microbatches(m, cl.parallel.pp * cl.parallel.vpp)  # [issue 15] before any schedule is built
     limit = limit_bytes if limit_bytes is not None else cl.memory_limit_bytes
     p = cl.parallel
     check_schedule_option(schedule, vpp=p.vpp, placement=placement)  # [issue 4]
@@ -159,6 +162,21 @@ def _deadlines(items, num_stages: int, microbatches) -> dict:
     if not isinstance(microbatches, int):
         raise InputError("--deadline", "needs a fixed --microbatches count", "pass --microbatches M")
     return parse_deadlines(list(items), num_stages=num_stages, microbatches=microbatches)
+
+
+def _batch_for_microbatches(cl: ClusterSpec, microbatches: int | str | None) -> ClusterSpec:
+    """[issue 15] ``--microbatches M`` splits the per-replica batch into M microbatches, so
+    the micro-batch size becomes batch / M (and the costs are taken at that size); an M
+    that does not divide the batch is refused, naming the counts that do."""
+    if not isinstance(microbatches, int) or isinstance(microbatches, bool):
+        return cl
+    batch = cl.training.global_batch // cl.parallel.dp
+    if microbatches > batch or batch % microbatches:
+        fits = [d for d in range(1, batch + 1) if batch % d == 0]
+        raise InputError("--microbatches", f"{microbatches} does not divide the per-replica batch {batch} "
+                         f"(global batch {cl.training.global_batch} / dp {cl.parallel.dp})",
+                         f"use one of {', '.join(map(str, fits[-8:]))} or change --global-batch")
+    return replace(cl, training=replace(cl.training, micro_batch_size=batch // microbatches))
 
 
 def _vpp_error(spec: ModelSpec, pp: int, vpp: int) -> None:

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from planner.core.errors import InputError
+from planner.core.outputs import write_bytes_atomic
 from planner.core.plan import Plan
 from planner.core.schedule import OVERLAP
 from planner.core.simulate import SimResult, simulate
 
-__all__ = ["render_png", "require_matplotlib", "COLORS"]
+__all__ = ["render_png", "png_bytes", "require_matplotlib", "COLORS"]
 
 COLORS = {"F": "#4C72B0", "I": "#DD8452", "W": "#55A868", "B": "#8172B2", OVERLAP: "#C44E52"}
 """Bar colour per action kind (B = I + W in one action; OVERLAP = fused F&B pair)."""
@@ -40,6 +39,11 @@ def require_matplotlib(option: str = "--png") -> None:
 def render_png(plan: Plan, path: str | os.PathLike[str], *, sim: SimResult | None = None,
                option: str = "--png") -> None:
     """Draw ``plan`` to a PNG at ``path`` (written atomically)."""
+    write_bytes_atomic(path, png_bytes(plan, sim=sim, option=option), what=option)
+
+
+def png_bytes(plan: Plan, *, sim: SimResult | None = None, option: str = "--png") -> bytes:
+    """``plan`` drawn as PNG bytes (so a command can write them together with its other outputs)."""
     require_matplotlib(option)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -53,7 +57,7 @@ def render_png(plan: Plan, path: str | os.PathLike[str], *, sim: SimResult | Non
     _stage_costs(fig.add_subplot(grid[1, 1]), plan)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
-    _write_bytes_atomic(Path(path), buf.getvalue())
+    return buf.getvalue()
 
 
 def _gantt(ax: Any, plan: Plan, sim: SimResult) -> None:
@@ -131,15 +135,3 @@ def _stage_costs(ax: Any, plan: Plan) -> None:
     ax.set_title("stage cost: serial vs post-overlap" + ("" if used else
                  " (this schedule runs serially)"), fontsize=10)
     ax.legend(fontsize=8, frameon=False)
-
-
-def _write_bytes_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

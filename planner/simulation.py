@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from planner.core.errors import InputError
 from planner.core.plan import Plan, load_plan_file
 from planner.core.simulate import simulate
 from planner.core.validate import render_violation, validate
@@ -25,6 +26,10 @@ def plan_mfu(plan: Plan, step_time: float) -> float:
 def simulate_plan(path: str | Path | Plan) -> dict[str, Any]:
     """Simulation summary of a plan file (or ``Plan``)."""
     plan = path if isinstance(path, Plan) else load_plan_file(path)
+    problems = validate_plan(plan)  # [issue 15] the same verdict as ``ppplan validate``
+    if problems:
+        raise InputError("plan.schedule", f"invalid, so not simulated: {problems[0].splitlines()[0]}",
+                         "see ppplan validate PLAN")
     sim = simulate(plan.parsed_schedule(), plan.parsed_stage_costs())
     return {"step_time_s": sim.step_time, "bubble_fraction": sim.bubble_fraction,
             "mfu": plan_mfu(plan, sim.step_time), "busy_s": sim.busy,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from planner.cli.common import echo_json, fail
+from planner.cli.common import check_outputs, echo_json, fail
 
 __all__ = ["COMMANDS"]
 
@@ -18,6 +18,7 @@ def simulate_command(plan_path: str, as_json: bool, png: str | None, quiet: bool
     """Simulate PLAN's schedule with its embedded stage costs."""
     from planner.simulation import simulate_plan
 
+    check_outputs({"--png": png}, inputs=[plan_path])
     report = simulate_plan(plan_path)
     if png:
         from planner.core.plan import load_plan_file

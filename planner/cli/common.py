@@ -3,36 +3,80 @@
 from __future__ import annotations
 
 import json
+import math
+import os
 import sys
 from typing import Any
 
 import click
 
-__all__ = ["run_guarded", "echo_json", "fail"]
+from planner.cli.interrupt import INTERRUPT_MESSAGE, interruptible
+from planner.core.errors import InfeasibleError, InputError
+from planner.core.outputs import check_outputs
+
+__all__ = ["run_guarded", "echo_json", "fail", "USER_ERRORS", "BUG_EXIT", "FiniteFloat",
+           "check_outputs"]
+
+
+USER_ERRORS: tuple[type[BaseException], ...] = (InputError, InfeasibleError)
+"""The project's own error types: bad input or an infeasible request, exit code 2."""
+
+BUG_EXIT = 70
+"""Exit code of an unexpected exception (a bug): ``EX_SOFTWARE`` of BSD sysexits.h."""
 
 
 def run_guarded(group: click.Group, argv: list[str] | None) -> int:
-    """Run the click group; library ``ValueError``s become ``error: ...`` and exit code 2."""
+    """Run the click group and map what escapes it to one stderr line and an exit code.
+
+    ``InputError``/``InfeasibleError`` and click's usage errors: ``error: ...``, exit 2.
+    Ctrl-C: exit 130 (outputs are written last and atomically, so nothing was written).
+    Any other exception is a bug, not bad input: one line naming it and asking for a
+    report, exit ``BUG_EXIT``; ``PPPLAN_DEBUG=1`` re-raises it for the full traceback.
+    """
     try:
-        group.main(args=argv, prog_name="ppplan", standalone_mode=False)
+        with interruptible():  # [Note: Ctrl-C]
+            # group.main() minus its KeyboardInterrupt handling (an empty line, then Abort)
+            args = list(argv) if argv is not None else sys.argv[1:]
+            with group.make_context("ppplan", args) as ctx:
+                group.invoke(ctx)
     except click.exceptions.Exit as exc:
         return exc.exit_code
+    except click.exceptions.NoArgsIsHelpError as exc:  # bare ``ppplan``: the help, as click prints it
+        click.echo(exc.ctx.get_help(), err=True)
+        return 2
     except click.ClickException as exc:  # bad options too: one line, like library errors
         hint = f" (see '{exc.ctx.command_path} --help')" if getattr(exc, "ctx", None) else ""
         click.echo(f"error: {' '.join(exc.format_message().splitlines())}{hint}", err=True)
         return 2 if exc.exit_code in (1, 2) else exc.exit_code
-    except click.Abort:
-        click.echo("aborted", err=True)
+    except (click.Abort, KeyboardInterrupt):
+        click.echo(INTERRUPT_MESSAGE, err=True)
         return 130
-    except KeyboardInterrupt:
-        click.echo("interrupted; no output written", err=True)
-        return 130
-    except ValueError as exc:
-        click.echo(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", err=True)
+    except USER_ERRORS as exc:
+        click.echo(f"error: {str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__}", err=True)
         return 2
     except CommandFailed as exc:
         return exc.code
+    except Exception as exc:  # noqa: BLE001 - the last resort: a bug, said as such
+        if os.environ.get("PPPLAN_DEBUG", "") not in ("", "0"):
+            raise
+        text = " ".join(str(exc).split())[:200]
+        click.echo(f"internal error: {type(exc).__name__}{': ' + text if text else ''} -- this is a bug in "
+                   f"ppplan, please report it at the issue tracker (rerun with PPPLAN_DEBUG=1 for the "
+                   f"traceback)", err=True)
+        return BUG_EXIT
     return 0
+
+
+class FiniteFloat(click.FloatRange):
+    """``click.FloatRange`` that also refuses ``nan`` and ``inf`` (which ``float()`` reads)."""
+
+    name = "float"
+
+    def convert(self, value, param, ctx):  # noqa: D102 - click's hook
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 class CommandFailed(Exception):

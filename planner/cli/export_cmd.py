@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from planner.cli.common import echo_json
+from planner.cli.common import check_outputs, echo_json
 from planner.export import FORMATS
 
 __all__ = ["COMMANDS"]
@@ -28,7 +28,11 @@ def export_command(plan_path: str, fmt: str, out: str | None, as_json: bool) -> 
     if out == "-" and fmt == "torchtitan":
         raise click.BadParameter("torchtitan needs its schedule CSV in a file; give a path",
                                  param_hint="--out")
+    check_outputs({"--out": out}, inputs=[plan_path])
     result = export_plan(LaunchPlan.of(load_plan(plan_path)), fmt, out=out)
+    if out != "-":  # every file, e.g. torchtitan's CSV beside the TOML
+        for path in result.files:
+            check_outputs({"--out": path}, inputs=[plan_path])
     if out == "-":
         click.echo(result.files["-"], nl=False)
         return

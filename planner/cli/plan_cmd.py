@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from planner.cli.common import echo_json
+from planner.cli.common import FiniteFloat, check_outputs, echo_json
 from planner.cli.summary import plan_summary
 from solvers.schedule.search import SCHEDULE_CHOICES
 
@@ -36,24 +36,28 @@ class MicrobatchCount(click.ParamType):
 @click.option("--tp", type=click.IntRange(min=1), help="Tensor-parallel degree.")
 @click.option("--ep", type=click.IntRange(min=1), help="Expert-parallel degree.")
 @click.option("--dp", type=click.IntRange(min=1), help="Data-parallel replicas (default: GPUs / (pp x tp)).")
-@click.option("--gpu", help="GPU preset: h100, h200, h800, a100.")
+@click.option("--gpu", metavar="GPU", help="GPU preset replacing the cluster's: h100, h200, h800, a100.")
 @click.option("--global-batch", type=click.IntRange(min=1), help="Sequences per step.")
 @click.option("--seq-len", type=click.IntRange(min=1), help="Tokens per sequence.")
 @click.option("--recompute", type=click.Choice(["auto", "none", "selective", "full"]),
               help="Activation recomputation (default: the cluster's, auto unless it says; auto plans "
                    "with each mode and keeps the fastest plan that fits memory).")
 @click.option("--microbatches", type=MicrobatchCount(), help="Microbatches per step, or auto to try every count dividing the per-replica batch (default: per-replica batch / micro-batch size).")
-@click.option("--memory-gib", type=click.FloatRange(min=0, min_open=True), help="Per-GPU memory limit in GiB (default: GPU memory minus headroom).")
-@click.option("--partition", type=click.Choice(["overlap", "serial", "flops", "uniform"]), default="overlap", show_default=True)
+@click.option("--memory-gib", type=FiniteFloat(min=0, min_open=True, max=2**20), help="Per-GPU memory limit in GiB (default: GPU memory minus headroom).")
+@click.option("--partition", type=click.Choice(["overlap", "serial", "flops", "uniform"]), default="overlap", show_default=True,
+              help="Stage boundaries balanced on post-overlap costs (overlap), on serial costs, on FLOPs, "
+                   "or equal layer counts (uniform).")
 @click.option("--first-stage-layers", type=click.IntRange(min=0), help="Pin the decoder layers of the first stage (it also holds the embedding); like Megatron's --decoder-first-pipeline-num-layers.")
 @click.option("--last-stage-layers", type=click.IntRange(min=0), help="Pin the decoder layers of the last stage (it also holds MTP and the loss head); like Megatron's --decoder-last-pipeline-num-layers.")
 @click.option("--schedule", type=click.Choice(SCHEDULE_CHOICES), default="auto", show_default=True, help="Schedule family; auto = best heuristic for the costs (CP-SAT polish when >1% above the lower bound); cpsat = CP-SAT from the best heuristic within --time-limit.")
 @click.option("--memory-limit", help="Memory limit: bytes per GPU (8.5e10, 80GiB) or microbatches' worth of activations per rank (4mb).")
 @click.option("--deadline", multiple=True, metavar="TASK=S", help="Latest end of a task in seconds, e.g. 0W3=0.8, or W=1.5 for every W (repeatable).")
-@click.option("--placement", type=click.Choice(["loop", "v"]), default="loop", show_default=True)
+@click.option("--placement", type=click.Choice(["loop", "v"]), default="loop", show_default=True,
+              help="Virtual stages on ranks with --vpp > 1: loop (stage s on rank s mod pp, interleaved "
+                   "1F1B) or v (down then back up, rank 0 holds the first and last stage: ZB-V, DualPipeV).")
 @click.option("--profile", type=click.Path(dir_okay=False), help="Measured cost table (ppplan profile) instead of the analytical model.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True, help="Seconds for searching solvers.")
+@click.option("--time-limit", type=FiniteFloat(min=0, min_open=True, max=86400), default=10.0, show_default=True, help="Seconds for searching solvers.")
 @click.option("--out", type=click.Path(dir_okay=False), default="plan.json", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the plan JSON instead of the summary.")
 @click.option("--png", type=click.Path(dir_okay=False), help="Also draw the plan (Gantt, memory, stage costs) to this PNG (needs matplotlib).")
@@ -62,8 +66,10 @@ def plan_command(model: str | None, cluster: str | None, out: str, as_json: bool
                  quiet: bool, **options) -> None:
     """Plan MODEL (a shipped id or config.json; default qwen3-next-80b-a3b) and write the plan JSON."""
     from planner.api import plan
+    from planner.core.outputs import write_files_atomic
     from planner.progress import progress, set_quiet
 
+    check_outputs({"--out": out, "--png": png}, inputs=_plan_inputs(model, cluster, options.get("profile")))
     set_quiet(quiet)
     if png:
         from planner.plot import require_matplotlib
@@ -73,16 +79,27 @@ def plan_command(model: str | None, cluster: str | None, out: str, as_json: bool
     with progress(f"planning {model or 'default model'} (time limit {limit:g} s)", total=limit, unit="s",
                   clock=True):
         result = plan(model, cluster=cluster, **options)
-    result.save(out)
+    files: dict[str, str | bytes] = {out: result.to_json()}
     if png:
-        from planner.plot import render_png
+        from planner.plot import png_bytes
 
-        render_png(result, png)
+        files[png] = png_bytes(result)
+    write_files_atomic(files)  # last, together: an error or Ctrl-C before here writes nothing
     if as_json:
         echo_json(result.to_dict())
     elif not quiet:
         click.echo(plan_summary(result))
         click.echo(f"wrote {out}" + (f", {png}" if png else ""))
+
+
+def _plan_inputs(model: str | None, cluster: str | None, profile: str | None) -> list[str]:
+    """Files ``ppplan plan`` reads (a model folder stands for its config.json)."""
+    from pathlib import Path
+
+    found = [p for p in (cluster, profile) if p]
+    if model and Path(model).exists():
+        found.append(str(Path(model) / "config.json") if Path(model).is_dir() else model)
+    return found
 
 
 COMMANDS = [plan_command]

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import click
+
+from planner.cli.common import FiniteFloat, check_outputs
 
 __all__ = ["COMMANDS"]
 
@@ -14,16 +17,16 @@ __all__ = ["COMMANDS"]
 @click.option("--analytical", is_flag=True, help="Compute costs from the GPU preset instead of measuring.")
 @click.option("--cluster", type=click.Path(dir_okay=False), help="Cluster YAML for --analytical (default: the model's own).")
 @click.option("--device", default="cpu", show_default=True, help="Where to measure: cpu or cuda.")
-@click.option("--scale", type=float, default=1 / 16, show_default=True, help="Width of the measured layers relative to the model (0 < F <= 1).")
-@click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel processes exchanging tokens with real all-to-alls.")
+@click.option("--scale", type=FiniteFloat(min=0, max=1, min_open=True), default=1 / 16, show_default=True, help="Width of the measured layers relative to the model (0 < F <= 1).")
+@click.option("--ep", type=click.IntRange(min=1, max=1024), default=1, show_default=True, help="Expert-parallel processes exchanging tokens with real all-to-alls.")
 @click.option("--routing", "routing", multiple=True, type=click.Path(dir_okay=False), help="Tokens-per-expert trace(s) for the routing imbalance (default: the routers on sample tokens).")
-@click.option("--trace-ep", type=int, help="Expert-parallel size the --routing trace was recorded with (default: --ep); its busiest-rank factors are applied.")
-@click.option("--seq-len", type=int, default=256, show_default=True, help="Tokens per sequence.")
-@click.option("--micro-batch", type=int, default=1, show_default=True, help="Sequences per microbatch.")
-@click.option("--warmup", type=int, default=1, show_default=True, help="Untimed runs per measurement.")
-@click.option("--repeats", type=int, default=5, show_default=True, help="Timed runs per measurement (median and spread).")
+@click.option("--trace-ep", type=click.IntRange(min=1, max=1 << 16), help="Expert-parallel size the --routing trace was recorded with (default: --ep); its busiest-rank factors are applied.")
+@click.option("--seq-len", type=click.IntRange(min=1, max=1 << 20), default=256, show_default=True, help="Tokens per sequence.")
+@click.option("--micro-batch", type=click.IntRange(min=1, max=1 << 12), default=1, show_default=True, help="Sequences per microbatch.")
+@click.option("--warmup", type=click.IntRange(min=0, max=1000), default=1, show_default=True, help="Untimed runs per measurement.")
+@click.option("--repeats", type=click.IntRange(min=1, max=1000), default=5, show_default=True, help="Timed runs per measurement (median and spread).")
 @click.option("--no-links", is_flag=True, help="Skip the point-to-point / all-to-all benchmarks (no second process when --ep is 1).")
-@click.option("--threads", type=int, default=0, show_default=True, help="torch threads per process (0: automatic).")
+@click.option("--threads", type=click.IntRange(min=0, max=1024), default=0, show_default=True, help="torch threads per process (0: automatic).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--compare", nargs=2, type=click.Path(dir_okay=False), help="Show two profiles side by side per layer type and exit.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
@@ -36,6 +39,8 @@ def profile_command(model: str | None, analytical: bool, cluster: str | None, de
     from planner.core.costs_io import load_costs, save_costs
     from planner.core.hf_config import load_model
 
+    if not compare:
+        check_outputs({"--out": out}, inputs=[cluster, *routing, model if model and os.path.isfile(model) else None])
     if compare:
         from profiler.compare import render_comparison
 

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import click
 
-from planner.cli.common import echo_json
+from planner.cli.common import FiniteFloat, check_outputs, echo_json
 
 __all__ = ["COMMANDS"]
 
@@ -17,9 +14,9 @@ __all__ = ["COMMANDS"]
 @click.option("--routing", "routing", multiple=True, required=True, type=click.Path(dir_okay=False),
               help="Routing trace: Megatron tokens-per-expert JSON lines or {\"layers\": ...} JSON (repeatable).")
 @click.option("--window", type=click.IntRange(min=1), help="Use the last N iterations of the traces (default: all).")
-@click.option("--min-gain", type=click.FloatRange(min=0), default=0.03, show_default=True,
+@click.option("--min-gain", type=FiniteFloat(min=0), default=0.03, show_default=True,
               help="Smallest relative step-time gain that recommends re-partitioning.")
-@click.option("--move-penalty", type=click.FloatRange(min=0), default=0.002, show_default=True,
+@click.option("--move-penalty", type=FiniteFloat(min=0), default=0.002, show_default=True,
               help="Share of the step time one moved layer costs when choosing among plans.")
 @click.option("--then", "then", multiple=True, type=click.Path(dir_okay=False),
               help="Trace of the routing the plan was made for (default: the plan's own routing section, else balanced).")
@@ -33,9 +30,7 @@ def replan_command(plan_path: str, routing: tuple[str, ...], then: tuple[str, ..
     from planner.replanning import replan
     from planner.replanning.report import render_report
 
-    if _same_file(out, plan_path) or any(_same_file(out, t) for t in (*routing, *then)):
-        raise click.BadParameter("must not be the input plan or a trace (inputs are never overwritten)",
-                                 param_hint="--out")
+    check_outputs({"--out": out}, inputs=[plan_path, *routing, *then, options.get("profile")])
     result = replan(plan_path, list(routing), then=list(then) or None, **options)
     result.plan.save(out)
     if as_json:
@@ -43,13 +38,6 @@ def replan_command(plan_path: str, routing: tuple[str, ...], then: tuple[str, ..
     else:
         click.echo(render_report(result))
         click.echo(f"wrote {out}")
-
-
-def _same_file(a: str, b: str) -> bool:
-    pa, pb = Path(a), Path(b)
-    if pa.exists() and pb.exists():
-        return os.path.samefile(pa, pb)
-    return pa.resolve() == pb.resolve()
 
 
 COMMANDS = [replan_command]

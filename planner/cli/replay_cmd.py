@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
-from planner.cli.common import fail
+from planner.cli.common import check_outputs, fail
 
 __all__ = ["COMMANDS"]
 
@@ -30,10 +32,11 @@ def replay_command(plan_path: str, out: str, trace: str | None, as_json: bool, n
     under torchrun) and report measured step time, MFU and prediction error."""
     from planner.api import load_plan
     from planner.cli.common import echo_json
-    from planner.core.jsonio import write_json_atomic
+    from planner.core.outputs import write_files_atomic
     from planner.replay import ReplayFailed, ReplayOptions, replay
     from planner.replay.report import text_summary
 
+    check_outputs({"--out": out, "--trace": trace}, inputs=[plan_path])
     plan = load_plan(plan_path)
     try:
         result = replay(plan, ReplayOptions(grad_check=not no_grad_check, **options))
@@ -42,9 +45,10 @@ def replay_command(plan_path: str, out: str, trace: str | None, as_json: bool, n
         fail(3)
     if result is None:  # a torchrun rank other than 0
         return
-    write_json_atomic(out, result.report)
+    files = {out: json.dumps(result.report, indent=1) + "\n"}
     if trace:
-        write_json_atomic(trace, result.trace)
+        files[trace] = json.dumps(result.trace, indent=1) + "\n"
+    write_files_atomic(files)
     if as_json:
         echo_json(result.report)
     else:

@@ -54,6 +54,10 @@ def costs_from_dict(data: Any, *, what: str = "costs") -> CostTable:
                              f"{lc.act_w_bytes} exceeds act_bytes {lc.act_bytes}",
                              "act_w_bytes is the part of act_bytes kept for the weight-gradient")
         layers.append(lc)
+    decoder = [lc for lc in layers if lc.role == "decoder"] or layers
+    if not any(lc.f for lc in decoder) or not any(lc.i + lc.w for lc in decoder):
+        raise InputError(f"{what}.layers", "every decoder layer's forward (f) or backward (i, w) time is 0",
+                         "give the measured times, as ppplan profile writes them")  # [issue 15]
     types = {lc.type for lc in layers}
     pairs: dict[tuple[str, str], float] = {}
     for k, p in enumerate(data.get("pairs", [])):

@@ -13,6 +13,7 @@ from typing import Any
 
 from planner.core.errors import InputError
 from planner.core.jsonio import read_json
+from planner.core.limits import check_config_value
 from planner.core.model import (
     AttentionSpec,
     LayerSpec,
@@ -61,6 +62,14 @@ def _int(cfg: dict[str, Any], key: str, default: int | None = None) -> int:
         raise InputError(f"config.{key}", "missing", f"add '{key}' to the config.json")
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InputError(f"config.{key}", f"expected a non-negative integer, got {value!r}")
+    check_config_value(key, value)  # before any list of layers or experts is built
+    return value
+
+
+def _int_list(cfg: dict[str, Any], key: str) -> list[int]:
+    value = cfg.get(key) or []
+    if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+        raise InputError(f"config.{key}", f"expected a list of layer indices, got {value!r:.60}")
     return value
 
 
@@ -104,7 +113,7 @@ def model_from_config(cfg: Any, *, name: str) -> ModelSpec:
     )
     _check_moe(moe)
     sparse_step = _int(cfg, "decoder_sparse_step", 1) or 1
-    mlp_only = set(cfg.get("mlp_only_layers") or [])
+    mlp_only = set(_int_list(cfg, "mlp_only_layers"))
     ffns = ["moe" if (i not in mlp_only and (i + 1) % sparse_step == 0) else "dense"
             for i in range(n_layers)]
     if mtype == "qwen3_moe":

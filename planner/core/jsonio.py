@@ -3,32 +3,40 @@
 from __future__ import annotations
 
 import json
+import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from planner.core.errors import InputError
 
-__all__ = ["read_json", "read_yaml", "write_text_atomic", "write_json_atomic", "require"]
+__all__ = ["read_json", "read_yaml", "write_text_atomic", "write_json_atomic", "require",
+           "check_finite"]
 
 
 def _read_text(path: str | os.PathLike[str], what: str) -> tuple[Path, str]:
     p = Path(path)
     try:
-        return p, p.read_text()
+        return p, p.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(what, f"cannot read {p}: {exc.strerror or exc}", "check the path") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(what, f"{p} is not UTF-8 text (byte {exc.start}: {exc.object[exc.start]:#04x})",
+                         "give the JSON/YAML file itself, not a binary") from None
 
 
 def read_json(path: str | os.PathLike[str], *, what: str) -> Any:
     """Load a JSON file; any I/O or syntax problem becomes an ``InputError`` naming the file."""
     p, text = _read_text(path, what)
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(what, f"{p} is not valid JSON (line {exc.lineno}: {exc.msg})",
                          "fix the syntax") from None
+    except RecursionError:
+        raise InputError(what, f"{p} nests too deeply", "fix the file") from None
+    check_finite(data, what=what)
+    return data
 
 
 def read_yaml(path: str | os.PathLike[str], *, what: str) -> Any:
@@ -37,37 +45,43 @@ def read_yaml(path: str | os.PathLike[str], *, what: str) -> Any:
 
     p, text = _read_text(path, what)
     try:
-        return yaml.safe_load(text)
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise InputError(what, f"{p} is not valid YAML{where}", "fix the syntax") from None
+    check_finite(data, what=what)
+    return data
 
 
-def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename: never half-written."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the usual file mode
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def check_finite(data: Any, *, what: str) -> None:
+    """Raise ``InputError`` at the first NaN or +-Infinity in ``data``, naming its path.
+
+    Python's ``json`` module reads the non-standard ``NaN``/``Infinity`` literals (and
+    YAML has ``.nan``/``.inf``); no ppplan input has a use for them, and one NaN would
+    otherwise flow into costs and print ``bubble nan%``.
+    """
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InputError(f"{what}{where}", f"is {value!r}", "write a finite number")
+        if isinstance(value, dict):
+            stack.extend((f"{where}.{k}", v) for k, v in reversed(list(value.items())))
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in reversed(list(enumerate(value))))
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def write_text_atomic(path: str | os.PathLike[str], text: str, *, what: str = "--out") -> None:
+    """Write ``text`` through a temporary file and a rename (``planner.core.outputs``)."""
+    from planner.core.outputs import write_text_atomic as write
+
+    write(path, text, what=what)
 
 
-def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
+def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, what: str = "--out") -> None:
     """Serialise ``obj`` as indented JSON and write it atomically."""
-    write_text_atomic(path, json.dumps(obj, indent=1, sort_keys=False) + "\n")
+    write_text_atomic(path, json.dumps(obj, indent=1, sort_keys=False) + "\n", what=what)
 
 
 def require(data: Any, key: str, kind: type | tuple[type, ...], *, where: str) -> Any:

@@ -169,6 +169,19 @@ def _check_consistency(plan: Plan, what: str) -> None:
         if len(plan.stage_costs[key]) != n:
             raise InputError(f"{what}.stage_costs.{key}", f"has {len(plan.stage_costs[key])} "
                              f"entries for {n} stages")
+    _check_times(plan.stage_costs, what)
+
+
+def _check_times(sc: dict[str, Any], what: str) -> None:
+    """[issue 15] Stage times are non-negative numbers and not all zero (a plan of zero
+    costs simulates to a 0 s step and an unbounded MFU)."""
+    for key in ("f", "i", "w"):
+        for s, t in enumerate(sc[key]):
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or t < 0:
+                raise InputError(f"{what}.stage_costs.{key}[{s}]", f"expected seconds >= 0, got {t!r}")
+    if not any(sc["f"]) or not (any(sc["i"]) or any(sc["w"])):
+        raise InputError(f"{what}.stage_costs", "every F time or every backward (I, W) time is 0",
+                         "re-plan, or give the measured stage times")
 
 
 def stage_costs_to_dict(sc: StageCosts) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from planner.core.jsonio import write_text_atomic
+from planner.core.outputs import write_files_atomic
 from planner.core.plan import Plan
 from planner.export.schedule import ExportError
 
@@ -53,9 +53,8 @@ def export_plan(plan: Plan, fmt: str, *, out: str | Path | None = None) -> Expor
 
 
 def write_export(export: Export) -> None:
-    """Write every file of ``export`` (each atomically)."""
-    for path, text in export.files.items():
-        write_text_atomic(path, text)
+    """Write every file of ``export`` (temporary files, then renames: all or none)."""
+    write_files_atomic(export.files)
 
 
 def _torch_csv(plan: Plan, path: str) -> tuple[dict[str, str], dict[str, Any]]:

@@ -123,6 +123,7 @@ def vpp_partition(model: StepModel, *, memory_limit_bytes: int | None, hint: Bou
     m, end, step = _build(model, memory_limit_bytes, cuts or {}, hint)
     solver = cp_model.CpSolver()
     solver.parameters.random_seed = seed
+    solver.parameters.catch_sigint_signal = False  # Ctrl-C reaches Python ([Note: Ctrl-C], planner/cli)
     solver.parameters.num_workers = 1
     solver.parameters.linearization_level = 2  # linear relaxation of the element reads: a useful bound
     solver.parameters.cp_model_probing_level = 0  # probing the element encodings costs most of the budget

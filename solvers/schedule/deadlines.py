@@ -10,6 +10,8 @@ ranks; a deadline before that is reported with the task and the number.
 
 from __future__ import annotations
 
+import math
+
 from planner.core.errors import InfeasibleError, InputError
 from planner.core.schedule import Action, Key, parse_action, predecessors
 from planner.core.stage_costs import StageCosts
@@ -27,6 +29,8 @@ def parse_deadlines(items: list[str] | tuple[str, ...], *, num_stages: int, micr
             seconds = float(value)
         except ValueError:
             raise InputError(field, f"{item!r}: expected TASK=SECONDS", "e.g. 0W3=0.8 or W=1.5") from None
+        if not math.isfinite(seconds):
+            raise InputError(field, f"{item!r}: deadline must be a finite number of seconds", "e.g. 0W3=0.8")
         if seconds <= 0:
             raise InputError(field, f"{item!r}: deadline must be positive", "give seconds > 0")
         if task.strip() == "W":

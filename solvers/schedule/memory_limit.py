@@ -14,6 +14,7 @@ fits and ``check_minimum`` says how much is needed.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -83,6 +84,8 @@ def parse_memory_limit(text: str, *, field: str = "--memory-limit") -> MemoryLim
     unit = m.group(2).lower() if m else ""
     if m and unit == "mb":
         value = float(m.group(1))
+        if not math.isfinite(value):
+            raise InputError(field, f"{text!r} is too large", "give microbatches in flight, e.g. 4mb")
         if value < 1:
             raise InputError(field, f"{text!r} is below one microbatch in flight per stage",
                              "use at least 1mb")
@@ -91,6 +94,8 @@ def parse_memory_limit(text: str, *, field: str = "--memory-limit") -> MemoryLim
         raise InputError(field, f"cannot read {text!r}",
                          "write bytes (8.5e10), GiB/GB (80GiB) or microbatches of activations (4mb)")
     value = float(m.group(1)) * _UNITS[unit]
+    if not math.isfinite(value) or value >= 2**63:
+        raise InputError(field, f"{text!r} is too large", "give a size per GPU, e.g. 80GiB")
     if value <= 0:
         raise InputError(field, f"{text!r} must be positive", "give a positive size")
     return MemoryLimit(bytes=int(value))

@@ -147,6 +147,7 @@ def configure(solver: cp_model.CpSolver, *, time_limit: float, seed: int, worker
               deterministic: bool = True) -> None:
     """Time limit, workers and seed (see [Note: deterministic search])."""
     prm = solver.parameters
+    prm.catch_sigint_signal = False  # Ctrl-C reaches Python: [Note: Ctrl-C] in planner/cli/interrupt.py
     prm.num_workers = max(1, workers)
     prm.random_seed = seed
     if deterministic:

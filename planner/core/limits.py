@@ -1,0 +1,62 @@
+"""Upper bounds on what an input may ask for, checked before anything is allocated.
+
+A config with ``num_hidden_layers: 1e9`` (read by JSON as a float, or written as
+1000000000) would otherwise build a billion ``LayerSpec``s and grow memory without
+bound before any other check runs. Every limit is far above the largest public model
+it guards (numbers from the models' own Hugging Face ``config.json``):
+
+- layers: Llama 3.1 405B has 126 decoder layers; DeepSeek-V3 61.
+- hidden size: Llama 3.1 405B 16384; intermediate sizes: 53248 (Llama 3.1 405B).
+- experts: DeepSeek-V3 256 routed, Qwen3-Next 512; top-k 8 and 10.
+- vocabulary: Gemma 3 262144; attention heads: 128 (Llama 3.1 405B, DeepSeek-V3).
+- microbatches x stages: the schedule holds 3 tasks (F, I, W) per pair; 2^17 pairs
+  is 1024 microbatches on 128 stages, beyond any published run.
+"""
+
+from __future__ import annotations
+
+from planner.core.errors import InputError
+
+__all__ = ["CONFIG_LIMITS", "POSITIVE_CONFIG_FIELDS", "MAX_STAGE_MICROBATCHES", "check_config_value",
+           "check_stage_microbatches"]
+
+_LAYERS, _WIDTH, _FFN, _EXPERTS, _HEADS = 4096, 1 << 18, 1 << 21, 1 << 16, 1 << 12
+
+CONFIG_LIMITS: dict[str, int] = {
+    "num_hidden_layers": _LAYERS, "num_nextn_predict_layers": _LAYERS, "first_k_dense_replace": _LAYERS,
+    "hidden_size": _WIDTH, "vocab_size": 1 << 24, "head_dim": _WIDTH,
+    "intermediate_size": _FFN, "moe_intermediate_size": _FFN, "shared_expert_intermediate_size": _FFN,
+    "num_experts": _EXPERTS, "n_routed_experts": _EXPERTS, "n_shared_experts": _EXPERTS,
+    "num_experts_per_tok": _EXPERTS, "n_group": _EXPERTS, "topk_group": _EXPERTS,
+    "num_attention_heads": _HEADS, "num_key_value_heads": _HEADS,
+    "linear_num_key_heads": _HEADS, "linear_num_value_heads": _HEADS,
+    "linear_key_head_dim": _WIDTH, "linear_value_head_dim": _WIDTH, "linear_conv_kernel_dim": 1 << 10,
+    "q_lora_rank": _WIDTH, "kv_lora_rank": _WIDTH, "qk_nope_head_dim": _WIDTH, "qk_rope_head_dim": _WIDTH,
+    "v_head_dim": _WIDTH, "decoder_sparse_step": _LAYERS, "full_attention_interval": _LAYERS,
+}
+"""config.json field -> the largest value the planner accepts."""
+
+POSITIVE_CONFIG_FIELDS = frozenset({"hidden_size", "num_hidden_layers", "vocab_size", "num_attention_heads"})
+"""Fields where 0 makes no model (a zero vocabulary has no embedding to plan)."""
+
+MAX_STAGE_MICROBATCHES = 1 << 17
+"""Largest microbatches x pipeline stages a plan may hold (see the module doc)."""
+
+
+def check_config_value(key: str, value: int) -> None:
+    """Raise ``InputError`` naming ``config.key`` when ``value`` is 0 where it may not be, or
+    above ``CONFIG_LIMITS``."""
+    if value == 0 and key in POSITIVE_CONFIG_FIELDS:
+        raise InputError(f"config.{key}", "must be positive", f"set '{key}' to the model's value")
+    limit = CONFIG_LIMITS.get(key)
+    if limit is not None and value > limit:
+        raise InputError(f"config.{key}", f"{value} is above the planner's limit of {limit}",
+                         "check the config.json; the limits are in planner/core/limits.py")
+
+
+def check_stage_microbatches(microbatches: int, stages: int, *, field: str = "--microbatches") -> None:
+    """Refuse a schedule of more than ``MAX_STAGE_MICROBATCHES`` (microbatch, stage) pairs."""
+    if microbatches * stages > MAX_STAGE_MICROBATCHES:
+        raise InputError(field, f"{microbatches} microbatches x {stages} stages = {microbatches * stages} is "
+                         f"above the planner's limit of {MAX_STAGE_MICROBATCHES}",
+                         "use fewer microbatches (a larger micro-batch size) or fewer stages")
