@@ -26,6 +26,7 @@ from planner.core.schedule import Key, Schedule
 from planner.core.simulate import simulate
 from planner.core.stage_costs import stage_costs
 from solvers.partition.refine import refine_partition
+from solvers.schedule.budget import Deadline
 from solvers.schedule.memory_limit import MemoryLimit
 from solvers.schedule.search import best_schedule
 
@@ -60,23 +61,34 @@ def _fits(limit_bytes: int | None):
 def alternate(table: CostTable, bounds: Bounds, ranks: list[int], start: tuple[str, Schedule], *,
               microbatches: int, memory_limit: MemoryLimit | None, limit_bytes: int | None,
               deadlines: dict[Key, float] | None = None, pinned: frozenset[int] = frozenset(),
-              max_rounds: int = 3, seed: int = 0) -> JointResult:
-    """Alternate schedule choice and boundary moves from ``start`` (see module doc)."""
+              max_rounds: int = 3, seed: int = 0, deadline: Deadline | None = None) -> JointResult:
+    """Alternate schedule choice and boundary moves from ``start`` (see module doc); a
+    round does not start, and its steps stop early, at ``deadline`` ([Note: kept budget]
+    in ``solvers.schedule.budget``), keeping the best found so far."""
     name, sched = start
     step = simulate(sched, stage_costs(table, bounds, ranks)).step_time
     res = JointResult(list(bounds), name, sched, step)
     for k in range(max_rounds):
+        if deadline is not None and deadline.expired():
+            break
         before = res.step_time
         try:
             choice = best_schedule(stage_costs(table, res.bounds, ranks), microbatches=microbatches,
                                    memory_limit=memory_limit, deadlines=deadlines, method="auto",
-                                   seed=seed, start=(res.name, res.schedule), polish=False)
+                                   seed=seed, start=(res.name, res.schedule), polish=False,
+                                   deadline=deadline)
         except InfeasibleError:
             break
         if choice.step_time < res.step_time * (1 - 1e-9):
             res.name, res.schedule, res.step_time = choice.name, choice.schedule, choice.step_time
         moved = refine_partition(table, res.schedule, res.bounds, ranks, fits=_fits(limit_bytes),
-                                 pinned=pinned, max_rounds=16)
+                                 pinned=pinned, max_rounds=16,
+                                 deadline=None if deadline is None else deadline.at)
+        if deadline is not None and deadline.expired():
+            res.settled = False
+            if moved.step_time < res.step_time * (1 - 1e-9):
+                res.bounds, res.step_time = moved.bounds, moved.step_time
+            break
         res.settled = moved.step_time >= res.step_time * (1 - 1e-9)
         if not res.settled:
             res.bounds, res.step_time = moved.bounds, moved.step_time

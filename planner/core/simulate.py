@@ -110,8 +110,10 @@ def simulate(schedule: Schedule, costs: StageCosts) -> SimResult:
     return simulate_compiled(compile_schedule(schedule, costs.num_stages, costs.ranks), costs)
 
 
-def simulate_compiled(comp: Compiled, costs: StageCosts) -> SimResult:
-    """Time an already compiled schedule with ``costs``."""
+def simulate_compiled(comp: Compiled, costs: StageCosts, *, detail: bool = True) -> SimResult:
+    """Time an already compiled schedule with ``costs``. ``detail=False`` leaves out the
+    memory trace and the critical path (empty lists), which searches that only rank
+    candidates by step time and peak memory do not read; every other field is the same."""
     dur = _durations(comp, costs)
     nn = len(dur)
     delay = [costs.p2p_time(s) for s in range(costs.num_stages)] + [0.0]  # index -1 -> 0
@@ -121,12 +123,12 @@ def simulate_compiled(comp: Compiled, costs: StageCosts) -> SimResult:
     del end[nn]
     step = max(end, default=0.0)
     busy = [sum(dur[row[0]: row[-1] + 1]) if row else 0 for row in comp.order]
-    peak_act, memory = _memory(comp, costs, start, end)
+    peak_act, memory = _memory(comp, costs, start, end, trace=detail)
     static = costs.static_per_rank() + [0] * (len(comp.order) - costs.num_ranks)
     return SimResult(step_time=step, compiled=comp, start=start, end=end, busy=busy,
                      peak_act_bytes=peak_act,
                      peak_memory_bytes=[static[r] + peak_act[r] for r in range(len(peak_act))],
-                     memory=memory, critical_path=_critical_path(comp, start, end, delay))
+                     memory=memory, critical_path=_critical_path(comp, start, end, delay) if detail else [])
 
 
 def _longest_paths(steps: list[tuple[int, ...]], dur: list[float], delay: list[float],
@@ -161,16 +163,18 @@ def _longest_paths(steps: list[tuple[int, ...]], dur: list[float], delay: list[f
         end[n] = t + dur[n]
 
 
-def _memory(comp: Compiled, c: StageCosts, start: list[float], end: list[float]):
-    """Per rank: peak activation bytes and the (time, bytes held) trace (module docstring)."""
+def _memory(comp: Compiled, c: StageCosts, start: list[float], end: list[float], *, trace: bool = True):
+    """Per rank: peak activation bytes and the (time, bytes held) trace (module docstring;
+    no traces when ``trace`` is False)."""
     delta = _per_unit(c, c.act_bytes.__getitem__, lambda s: -c.released("I", s),
                       lambda s: -c.released("W", s), lambda s: -c.released("B", s))
-    when = start + end
+    when = start + end if trace else []
     peaks, traces = [], []
     for units, at in comp.memory_events:
-        held = list(accumulate([delta[u] for u in units]))
+        held = list(accumulate(map(delta.__getitem__, units)))
         peaks.append(max(0, max(held, default=0)))  # only F raises it, so the max is at an F
-        traces.append([(0.0, 0), *zip([when[k] for k in at], held)])
+        if trace:
+            traces.append([(0.0, 0), *zip([when[k] for k in at], held)])
     return peaks, traces
 
 

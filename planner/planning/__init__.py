@@ -31,7 +31,8 @@ from planner.core.costs import CostTable
 from planner.core.errors import InfeasibleError
 from planner.core.plan import Plan
 from planner.planning.assembly import baselines_section, to_plan
-from planner.progress import note
+from planner.progress import note, phase
+from solvers.schedule.budget import Deadline, WallBudget
 from solvers.microbatches import MicrobatchOption, microbatch_options, table_for
 from solvers.schedule.search import candidate_schedules, clear_memo
 from planner.planning.joint import joint_refine, polish_finalists, to_polish
@@ -61,49 +62,87 @@ def _options(req: PlanRequest) -> list[MicrobatchOption]:
 
 
 def make_plan(table: CostTable, req: PlanRequest, *,
-              variants: Sequence[tuple[CostTable, PlanRequest]] = ()) -> Plan:
+              variants: Sequence[tuple[CostTable, PlanRequest]] = (),
+              budget: WallBudget | None = None) -> Plan:
     """Plan ``table`` under ``req``: best valid (microbatches, schedule, partition), with baselines.
 
     With the defaults (``schedule="auto"``, ``partition="overlap"``) this is the joint
     search (``planner.planning.joint``); otherwise the one fixed family or method is
     planned directly. ``variants`` are further (table, request) pairs screened and
     searched alongside, e.g. the same model under another recomputation mode: the plan
-    is the fastest over all of them.
+    is the fastest over all of them. ``budget`` is the wall-clock budget of the whole plan
+    (default: ``req.time_limit_s`` from now; [Note: kept budget] in
+    ``solvers.schedule.budget``): each phase stops at its share of it.
     """
     try:
-        return _make_plan(table, req, variants)
+        return _make_plan(table, req, variants, budget or WallBudget(req.time_limit_s, start=req.started_s))
     finally:
         clear_memo()  # [Note: heuristic memo]
 
 
-def _make_plan(table: CostTable, req: PlanRequest, variants: Sequence[tuple[CostTable, PlanRequest]]) -> Plan:
+def _make_plan(table: CostTable, req: PlanRequest, variants: Sequence[tuple[CostTable, PlanRequest]],
+               budget: WallBudget) -> Plan:
     t0 = time.perf_counter()
     tried: list[dict] = []
-    trials: list[Trial] = []
+    budget.mark("costs")
     jobs = [(tab, replace(breq, microbatches=opt.count, microbatch_size=opt.size), name)
-            for base, breq in [(table, req), *variants] for opt in _options(breq)
+            for base, breq in _leanest_first([(table, req), *variants]) for opt in _options(breq)
             for tab in [table_for(base, opt)]
             for name in candidate_schedules(breq.schedule, tab, vpp=breq.vpp, placement=breq.placement)]
-    for tab, r, name in jobs:
-        trial = screen(tab, r, name, tried, screen_budget(r, len(jobs)))
-        if trial is not None:
-            trials.append(trial)
-            note(f"{len(tried)} candidates, best {min(t.step for t in trials):.4g} s")
-    if not trials:
-        raise InfeasibleError(failure_reason(tried))
-    trials.sort(key=lambda t: t.step)  # stable: ties keep enumeration order
+    phase("screening")
+    trials = _screen_all(jobs, tried, budget.phase("screen"))
+    budget.mark("screen")
     joint = req.schedule == "auto" and req.partition == "overlap"
+    phase("joint refinement")
     if joint:
-        finalists, moves = joint_refine(trials, tried)
+        finalists, moves = joint_refine(trials, tried, budget.phase("joint"))
         finalists = to_polish(finalists)
     else:
         finalists = trials[:1]
-        moves = refine(finalists[0], deadline=t0 + 3 * req.time_limit_s)
-    best, ev, choice = polish_finalists(finalists, tried)
-    baselines = baselines_section(best, ev, evaluate, [label for label, _ in BASELINES])
+        moves = refine(finalists[0], deadline=budget.phase("joint"))
+    budget.mark("joint")
+    phase("polish")
+    best, ev, choice = polish_finalists(finalists, tried, budget.phase("polish"))
+    budget.mark("polish")
+    phase("baselines")
+    note(f"best {ev.sim.step_time:.4g} s")
+    baselines = baselines_section(best, ev, evaluate, [label for label, _ in BASELINES],
+                                  budget.phase("baselines"))
+    budget.mark("baselines")
     plan = to_plan(best, ev, baselines, tried, moves, time.perf_counter() - t0)
+    budget.mark("assembly")
+    phase("validating")
+    plan.solver["budget"] = budget.record()
     plan.solver["winner"] = why_winner(plan, tried)
     record_schedule(plan, choice, ev.costs, memory_limit_of(req))
     return plan
 
 
+
+
+def _screen_all(jobs: list, tried: list[dict], deadline: Deadline) -> list[Trial]:
+    """Phase 1 over every (table, count, family) job, fastest first; jobs left when the
+    screening deadline passes are recorded as skipped (at least one trial is kept)."""
+    trials: list[Trial] = []
+    shapes: dict = {}
+    for k, (tab, r, name) in enumerate(jobs):
+        if trials and deadline.expired():
+            tried.extend({"microbatches": jr.microbatches, "schedule": jn, "status": "skipped",
+                          "reason": "time limit reached while screening"} for _, jr, jn in jobs[k:])
+            break
+        trial = screen(tab, r, name, tried, deadline.cap(screen_budget(r, len(jobs)), floor=0.1), shapes)
+        if trial is not None:
+            trials.append(trial)
+            note(f"screening {k + 1}/{len(jobs)}, best {min(t.step for t in trials):.4g} s")
+    if not trials:
+        raise InfeasibleError(failure_reason(tried))
+    trials.sort(key=lambda t: t.step)  # stable: ties keep enumeration order
+    return trials
+
+
+def _leanest_first(pairs: list[tuple[CostTable, PlanRequest]]) -> list[tuple[CostTable, PlanRequest]]:
+    """The (table, request) pairs, least activation memory per microbatch first (e.g. full
+    recomputation before none): the screening then finds a plan that fits memory early,
+    which matters when its wall deadline cuts it short ([Note: kept budget]); with time
+    for every job the order only breaks exact ties."""
+    return sorted(pairs, key=lambda p: sum(lc.act_bytes for lc in p[0].layers))

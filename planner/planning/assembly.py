@@ -6,19 +6,34 @@ from typing import TYPE_CHECKING
 
 from planner.core.plan import Plan, stage_costs_to_dict
 from planner.core.schedule import format_schedule
-from solvers.schedule.lower_bound import step_lower_bound
+from planner.planning.records import memory_limit_of
+from solvers.schedule.lower_bound import bound_parts
 
 if TYPE_CHECKING:
     from planner.planning.records import Evaluation, Trial
 
-__all__ = ["baselines_section", "to_plan"]
+__all__ = ["baselines_section", "to_plan", "bound_record"]
 
-def baselines_section(best: "Trial", ev: "Evaluation", evaluate, labels) -> dict:
-    """Each baseline partition simulated under the plan's schedule and microbatch count."""
+
+def bound_record(costs, microbatches: int, act_budget: list[int | None] | None) -> dict:
+    """``predicted`` fields of the step-time lower bound: its value with the memory-limited
+    term for ``act_budget`` (activation bytes per rank; None = no limit), each term by name
+    and the one that binds (``solvers.schedule.lower_bound``)."""
+    parts = bound_parts(costs, microbatches, act_budget=act_budget)
+    binds = max(parts, key=lambda k: (parts[k], k == "memory"))
+    return {"lower_bound_s": parts[binds], "lower_bound_terms": dict(parts), "lower_bound_binds": binds,
+            "lower_bound_memory_limited": act_budget is not None}
+
+def baselines_section(best: "Trial", ev: "Evaluation", evaluate, labels, deadline=None) -> dict:
+    """Each baseline partition simulated under the plan's schedule and microbatch count;
+    past ``deadline`` (a ``solvers.schedule.budget.Deadline``) the rest are marked skipped."""
     out = {}
     for label in labels:
         if label not in best.baselines:
             out[label] = {"step_time_s": None, "status": "infeasible"}
+            continue
+        if deadline is not None and deadline.expired():
+            out[label] = {"step_time_s": None, "status": "skipped (time limit)"}
             continue
         bounds, _fits = best.baselines[label]
         b = evaluate(best.table, best.req, bounds, best.schedule)
@@ -33,6 +48,8 @@ def baselines_section(best: "Trial", ev: "Evaluation", evaluate, labels) -> dict
 def to_plan(best: "Trial", ev: "Evaluation", baselines: dict, tried: list[dict], refine: dict,
              wall: float) -> Plan:
     req, sim = best.req, ev.sim
+    limit = memory_limit_of(req)
+    act_budget = None if limit is None else limit.act_budget(ev.costs)
     flops = sum(ev.costs.flops) * req.microbatches * req.parallel.get("dp", 1)
     gpus = req.num_gpus or req.pp * req.parallel.get("dp", 1) * req.parallel.get("tp", 1)
     mfu = flops / (sim.step_time * gpus * req.peak_flops) if req.peak_flops and sim.step_time else 0.0
@@ -51,7 +68,7 @@ def to_plan(best: "Trial", ev: "Evaluation", baselines: dict, tried: list[dict],
             "mfu": mfu,
             "peak_memory_bytes": sim.peak_memory_bytes,
             "memory_limit_bytes": req.memory_limit_bytes,
-            "lower_bound_s": step_lower_bound(ev.costs, req.microbatches),
+            **bound_record(ev.costs, req.microbatches, act_budget),
             "busy_s": sim.busy,
             "critical_path": sim.critical_path_text()[:64],
         },

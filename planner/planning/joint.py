@@ -7,6 +7,7 @@ from dataclasses import replace
 from planner.core.errors import InfeasibleError
 from planner.progress import note
 from solvers.joint import alternate
+from solvers.schedule.budget import Deadline
 from solvers.schedule.search import ScheduleChoice
 from planner.planning.records import Evaluation, Trial, evaluate, memory_limit_of, pinned_of, simulate_bounds
 from planner.planning.steps import choose_schedule, refine, settle
@@ -34,7 +35,8 @@ POLISH_WITHIN = 0.05
 heuristics only: CP-SAT polish gained 0-3% on these models, so they would not win."""
 
 
-def joint_refine(trials: list[Trial], tried: list[dict]) -> tuple[list[Trial], dict]:
+def joint_refine(trials: list[Trial], tried: list[dict],
+                 deadline: Deadline | None = None) -> tuple[list[Trial], dict]:
     """Joint search, phase 2: alternate schedule choice and boundary moves on the best few
     screened candidates (``solvers.joint.alternate``); returns them fastest first.
 
@@ -44,24 +46,28 @@ def joint_refine(trials: list[Trial], tried: list[dict]) -> tuple[list[Trial], d
     schedule adapts to it is not lost. Phase 3 (``polish_finalists``) gives the best
     ``JOINT_POLISHED`` CP-SAT. This phase is bounded by counts (finalists, rounds, moves),
     not by the clock, so the plan depends only on the inputs and the seed; the clock
-    bounds only the CP-SAT parts, in its deterministic time.
+    bounds only the CP-SAT parts, in its deterministic time. ``deadline`` is the phase's
+    wall deadline ([Note: kept budget] in ``solvers.schedule.budget``): once it passes,
+    the finalists not yet refined keep their screened state.
     """
     finalists = shortlist(trials)
     # a baseline partition is also kept as it is, so phase 3 polishes it unchanged too
     as_is = [replace(t, origin=f"{t.origin} (as is)") for t in finalists if t.origin != "screen"]
     info: dict = {"rounds": 0, "evaluated": 0, "finalists": []}
     for t in finalists:
+        if deadline is not None and deadline.expired():
+            break
         entry = {"phase": "joint", "microbatches": t.req.microbatches, "recompute": t.req.recompute,
                  "start": t.name, "origin": t.origin,
                  "start_stage_layers": [b - a for a, b in t.bounds], "start_step_time_s": t.step}
         info["finalists"].append(entry)
-        moved = refine(t, deadline=None)  # boundaries under the screened order first
+        moved = refine(t, deadline=deadline)  # boundaries under the screened order first
         info["rounds"] += moved["rounds"]
         info["evaluated"] += moved["evaluated"]
         res = alternate(t.table, t.bounds, t.part.model.ranks, (t.name, t.schedule),
                         microbatches=t.req.microbatches, memory_limit=memory_limit_of(t.req),
                         limit_bytes=t.req.memory_limit_bytes, deadlines=t.req.deadlines,
-                        pinned=pinned_of(t), max_rounds=JOINT_ROUNDS, seed=t.req.seed)
+                        pinned=pinned_of(t), max_rounds=JOINT_ROUNDS, seed=t.req.seed, deadline=deadline)
         entry.update(status="valid", schedule=res.name, step_time_s=res.step_time,
                      stage_layers=[b - a for a, b in res.bounds], rounds=res.history)
         tried.append(entry)
@@ -71,6 +77,7 @@ def joint_refine(trials: list[Trial], tried: list[dict]) -> tuple[list[Trial], d
         else:
             t.settled = res.settled and res.bounds == t.bounds and res.name == t.name
         note(f"{len(tried)} candidates, best {min(f.step for f in finalists):.4g} s")
+    note(f"best {min(f.step for f in finalists):.4g} s")
     return sorted(finalists, key=lambda t: t.step) + as_is, info
 
 
@@ -119,10 +126,13 @@ def _polish_limit(t: Trial, lead: Trial, hopeful: int) -> float:
     return t.req.time_limit_s * POLISH_SHARE * part
 
 
-def polish_finalists(finalists: list[Trial], tried: list[dict]) -> tuple[Trial, Evaluation, ScheduleChoice]:
+def polish_finalists(finalists: list[Trial], tried: list[dict],
+                     deadline: Deadline | None = None) -> tuple[Trial, Evaluation, ScheduleChoice]:
     """Phase 3: re-choose each finalist's order for its stage costs (heuristics, and CP-SAT
     for auto/cpsat on those within ``POLISH_WITHIN`` of the fastest, sharing
-    ``POLISH_SHARE`` of the time limit: ``choose_schedule``); the fastest valid result wins."""
+    ``POLISH_SHARE`` of the time limit: ``choose_schedule``); the fastest valid result wins.
+    Past ``deadline`` the remaining finalists are dropped (the first, the fastest after
+    joint refinement, is always kept; [Note: kept budget] in ``solvers.schedule.budget``)."""
     best = None
     fastest = min(t.step for t in finalists)
     hopeful = [t for t in finalists if t.step <= fastest * (1 + POLISH_WITHIN)]
@@ -133,16 +143,18 @@ def polish_finalists(finalists: list[Trial], tried: list[dict]) -> tuple[Trial, 
         if key in done:  # an "as is" copy that refinement left unchanged: same result again
             continue
         done.add(key)
+        if best is not None and deadline is not None and deadline.expired():
+            break
         ev = evaluate(t.table, t.req, t.bounds, t.schedule)
         if ev.violations:
             continue
         choice = choose_schedule(t, ev, _polish_limit(t, lead, len(hopeful)), polish=t in hopeful,
-                                 heuristics=not t.settled)
+                                 heuristics=not t.settled, deadline=deadline)
         if choice.schedule != t.schedule:
             other = evaluate(t.table, t.req, t.bounds, choice.schedule)
             if not other.violations and other.sim.step_time < ev.sim.step_time * (1 - 1e-9):
                 t.name, t.schedule, ev = choice.name, choice.schedule, other
-        ev = settle(t, ev)
+        ev = settle(t, ev, deadline)
         if len(finalists) > 1:
             tried.append({"phase": "polish", "origin": t.origin, "microbatches": t.req.microbatches,
                           "recompute": t.req.recompute,

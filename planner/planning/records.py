@@ -49,7 +49,12 @@ class PlanRequest:
     seed: int = 0
     """Seed for randomised solvers."""
     time_limit_s: float = 10.0
-    """Budget for solvers that search."""
+    """Wall-clock budget of the whole plan, seconds ([Note: kept budget] in
+    ``solvers.schedule.budget``)."""
+    started_s: float | None = None
+    """``time.perf_counter()`` when the budget started (the front door sets it on entry, so
+    building cost tables and every ``make_plan`` of one request share the one budget);
+    None = when ``make_plan`` starts. Only the wall budget reads it."""
     memory_limit_microbatches: float | None = None
     """[issue 4] Activation budget per rank in microbatches' worth (``--memory-limit 4mb``),
     on top of ``memory_limit_bytes``; None = bytes only."""
@@ -125,7 +130,7 @@ def memory_limit_of(req: PlanRequest) -> MemoryLimit | None:
 
 
 def simulate_bounds(table: CostTable, comp: Compiled, bounds, ranks: list[int], limit: int | None) -> float:
-    sim = simulate_compiled(comp, stage_costs(table, bounds, ranks))
+    sim = simulate_compiled(comp, stage_costs(table, bounds, ranks), detail=False)
     if limit is not None and max(sim.peak_memory_bytes) > limit:
         return float("inf")
     return sim.step_time

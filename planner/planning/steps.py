@@ -10,6 +10,7 @@ from planner.core.simulate import compile_schedule
 from planner.core.stage_costs import StageCosts
 from solvers.partition.refine import refine_partition
 from solvers.partition.search import partition_for_schedule
+from solvers.schedule.budget import Deadline
 from solvers.schedule.memory_limit import MemoryLimit
 from solvers.schedule.search import ScheduleChoice, best_schedule, generate
 from planner.planning.records import (BASELINES, Evaluation, PlanRequest, Trial, evaluate, memory_limit_of,
@@ -18,15 +19,18 @@ from planner.planning.records import (BASELINES, Evaluation, PlanRequest, Trial,
 __all__ = ["screen", "refine", "settle", "choose_schedule", "record_schedule", "failure_reason", "why_winner"]
 
 
-def settle(best: Trial, ev: Evaluation) -> Evaluation:
+def settle(best: Trial, ev: Evaluation, deadline: Deadline | None = None) -> Evaluation:
     """Under the final schedule, keep the fastest valid of the plan's partition and the
     baseline partitions that fit (the order was adapted to the plan's costs, so a baseline
-    could now be faster: then it is the plan, and the plan never loses to a baseline)."""
+    could now be faster: then it is the plan, and the plan never loses to a baseline).
+    Stops at ``deadline`` ([Note: kept budget] in ``solvers.schedule.budget``)."""
     if best.req.partition != "overlap":
         return ev
     for bounds, fits in best.baselines.values():
         if not fits or bounds == ev.bounds:
             continue
+        if deadline is not None and deadline.expired():
+            break
         other = evaluate(best.table, best.req, bounds, best.schedule)
         if not other.violations and other.sim.step_time < ev.sim.step_time * (1 - 1e-12):
             ev = other
@@ -35,7 +39,8 @@ def settle(best: Trial, ev: Evaluation) -> Evaluation:
 
 
 def choose_schedule(best: Trial, ev: Evaluation, time_limit: float | None = None, *,
-                    polish: bool = True, heuristics: bool = True) -> ScheduleChoice:
+                    polish: bool = True, heuristics: bool = True,
+                    deadline: Deadline | None = None) -> ScheduleChoice:
     """[issue 4] Heuristics (+ CP-SAT for auto/cpsat, within ``time_limit``, default the
     request's) on the plan's stage costs (solvers.schedule.search)."""
     req = best.req
@@ -43,12 +48,12 @@ def choose_schedule(best: Trial, ev: Evaluation, time_limit: float | None = None
                          deadlines=req.deadlines, method=req.schedule,
                          time_limit=req.time_limit_s if time_limit is None else time_limit,
                          seed=req.seed, start=(best.name, best.schedule), polish=polish,
-                         heuristics=heuristics)
+                         heuristics=heuristics, deadline=deadline)
 
 
 def record_schedule(plan: Plan, choice: ScheduleChoice, costs: StageCosts, limit: MemoryLimit | None) -> None:
-    """[issue 4] Lower bound, schedule status and gap into the plan."""
-    plan.predicted["lower_bound_s"] = choice.lower_bound
+    """[issue 4] Lower bound, schedule status and gap into the plan. The bound is
+    ``to_plan``'s (same costs and activation budget as ``choice.lower_bound``)."""
     if limit is not None and limit.microbatches is not None:
         plan.predicted["memory_limit_bytes"] = limit.per_gpu_bytes(costs)
         plan.predicted["memory_limit"] = str(limit)
@@ -57,16 +62,25 @@ def record_schedule(plan: Plan, choice: ScheduleChoice, costs: StageCosts, limit
         "lower_bound_s": choice.lower_bound, "wall_s": choice.wall_s, "candidates": choice.tried}
 
 
-def screen(table: CostTable, req: PlanRequest, name: str, tried: list[dict], budget: float) -> Trial | None:
-    """Partition and simulate one (count, schedule); records what happened in ``tried``."""
+def screen(table: CostTable, req: PlanRequest, name: str, tried: list[dict], budget: float,
+           shapes: dict | None = None) -> Trial | None:
+    """Partition and simulate one (count, schedule); records what happened in ``tried``.
+    ``shapes`` memoises the generated and compiled order per (family, pp, vpp, count,
+    placement): recomputation modes share it, and it depends on nothing else."""
     entry = {"microbatches": req.microbatches, "microbatch_size": req.microbatch_size, "schedule": name}
     if req.recompute is not None:
         entry["recompute"] = req.recompute
     tried.append(entry)
     common = dict(pp=req.pp, vpp=req.vpp, placement=req.placement, memory_limit_bytes=req.memory_limit_bytes,
                   pins=req.pins, time_limit_s=budget, seed=req.seed)
+    key = (name, req.pp, req.vpp, req.microbatches, req.placement)
     try:
-        sched = generate(name, pp=req.pp, vpp=req.vpp, microbatches=req.microbatches)
+        if shapes is not None and key in shapes:
+            sched, comp = shapes[key]
+        else:
+            sched, comp = generate(name, pp=req.pp, vpp=req.vpp, microbatches=req.microbatches), None
+            if shapes is not None:
+                shapes[key] = (sched, None)
         part = partition_for_schedule(table, sched, method=req.partition, **common)
     except InfeasibleError as exc:
         entry.update(status="infeasible", reason=str(exc))
@@ -79,7 +93,10 @@ def screen(table: CostTable, req: PlanRequest, name: str, tried: list[dict], bud
         except InfeasibleError as exc:  # e.g. uniform with fewer decoder layers than stages
             entry.setdefault("baseline_errors", {})[label] = str(exc)
     ranks = part.model.ranks
-    comp = compile_schedule(sched, len(ranks), ranks)
+    if comp is None:
+        comp = compile_schedule(sched, len(ranks), ranks)
+        if shapes is not None:
+            shapes[key] = (sched, comp)
     pool = list(part.candidates)
     if req.partition == "overlap":
         pool += [b for b, fits in baselines.values() if fits and b not in pool]
@@ -94,14 +111,18 @@ def screen(table: CostTable, req: PlanRequest, name: str, tried: list[dict], bud
     return Trial(table, req, name, sched, comp, part, bounds, step, baselines)
 
 
-def refine(best: Trial, *, deadline: float | None) -> dict:
-    """Move boundaries under the simulator (overlap method only); updates ``best`` in place."""
+def refine(best: Trial, *, deadline: Deadline | None) -> dict:
+    """Move boundaries under the simulator (overlap method only) until ``deadline``
+    ([Note: kept budget] in ``solvers.schedule.budget``); updates ``best`` in place."""
     if best.req.partition != "overlap":
         return {"rounds": 0, "evaluated": 0}
     limit = best.req.memory_limit_bytes
     res = refine_partition(best.table, best.schedule, best.bounds, best.part.model.ranks,
                            fits=None if limit is None else (lambda peaks: max(peaks) <= limit),
-                           pinned=pinned_of(best), max_rounds=32, deadline=deadline, compiled=best.compiled)
+                           pinned=pinned_of(best), max_rounds=32,
+                           deadline=None if deadline is None else deadline.at, compiled=best.compiled)
+    if deadline is not None:
+        deadline.expired()  # records the cut when the moves stopped at the deadline
     if res.step_time < best.step:
         best.bounds, best.step = res.bounds, res.step_time
     return {"rounds": res.rounds, "evaluated": res.evaluated}

@@ -69,7 +69,7 @@ def refine_partition(table: CostTable, schedule: Schedule, bounds: Bounds, ranks
     comp = compiled or compile_schedule(schedule, len(bounds), ranks)
 
     def score(b: Bounds) -> float | None:
-        sim = simulate_compiled(comp, stage_costs(table, b, ranks))
+        sim = simulate_compiled(comp, stage_costs(table, b, ranks), detail=False)
         if fits is not None and not fits(sim.peak_memory_bytes):
             return None
         return sim.step_time

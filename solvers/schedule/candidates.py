@@ -19,6 +19,7 @@ from planner.core.schedule import Key, Schedule, provides
 from planner.core.simulate import simulate
 from planner.core.stage_costs import StageCosts
 from planner.core.validate import validate
+from solvers.schedule.budget import Deadline
 from solvers.schedule.deadlines import earliest_finish
 from solvers.schedule.list_scheduler import list_schedule
 from solvers.schedule.memory_limit import rank_activation
@@ -132,13 +133,21 @@ def _memo_key(costs: StageCosts, m: int, budget, deadlines, families: list[str],
             None if budget is None else tuple(budget), tuple(sorted(deadlines.items())), tuple(families), greedy)
 
 
-def simulated(costs: StageCosts, m: int, budget, deadlines, families: list[str], greedy: bool):
-    """``drawn``'s candidates with ``limits``'s verdict each, from the memo when there."""
+def simulated(costs: StageCosts, m: int, budget, deadlines, families: list[str], greedy: bool,
+              wall: Deadline | None = None):
+    """``drawn``'s candidates with ``limits``'s verdict each, from the memo when there.
+    Drawing stops at ``wall``'s deadline ([Note: kept budget]); a cut list is not memoised."""
     key = _memo_key(costs, m, budget, deadlines, families, greedy)
     hit = _memo.get(key)
     if hit is None:
-        hit = [(name, sched, *verdict(sched, costs, budget, deadlines))
-               for name, sched in drawn(costs, m, budget, deadlines, families, greedy)]
+        hit, complete = [], True
+        for name, sched in drawn(costs, m, budget, deadlines, families, greedy):
+            hit.append((name, sched, *verdict(sched, costs, budget, deadlines)))
+            if wall is not None and wall.expired():
+                complete = False
+                break
+        if not complete:
+            return hit
         _memo[key] = hit
         while len(_memo) > _MEMO_SIZE:
             _memo.popitem(last=False)

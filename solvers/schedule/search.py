@@ -26,6 +26,7 @@ from planner.core.errors import InfeasibleError, InputError
 from planner.core.schedule import Key, Schedule
 from planner.core.stage_costs import StageCosts
 from planner.core.validate import validate
+from solvers.schedule.budget import Deadline, check_time_limit
 from solvers.schedule.deadlines import check_deadlines
 from solvers.schedule.lower_bound import step_lower_bound
 from solvers.schedule.memory_limit import MemoryLimit
@@ -36,6 +37,10 @@ from solvers.schedule.families import (EXACT_FAMILIES, SCHEDULE_CHOICES, SCHEDUL
 __all__ = ["ScheduleKind", "SCHEDULES", "SCHEDULE_CHOICES", "generate",
            "candidate_schedules", "check_schedule_option", "ScheduleChoice", "best_schedule",
            "EXACT_FAMILIES", "clear_memo"]
+
+
+WALL_SLACK_S = 0.02
+"""CP-SAT that returns with less than this left of its wall deadline was stopped by it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,20 +83,23 @@ def _gap(step: float, bound: float) -> float:
 def _check_options(method: str, time_limit: float, seed: int) -> None:
     if method not in SCHEDULE_CHOICES:
         raise InputError("--schedule", f"unknown schedule {method!r}", f"use one of {', '.join(SCHEDULE_CHOICES)}")
-    if not time_limit > 0:
-        raise InputError("--time-limit", f"must be > 0 seconds, got {time_limit}", "e.g. --time-limit 10")
+    check_time_limit(time_limit)
     if seed < 0:
         raise InputError("--seed", f"must be >= 0, got {seed}", "e.g. --seed 0")
 
 
 def _polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule], budget, deadlines, *,
-            limit: float, seed: int, workers: int | None, tried: list[dict]):
-    """CP-SAT from ``best``; returns (status, the better of the two)."""
+            limit: float, seed: int, workers: int | None, tried: list[dict], wall: Deadline | None):
+    """CP-SAT from ``best``; returns (status, the better of the two). CP-SAT's own wall
+    limit is what is left of ``wall`` ([Note: kept budget])."""
     from solvers.schedule.cpsat.solve import cpsat_improve  # ortools: only when searching
 
     name, t, sched = best
+    wall_s = None if wall is None else max(0.05, wall.left())
     out = cpsat_improve(costs, m, sched, act_budget=budget, deadlines=deadlines, time_limit=limit,
-                        seed=seed, workers=workers, fuse=fuses(costs))
+                        seed=seed, workers=workers, fuse=fuses(costs), wall_s=wall_s)
+    if wall is not None and wall.left() < WALL_SLACK_S:
+        wall.cut()  # CP-SAT ran to the wall deadline, not to its deterministic limit
     status = out.status if out.status in ("OPTIMAL", "FEASIBLE") else "FEASIBLE"
     if out.schedule is not None:
         t2, why = _check(out.schedule, costs, m, budget, deadlines)
@@ -103,7 +111,7 @@ def _polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule], budget
 
 def _best_candidate(costs: StageCosts, m: int, budget, deadlines, method: str,
                     start: tuple[str, Schedule] | None, tried: list[dict],
-                    heuristics: bool = True) -> tuple[str, float, Schedule]:
+                    heuristics: bool = True, wall: Deadline | None = None) -> tuple[str, float, Schedule]:
     """Fastest valid heuristic candidate; ``InfeasibleError`` naming a reason when none is.
 
     [Note: lazy validation] Every candidate is simulated (step time, memory budget,
@@ -114,9 +122,11 @@ def _best_candidate(costs: StageCosts, m: int, budget, deadlines, method: str,
     families = list(SCHEDULES) if method in ("auto", "cpsat") else [method]
     greedy = method in ("auto", "cpsat")
     ok: list[tuple[float, int, str, Schedule]] = []
-    if heuristics or start is None:
+    if start is not None and wall is not None and wall.expired():
+        own, pool = [start], []  # [Note: kept budget]: no time left to draw alternatives
+    elif heuristics or start is None:
         own, pool = from_start(costs, budget, deadlines, families, start, greedy), \
-            simulated(costs, m, budget, deadlines, families, greedy)
+            simulated(costs, m, budget, deadlines, families, greedy, wall)
     else:  # the start is the best heuristic already
         own, pool = [start], []
     own = [(name, sched, *verdict(sched, costs, budget, deadlines)) for name, sched in own]
@@ -142,7 +152,7 @@ def best_schedule(costs: StageCosts, *, microbatches: int, memory_limit: MemoryL
                   deadlines: dict[Key, float] | None = None, method: str = "auto",
                   time_limit: float = 10.0, seed: int = 0, workers: int | None = None,
                   start: tuple[str, Schedule] | None = None, polish: bool = True,
-                  heuristics: bool = True) -> ScheduleChoice:
+                  heuristics: bool = True, deadline: Deadline | None = None) -> ScheduleChoice:
     """The fastest valid schedule for ``costs`` (see the module docstring).
 
     ``method`` is a family name (its order; for zero-bubble and V families also its
@@ -150,7 +160,9 @@ def best_schedule(costs: StageCosts, *, microbatches: int, memory_limit: MemoryL
     ``cpsat``; ``start`` is an extra (name, schedule) candidate such as the planner's;
     ``polish=False`` skips CP-SAT (heuristics only, for searches that call this often);
     ``heuristics=False`` takes ``start`` as the best heuristic already (it was chosen
-    among them for these costs) and only polishes it.
+    among them for these costs) and only polishes it. ``deadline`` (a phase of a
+    ``WallBudget``) stops drawing heuristics and caps CP-SAT's wall time ([Note: kept
+    budget]); without it only the reproducible budgets apply.
     Raises ``InfeasibleError`` when the memory limit is below one microbatch in flight
     per stage, when a deadline precedes its task's earliest finish, or when no
     candidate meets them.
@@ -164,16 +176,19 @@ def best_schedule(costs: StageCosts, *, microbatches: int, memory_limit: MemoryL
         budget = memory_limit.act_budget(costs)
     check_deadlines(costs, deadlines)
     tried: list[dict] = []
-    best = _best_candidate(costs, microbatches, budget, deadlines, method, start, tried, heuristics)
+    best = _best_candidate(costs, microbatches, budget, deadlines, method, start, tried, heuristics, deadline)
     lb = step_lower_bound(costs, microbatches, act_budget=budget)
     name, t, sched = best
     at_bound = t <= lb * (1 + 1e-9)
     status = "OPTIMAL" if at_bound else "HEURISTIC"  # at the lower bound: nothing to search
     limit = 0.0 if at_bound or not polish else time_limit if method == "cpsat" else \
         time_limit if method == "auto" and t > 1.01 * lb else 0.0
+    if limit > 0 and deadline is not None and deadline.expired():
+        limit = 0.0
     if limit > 0:
         status, (name, t, sched) = _polish(costs, microbatches, (name, t, sched), budget, deadlines,
-                                           limit=limit, seed=seed, workers=workers, tried=tried)
+                                           limit=limit, seed=seed, workers=workers, tried=tried,
+                                           wall=deadline)
     return ScheduleChoice(schedule=sched, name=name, status=status, step_time=t, lower_bound=lb,
                           gap=_gap(t, lb), wall_s=time.perf_counter() - t0,
                           tried=tried)

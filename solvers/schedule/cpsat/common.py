@@ -144,8 +144,10 @@ def wall_cap_s(time_limit: float) -> float:
 
 
 def configure(solver: cp_model.CpSolver, *, time_limit: float, seed: int, workers: int,
-              deterministic: bool = True) -> None:
-    """Time limit, workers and seed (see [Note: deterministic search])."""
+              deterministic: bool = True, wall_s: float | None = None) -> None:
+    """Time limit, workers and seed (see [Note: deterministic search]); ``wall_s`` caps the
+    wall time further (what is left of the plan's budget: [Note: kept budget] in
+    ``solvers.schedule.budget``)."""
     prm = solver.parameters
     prm.catch_sigint_signal = False  # Ctrl-C reaches Python: [Note: Ctrl-C] in planner/cli/interrupt.py
     prm.num_workers = max(1, workers)
@@ -156,3 +158,5 @@ def configure(solver: cp_model.CpSolver, *, time_limit: float, seed: int, worker
         prm.max_time_in_seconds = wall_cap_s(time_limit)
     else:
         prm.max_time_in_seconds = time_limit
+    if wall_s is not None:
+        prm.max_time_in_seconds = max(0.01, min(prm.max_time_in_seconds, wall_s))

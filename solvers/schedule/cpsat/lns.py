@@ -235,7 +235,8 @@ def _extract(timed: Timed, win: _Window, solver: cp_model.CpSolver, num_stages: 
 
 def lns_improve(costs: StageCosts, schedule: Schedule, *, act_budget: list[int | None] | None = None,
                 deadlines: dict[Key, float] | None = None, time_limit: float, seed: int = 0,
-                actions_per_rank: int = 8, window_time: float = 1.0) -> LnsResult:
+                actions_per_rank: int = 8, window_time: float = 1.0,
+                wall_s: float | None = None) -> LnsResult:
     """Improve ``schedule`` window by window within ``time_limit`` work seconds ([Note: work clock]).
 
     Pass p uses windows of ``size`` (x1.5 on odd passes) actions per rank, shifted by a
@@ -247,7 +248,10 @@ def lns_improve(costs: StageCosts, schedule: Schedule, *, act_budget: list[int |
     best = split_b(schedule)
     best_t = simulate(best, costs).step_time
     result = LnsResult(best, best_t, history=[best_t])
-    wall_cap = time.perf_counter() + wall_cap_s(time_limit)  # [Note: deterministic search]
+    t_start = time.perf_counter()
+    wall_cap = t_start + wall_cap_s(time_limit)  # [Note: deterministic search]
+    if wall_s is not None:  # [Note: kept budget] in solvers.schedule.budget
+        wall_cap = min(wall_cap, t_start + wall_s)
     idle_passes, p, size = 0, 0, actions_per_rank
     while result.work_s < time_limit and time.perf_counter() < wall_cap:
         if idle_passes == 2:
@@ -267,7 +271,8 @@ def lns_improve(costs: StageCosts, schedule: Schedule, *, act_budget: list[int |
             if win is None:
                 continue
             left = (time_limit - result.work_s) / DET_TO_WORK  # the last window ends near the budget
-            found = _solve(win, g, costs, seed, min(window_time, max(MIN_WINDOW_S, left)), result)
+            found = _solve(win, g, costs, seed, min(window_time, max(MIN_WINDOW_S, left)), result,
+                           wall_cap - time.perf_counter())
             if found is not None and found[1] < best_t * (1 - 1e-9):
                 best, best_t, gained = found[0], found[1], True
                 result.improved += 1
@@ -280,9 +285,9 @@ def lns_improve(costs: StageCosts, schedule: Schedule, *, act_budget: list[int |
 
 
 def _solve(win: _Window, g: _Graph, costs: StageCosts, seed: int, limit: float,
-           result: LnsResult) -> tuple[Schedule, float] | None:
+           result: LnsResult, wall_s: float) -> tuple[Schedule, float] | None:
     solver = cp_model.CpSolver()
-    configure(solver, time_limit=limit, seed=seed, workers=1)
+    configure(solver, time_limit=limit, seed=seed, workers=1, wall_s=wall_s)
     solver.parameters.cp_model_probing_level = 0  # small models: probing costs more than it finds
     status = solver.status_name(solver.solve(win.model))
     result.windows += 1

@@ -243,10 +243,11 @@ class SolveResult:
 
 
 def solve_model(sm: ScheduleModel, *, time_limit: float, seed: int, workers: int = 8,
-                deterministic: bool = True) -> SolveResult:
+                deterministic: bool = True, wall_s: float | None = None) -> SolveResult:
     """Solve with the limits of ``solvers.schedule.cpsat.common.configure``."""
     solver = cp_model.CpSolver()
-    configure(solver, time_limit=time_limit, seed=seed, workers=workers, deterministic=deterministic)
+    configure(solver, time_limit=time_limit, seed=seed, workers=workers, deterministic=deterministic,
+              wall_s=wall_s)
     status = solver.solve(sm.model)
     return SolveResult(solver.status_name(status), solver, solver.wall_time, solver.deterministic_time)
 
