@@ -13,7 +13,9 @@ from planner.core.hf_config import load_model
 from planner.core.limits import check_stage_microbatches
 from planner.core.model import ModelSpec
 from planner.core.plan import Plan, load_plan_file
-from planner.planning import PlanRequest, make_plan
+from planner.core.targets import DEFAULT_TARGET, get_target
+from planner.planning import PlanRequest
+from planner.planning.targets import check_shape, plan_for_target
 from solvers.partition.pins import StagePins
 from solvers.schedule.deadlines import parse_deadlines
 from solvers.schedule.memory_limit import parse_memory_limit
@@ -88,17 +90,23 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
          time_limit: float = 10.0, global_batch: int | None = None, seq_len: int | None = None,
          recompute: str | None = None, gpu: str | None = None,
          first_stage_layers: int | None = None, last_stage_layers: int | None = None,
-         memory_limit: str | None = None, deadline: tuple[str, ...] | list[str] = ()) -> Plan:
+         memory_limit: str | None = None, deadline: tuple[str, ...] | list[str] = (),
+         target: str = DEFAULT_TARGET) -> Plan:
     """Plan ``model`` (a shipped id or config path; default ``DEFAULT_MODEL``).
 
     Keyword arguments mirror ``ppplan plan``'s options. With ``profile``, measured
     costs replace the analytical model. ``microbatches="auto"`` tries every count
     dividing the per-replica batch; ``first_stage_layers``/``last_stage_layers`` pin
     the decoder layers of the first/last stage (Megatron's
-    ``--decoder-first/last-pipeline-num-layers``).
+    ``--decoder-first/last-pipeline-num-layers``). ``target`` (``planner.core.targets``)
+    limits the search to what that framework executes; the plan records it.
     """
+    tgt = get_target(target)
     limit_bytes, limit_mb = _memory_options(memory_gib, memory_limit)  # [issue 4]
     if model is None and profile is not None:  # [issue 4] bring your own costs
+        if tgt.name != DEFAULT_TARGET:
+            raise InputError("--target", "planning from a profile without a MODEL supports only --target torch",
+                             "pass the MODEL the profile was measured for")
         from planner.planning.byo_costs import plan_from_profile
 
         check_schedule_option(schedule, vpp=vpp or 1, placement=placement)
@@ -140,9 +148,10 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
                       peak_flops=cl.gpu.peak_flops, num_gpus=cl.num_gpus,
                       memory_limit_microbatches=limit_mb,
                       deadlines=_deadlines(deadline, p.pp * p.vpp, m if not auto else None))
-    variants = [(t, replace(req, model=model_section(spec, t), cluster=cluster_section(cl.with_recompute(k))))
-                for k, t in tables[1:]]
-    return make_plan(table, req, variants=variants)
+    check_shape(tgt, pp=p.pp, vpp=p.vpp, placement=placement, schedule=schedule, layout=req.model["layout"],
+                modes=[k for k, _ in tables], user_recompute=cl.training.recompute)
+    return plan_for_target(tgt, tables, req, lambda k, t: replace(
+        req, model=model_section(spec, t), cluster=cluster_section(cl.with_recompute(k))))
 
 
 def _memory_options(memory_gib: float | None, memory_limit: str | None) -> tuple[int | None, float | None]:

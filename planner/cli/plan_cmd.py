@@ -6,6 +6,7 @@ import click
 
 from planner.cli.common import FiniteFloat, check_outputs, echo_json
 from planner.cli.summary import plan_summary
+from planner.core.targets import DEFAULT_TARGET, TARGET_NAMES
 from solvers.schedule.search import SCHEDULE_CHOICES
 
 __all__ = ["COMMANDS"]
@@ -55,6 +56,7 @@ class MicrobatchCount(click.ParamType):
 @click.option("--placement", type=click.Choice(["loop", "v"]), default="loop", show_default=True,
               help="Virtual stages on ranks with --vpp > 1: loop (stage s on rank s mod pp, interleaved "
                    "1F1B) or v (down then back up, rank 0 holds the first and last stage: ZB-V, DualPipeV).")
+@click.option("--target", type=click.Choice(TARGET_NAMES), default=DEFAULT_TARGET, show_default=True, help="Framework that will run the plan: the search considers only what it executes (schedules, placement, fused pairs, recomputation); see the README's targets table.")
 @click.option("--profile", type=click.Path(dir_okay=False), help="Measured cost table (ppplan profile) instead of the analytical model.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--time-limit", type=FiniteFloat(min=0, min_open=True, max=86400), default=10.0, show_default=True, help="Seconds for searching solvers.")

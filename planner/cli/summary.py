@@ -51,4 +51,7 @@ def plan_summary(plan: Plan) -> str:
                  f" in {plan.solver['wall_s']:.2f} s")
     if plan.solver.get("winner"):
         lines.append(f"winner: {plan.solver['winner']}")
+    from planner.export.targets import runs_on_line
+
+    lines.append(f"target: {runs_on_line(plan)}")
     return "\n".join(lines)

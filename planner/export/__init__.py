@@ -46,7 +46,7 @@ class Export:
 def export_plan(plan: Plan, fmt: str, *, out: str | Path | None = None) -> Export:
     """Render ``plan`` in format ``fmt``; ``out`` names the main file (default ``DEFAULT_OUT``)."""
     if fmt not in FORMATS:
-        raise ExportError(fmt, "unknown format", f"use one of {', '.join(FORMATS)}")
+        raise ExportError(fmt, "unknown format", f"use one of {', '.join(FORMATS)}", replan=False)
     path = str(out if out is not None else DEFAULT_OUT[fmt])
     files, summary = _RENDER[fmt](plan, path)
     return Export(format=fmt, files=files, summary={"format": fmt, "files": list(files), **summary})
@@ -82,7 +82,8 @@ def _megatron(plan: Plan, path: str) -> tuple[dict[str, str], dict[str, Any]]:
 
     m = megatron_args(plan)
     return {path: shlex.join(m.args) + "\n"}, {"args": m.args, "layout": m.layout,
-                                               "alternative": m.alternative, "flags": m.flags}
+                                               "alternative": m.alternative, "flags": m.flags,
+                                               "env": m.env}
 
 
 def _deepspeed(plan: Plan, path: str) -> tuple[dict[str, str], dict[str, Any]]:
@@ -133,7 +134,7 @@ class LaunchPlan(Plan):
             return list(m.args)
         if m.alternative is None:
             raise ExportError("megatron", "the partition needs --pipeline-model-parallel-layout: "
-                              "decoder-first/last counts cannot express it", "call megatron_args()")
+                              "decoder-first/last counts cannot express it", "call megatron_args()", replan=False)
         return list(m.alternative)
 
     def torchtitan_options(self, *, csv_path: str = "schedule.csv") -> dict[str, dict[str, Any]]:

@@ -24,12 +24,13 @@ from planner.core.errors import InfeasibleError
 from planner.core.model import ROLE_LETTERS
 from planner.core.plan import Plan
 from planner.core.schedule import Schedule
+from planner.export.megatron_flags import RECOMPUTE_MODULES, companion_flags, recompute_args
 from planner.export.schedule import (ExportError, check_exportable, first_difference, has_fused,
                                      kind_order, merged_order, moved_w, placement_style, split_w)
 from solvers.schedule.generators import interleaved_1f1b
 
 __all__ = ["MegatronArgs", "megatron_args", "megatron_layout", "compress_stage", "stage_letters", "recompute_args",
-           "RECOMPUTE_ARGS"]
+           "RECOMPUTE_MODULES"]
 
 _FMT = "megatron"
 
@@ -46,6 +47,8 @@ class MegatronArgs:
     """Equivalent arguments without a layout (decoder-first/last counts), when expressible."""
     flags: list[str]
     """Switches the plan's schedule needs (also inside ``args``)."""
+    env: dict[str, str]
+    """Environment variables Megatron needs for these flags (``megatron_flags``)."""
 
 
 def stage_letters(plan: Plan) -> list[str]:
@@ -53,7 +56,7 @@ def stage_letters(plan: Plan) -> list[str]:
     layout = str(plan.model.get("layout", ""))
     if len(layout) != int(plan.model["num_layers"]) or set(layout) - set(ROLE_LETTERS.values()):
         raise ExportError(_FMT, "plan.model.layout must hold one letter E, t, m or L per layer",
-                          "re-plan with this version of ppplan")
+                          "re-plan with this version of ppplan", replan=False)
     return [layout[a:b] for a, b in plan.bounds()]
 
 
@@ -183,21 +186,8 @@ def _check_overlap(plan: Plan, pp: int, vpp: int, n_mtp: int) -> None:
                           "plan with --recompute selective or none")
     if n_mtp > 1:
         raise ExportError(_FMT, f"Megatron's EP overlap supports at most 1 MTP layer, the plan has {n_mtp}")
-
-
-RECOMPUTE_ARGS = {
-    "none": [],
-    "selective": ["--recompute-granularity", "selective", "--recompute-modules", "core_attn", "moe_act",
-                  "layernorm"],
-    "full": ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"],
-}
-"""Megatron options for the plan's recomputation mode (what ``profiler.analytical`` costs:
-selective = attention core and element-wise work; full = each layer from its input)."""
-
-
-def recompute_args(plan: Plan) -> list[str]:
-    """The recomputation options of the mode the plan was made for (none when it has none)."""
-    return list(RECOMPUTE_ARGS.get(plan.cluster.get("training", {}).get("recompute") or "none", []))
+    if n_mtp and pp == 1:  # transformer_config.py: "Pipeline model parallel size must be larger than 1 ..."
+        raise ExportError(_FMT, "Megatron's EP overlap with an MTP layer needs pp > 1", "plan with --pp 2 or more")
 
 
 def megatron_args(plan: Plan) -> MegatronArgs:
@@ -208,20 +198,14 @@ def megatron_args(plan: Plan) -> MegatronArgs:
     text = "".join(letters)
     n_mtp = text.count("m")
     flags = _check_schedule(plan, sched, n_mtp)
-    size = int(plan.microbatches.get("size", 1))
-    dp = int(plan.parallel.get("dp", 1))
+    more = companion_flags(plan, overlap="--overlap-moe-expert-parallel-comm" in flags)
     common = ["--num-layers", str(text.count("t"))] + (["--mtp-num-layers", str(n_mtp)] if n_mtp else [])
-    for key, option in (("tp", "--tensor-model-parallel-size"), ("ep", "--expert-model-parallel-size")):
-        if key in plan.parallel:
-            common += [option, str(int(plan.parallel[key]))]
-    common += ["--micro-batch-size", str(size),
-               "--global-batch-size", str(plan.num_microbatches * size * dp)]
-    common += recompute_args(plan)
+    common += more.args
     if plan.num_stages > plan.pp:
         common += ["--microbatch-group-size-per-virtual-pipeline-stage", str(plan.pp)]
     common += flags
     head = ["--pipeline-model-parallel-size", str(plan.pp)]
     alt = _first_last_args(plan, letters)
     return MegatronArgs(args=head + ["--pipeline-model-parallel-layout", layout] + common,
-                        layout=layout, flags=flags,
+                        layout=layout, flags=flags, env=more.env,
                         alternative=head + alt + common if alt is not None else None)

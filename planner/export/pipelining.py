@@ -68,7 +68,7 @@ def module_fqns(plan: Plan, *, fmt: str = "torchtitan") -> list[list[str]]:
     layout = str(plan.model.get("layout", ""))
     if len(layout) != int(plan.model["num_layers"]):
         raise ExportError(fmt, "plan.model.layout is missing or does not have one letter per layer",
-                          "re-plan with this version of ppplan")
+                          "re-plan with this version of ppplan", replan=False)
     if "m" in layout:
         raise ExportError(fmt, f"layer {layout.index('m')} is an MTP layer and torchtitan models "
                           "have no MTP module", "plan a config without MTP layers "

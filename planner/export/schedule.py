@@ -12,6 +12,7 @@ from planner.core.errors import InputError
 from planner.core.placement import stage_ranks
 from planner.core.plan import Plan
 from planner.core.schedule import OVERLAP, Action, Schedule
+from planner.core.targets import target_for_format
 from planner.core.validate import validate
 
 __all__ = ["ExportError", "check_exportable", "placement_style", "has_fused", "split_w",
@@ -19,9 +20,16 @@ __all__ = ["ExportError", "check_exportable", "placement_style", "has_fused", "s
 
 
 class ExportError(InputError):
-    """The target framework cannot express this plan; the message names what and the way out."""
+    """The target framework cannot express this plan; the message names what and the way out.
 
-    def __init__(self, fmt: str, problem: str, fix: str = "") -> None:
+    Unless ``replan=False`` (the refusal is not about what the format can express), the fix
+    starts with the ``--target`` whose plans this format runs (``planner.core.targets``).
+    """
+
+    def __init__(self, fmt: str, problem: str, fix: str = "", *, replan: bool = True) -> None:
+        target = target_for_format(fmt) if replan else None
+        if target is not None:
+            fix = f"re-plan with --target {target}" + (f"; or {fix}" if fix else "")
         super().__init__(f"export --format {fmt}", problem, fix)
 
 
@@ -32,7 +40,7 @@ def check_exportable(plan: Plan, fmt: str) -> Schedule:
                      memory_limit_bytes=None)
     if found:
         raise ExportError(fmt, f"the plan's schedule is invalid: {found[0]}",
-                          "run ppplan validate PLAN and fix or re-plan it")
+                          "run ppplan validate PLAN and fix or re-plan it", replan=False)
     return sched
 
 

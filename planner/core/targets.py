@@ -1,0 +1,123 @@
+"""What each training framework executes, as data: the ``--target`` capability table.
+
+One ``Target`` per framework says which schedules, placements, virtual-stage counts,
+recomputation modes and MTP placements that framework runs, read from its own source
+(files and lines below; torch 2.13, Megatron-Core 0.16 / Megatron-LM main, torchtitan
+0.3.0, DeepSpeed 0.19.8). The planner's search consumes it as a filter on what it
+enumerates (``planner.api.plan``: families, pair costs, recomputation modes); the
+exporters refuse, in one line naming the ``--target`` to re-plan with, any plan a
+format cannot run.
+
+Sources:
+
+- torch: ``torch/distributed/pipelining/schedules.py``: ``ScheduleGPipe``,
+  ``Schedule1F1B``, ``ScheduleInterleaved1F1B``, ``ScheduleInterleavedZeroBubble``,
+  ``ScheduleZBVZeroBubble``, ``ScheduleDualPipeV`` and ``_PipelineScheduleRuntime``
+  (``_load_csv``: any per-rank order and stage-to-rank map; ``register_custom_function``
+  runs ``OVERLAP_F_B`` pairs, ppplan's runtime in ``planner/runtime/``). Recomputation is
+  the user's ``torch.utils.checkpoint`` around the stage modules: every mode.
+- megatron: ``megatron/core/pipeline_parallel/schedules.py``
+  (``get_forward_backward_func``: no pipelining, 1F1B without interleaving, interleaved
+  1F1B with virtual stages; ``forward_backward_pipelining_with_interleaving`` switches to
+  ``combined_1f1b_schedule_for_interleaved_pipelining`` under
+  ``--overlap-moe-expert-parallel-comm``, and ``forward_backward_no_pipelining`` to
+  ``combined_1f1b_schedule_for_no_pipelining``); W stays inside the backward step
+  (``--delay-wgrad-compute`` only splits it inside a combined step); stage i runs on
+  rank i % pp (``megatron/core/transformer/pipeline_parallel_layer_layout.py``), MTP in
+  one stage in the last virtual chunk (``validate_layer_layout``);
+  ``megatron/training/arguments.py``: ``--recompute-granularity full|selective``, and the
+  EP overlap refuses full recomputation.
+- torchtitan: ``torchtitan/distributed/pipeline_parallel.py``
+  (``_build_pipeline_schedule``: a CSV loads ``_PipelineScheduleRuntime``, so any order
+  of F, I, W and B runs, W moved included; ``_get_pp_rank_to_stage_indices_mapping``:
+  "v" placement only for ZBVZeroBubble/DualPipeV, "loop" otherwise; no OVERLAP_F_B
+  function is registered for the CSV runtime); ``torchtitan/distributed/
+  activation_checkpoint.py``: ``SelectiveAC``, ``FullAC``; the decoder
+  (``torchtitan/models/common/decoder.py``) has ``tok_embeddings``, ``layers``,
+  ``norm``, ``lm_head`` and no MTP module.
+- deepspeed: ``deepspeed/runtime/pipe/engine.py`` (``_exec_schedule`` always builds
+  ``schedule.TrainSchedule``, the 1F1B of ``deepspeed/runtime/pipe/schedule.py``;
+  ``DualPipeVSchedule`` there is not wired into the engine); ``deepspeed/runtime/pipe/
+  module.py``: one stage per pipeline rank, ``activation_checkpoint_interval`` recomputes
+  whole layers (full recomputation), no selective mode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.core.errors import InputError
+
+__all__ = ["Target", "TARGETS", "TARGET_NAMES", "DEFAULT_TARGET", "get_target", "target_of", "target_for_format"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    """What one framework executes."""
+
+    name: str
+    """``--target`` value."""
+    export_format: str
+    """``ppplan export --format`` that writes its input."""
+    families: tuple[str, ...] | None
+    """Schedule families it runs (``solvers.schedule.families``); None = every family."""
+    any_order: bool
+    """Whether it runs any valid per-rank order (a CSV runtime): W moved into bubbles,
+    greedy and CP-SAT orders. False = only the families' orders exactly as drawn."""
+    fused_pairs: bool
+    """Whether it runs F and B of different microbatches overlapped (OVERLAP_F_B)."""
+    fused_needs_vpp: bool = False
+    """Fused pairs only with virtual stages when pp > 1 (Megatron's combined 1F1B)."""
+    fused_needs_ep: bool = False
+    """Fused pairs only with expert parallelism (Megatron's EP A2A overlap)."""
+    fused_recompute: tuple[str, ...] = ("none", "selective", "full")
+    """Recomputation modes that fused pairs run with."""
+    placements: tuple[str, ...] = ("loop", "v")
+    """Stage placements it builds."""
+    max_vpp: int | None = None
+    """Most stages per rank (None = any)."""
+    recompute: tuple[str, ...] = ("none", "selective", "full")
+    """Recomputation modes it has a switch for."""
+    mtp: str = "any"
+    """Where MTP layers may sit: ``any``, ``last-chunk`` (one stage, the rank's last
+    virtual chunk) or ``none`` (the framework's models have no MTP module)."""
+    min_pp: int = 1
+    """Fewest pipeline ranks it builds stages for."""
+
+
+TARGETS: dict[str, Target] = {
+    "torch": Target(name="torch", export_format="torch-csv", families=None, any_order=True,
+                    fused_pairs=True),
+    "megatron": Target(name="megatron", export_format="megatron",
+                       families=("1f1b", "interleaved", "1f1b-overlap", "interleaved-overlap"),
+                       any_order=False, fused_pairs=True, fused_needs_vpp=True, fused_needs_ep=True,
+                       fused_recompute=("none", "selective"), placements=("loop",), mtp="last-chunk"),
+    "torchtitan": Target(name="torchtitan", export_format="torchtitan", families=None, any_order=True,
+                         fused_pairs=False, mtp="none", min_pp=2),
+    "deepspeed": Target(name="deepspeed", export_format="deepspeed", families=("1f1b",), any_order=False,
+                        fused_pairs=False, placements=("loop",), max_vpp=1, recompute=("none", "full")),
+}
+"""Capabilities per ``--target`` (sources in the module docstring)."""
+
+TARGET_NAMES = tuple(TARGETS)
+DEFAULT_TARGET = "torch"
+
+
+def get_target(name: str) -> Target:
+    """The target called ``name``; ``InputError`` naming the choices otherwise."""
+    if name not in TARGETS:
+        raise InputError("--target", f"unknown target {name!r}", f"use one of {', '.join(TARGET_NAMES)}")
+    return TARGETS[name]
+
+
+def target_of(plan_dict_target: object) -> str:
+    """The target recorded in a plan (``plan.extra['target']``); plans made before
+    ``--target`` existed were made for torch."""
+    return str(plan_dict_target) if plan_dict_target else DEFAULT_TARGET
+
+
+def target_for_format(fmt: str) -> str | None:
+    """The target whose plans export format ``fmt`` runs (``trace`` draws any plan: torch's)."""
+    if fmt == "trace":
+        return DEFAULT_TARGET
+    return next((t.name for t in TARGETS.values() if t.export_format == fmt), None)

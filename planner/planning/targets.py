@@ -1,0 +1,155 @@
+"""Planning for a ``--target``: the search enumerates only what that framework executes.
+
+The target's capability table (``planner.core.targets``) becomes, per request:
+
+- a check of the shape (placement, virtual stages, pipeline ranks, MTP, recomputation)
+  that fails in one line naming the ``--target`` or option that fixes it;
+- for a framework without F&B overlap, pair costs equal to serial costs (the cost
+  table's ``pairs`` emptied): no fused candidate exists and the overlap partition
+  balances on the cost the framework will see;
+- for a framework that runs only fixed schedules (Megatron, DeepSpeed), one planning run
+  per family it runs, with that family named (its order as drawn: no W moved, no greedy
+  or CP-SAT order), each with the recomputation modes that family runs with; the
+  fastest plan wins (ties: the earlier family);
+- a final check that the chosen plan exports to the target's format (a plan made for X
+  always exports to X); a run whose plan the exporter refuses is dropped with its reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from planner.core.costs import CostTable
+from planner.core.errors import InfeasibleError, InputError
+from planner.core.plan import Plan
+from planner.core.targets import Target
+from planner.planning import make_plan
+from planner.planning.records import PlanRequest
+from solvers.schedule.families import SCHEDULES, candidate_schedules
+
+__all__ = ["TargetRun", "check_shape", "target_runs", "plan_for_target"]
+
+ModeTables = Sequence[tuple[str, CostTable]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TargetRun:
+    """One planning run for a target: a schedule option and the recomputation modes."""
+
+    schedule: str
+    """``--schedule`` value for the run (a family name, or the user's choice)."""
+    modes: tuple[str, ...]
+    """Recomputation modes planned with."""
+
+
+def check_shape(target: Target, *, pp: int, vpp: int, placement: str, schedule: str,
+                layout: str, modes: Sequence[str], user_recompute: str) -> None:
+    """``InputError`` when the request asks for something the target does not run."""
+    fix = "or re-plan with --target torch, which runs it"
+    if pp < target.min_pp:
+        raise InputError("--pp", f"{target.name} builds no pipeline stages with pp {pp}",
+                         f"use --pp {target.min_pp} or more, {fix}")
+    if target.max_vpp is not None and vpp > target.max_vpp:
+        raise InputError("--vpp", f"{target.name} holds at most {target.max_vpp} stage per rank, got vpp {vpp}",
+                         f"use --vpp {target.max_vpp}, {fix}")
+    if vpp > 1 and placement not in target.placements:
+        raise InputError("--placement", f"{target.name} builds only {'/'.join(target.placements)} placement",
+                         f"use --placement {target.placements[0]}, {fix}")
+    if target.mtp == "none" and "m" in layout:
+        raise InputError("--target", f"{target.name}'s models have no MTP module and this model has "
+                         f"{layout.count('m')} MTP layer(s)", "use --target megatron or --target torch")
+    if schedule not in ("auto", "cpsat"):
+        kind = SCHEDULES.get(schedule)
+        if target.families is not None and schedule not in target.families:
+            raise InputError("--schedule", f"{target.name} does not run {schedule}",
+                             f"use one of {', '.join(target.families)} or auto, {fix}")
+        if kind is not None and kind.fused and not target.fused_pairs:
+            raise InputError("--schedule", f"{schedule} fuses F&B pairs, which {target.name} cannot overlap",
+                             f"use a family without fused pairs or auto, {fix}")
+    elif schedule == "cpsat" and not target.any_order:
+        raise InputError("--schedule", f"{target.name} takes no explicit order, so a CP-SAT order cannot run",
+                         f"use --schedule auto, {fix}")
+    if user_recompute != "auto" and user_recompute not in target.recompute:
+        raise InputError("--recompute", f"{target.name} has no {user_recompute} recomputation "
+                         f"(it has {', '.join(target.recompute)})",
+                         f"use --recompute {target.recompute[-1]} or auto, {fix}")
+    if not set(modes) & set(target.recompute):
+        raise InputError("--recompute", f"{target.name} runs none of {', '.join(modes)}", fix)
+
+
+def target_runs(target: Target, table: CostTable, *, schedule: str, pp: int, vpp: int, ep: int,
+                placement: str, modes: Sequence[str]) -> list[TargetRun]:
+    """The planning runs the target's menu asks for (see the module docstring)."""
+    modes = tuple(m for m in modes if m in target.recompute)
+    if target.families is None:
+        return [TargetRun(schedule=schedule, modes=modes)]
+    names = [schedule] if schedule not in ("auto", "cpsat") else \
+        [n for n in candidate_schedules("auto", table, vpp=vpp, placement=placement) if n in target.families]
+    runs = []
+    for name in names:
+        run_modes = modes
+        if SCHEDULES[name].fused:
+            if (target.fused_needs_vpp and pp > 1 and vpp == 1) or (target.fused_needs_ep and ep < 2):
+                continue
+            run_modes = tuple(m for m in modes if m in target.fused_recompute)
+        if run_modes:
+            runs.append(TargetRun(schedule=name, modes=run_modes))
+    if not runs:
+        raise InputError("--target", f"{target.name} runs no schedule for pp {pp} vpp {vpp} "
+                         f"placement {placement}", "change --vpp/--placement or use --target torch")
+    return runs
+
+
+def _without_pairs(table: CostTable) -> CostTable:
+    """[Note: no-overlap target] Pair costs equal serial costs: no pair is cheaper fused."""
+    return replace(table, pairs={})
+
+
+def plan_for_target(target: Target, tables: ModeTables, req: PlanRequest,
+                    request_for: Callable[[str, CostTable], PlanRequest]) -> Plan:
+    """Plan for ``target``: the fastest plan over its runs that its exporter accepts.
+
+    ``tables`` are (recompute mode, cost table) pairs; ``request_for(mode, table)`` is
+    ``req`` with that mode's plan sections.
+    """
+    if not target.fused_pairs:
+        tables = [(mode, _without_pairs(t)) for mode, t in tables]
+    runs = target_runs(target, tables[0][1], schedule=req.schedule, pp=req.pp, vpp=req.vpp,
+                       ep=int(req.parallel.get("ep", 1)), placement=req.placement,
+                       modes=[mode for mode, _ in tables])
+    best: Plan | None = None
+    record, errors = [], []
+    for run in runs:
+        chosen = [(m, t) for m, t in tables if m in run.modes]
+        first, *rest = [(t, replace(request_for(m, t), schedule=run.schedule)) for m, t in chosen]
+        try:
+            plan = make_plan(first[0], first[1], variants=rest)
+            _check_exports(target, plan)
+        except InfeasibleError as exc:
+            record.append({"schedule": run.schedule, "recompute": list(run.modes), "status": str(exc)})
+            errors.append(str(exc))
+            continue
+        record.append({"schedule": run.schedule, "recompute": list(run.modes),
+                       "step_time_s": plan.predicted["step_time_s"], "status": "valid"})
+        if best is None or plan.predicted["step_time_s"] < best.predicted["step_time_s"] * (1 - 1e-12):
+            best = plan
+    if best is None:
+        raise InfeasibleError(f"no plan {target.name} runs fits: {errors[0]}")
+    best.extra["target"] = target.name
+    if target.families is not None:
+        best.solver["target_runs"] = record
+    return best
+
+
+def _check_exports(target: Target, plan: Plan) -> None:
+    """``InfeasibleError`` (the exporter's line) when the target's format refuses ``plan``."""
+    if target.name == "torch":
+        return
+    from planner.export import export_plan
+    from planner.export.schedule import ExportError
+
+    try:
+        export_plan(plan, target.export_format)
+    except ExportError as exc:
+        raise InfeasibleError(f"{target.name} cannot run the plan: {exc}") from None
