@@ -9,6 +9,7 @@ reference hold the same numbers. A stage is its layers in order, named
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -37,19 +38,26 @@ class ReplayModel:
     """Microbatches per step."""
     seed: int = 0
     """Seed of the weights and of the token data."""
+    ep: int = 1
+    """Expert-parallel size: ranks of one stage, each with its own data (EP is carved out
+    of data parallelism, as in Megatron) and ``experts / ep`` of each MoE layer's experts."""
 
 
-def replay_model(plan: Plan, *, scale: float, seq_len: int, seed: int = 0) -> ReplayModel:
-    """Load the plan's model, check its layer count, and scale its width."""
+def replay_model(plan: Plan, *, scale: float, seq_len: int, seed: int = 0, ep: int = 1) -> ReplayModel:
+    """Load the plan's model, check its layer count and EP, and scale its width."""
     from profiler.layers import scaled_model
 
     spec = load_model(str(plan.model["name"]))
     if spec.num_layers != int(plan.model["num_layers"]):
         raise InputError("plan.model.num_layers", f"is {plan.model['num_layers']} but model "
                          f"{spec.name} has {spec.num_layers} layers", "re-plan this model")
-    return ReplayModel(spec=scaled_model(spec, scale), scale=scale, seq_len=seq_len,
+    small = scaled_model(spec, scale)
+    if ep > 1 and small.moe is not None and small.moe.num_experts % ep:
+        raise InputError("--ep", f"{ep} does not divide the {small.moe.num_experts} experts of "
+                         f"{spec.name} at scale {scale:g}", "pick an --ep that divides the expert count")
+    return ReplayModel(spec=small, scale=scale, seq_len=seq_len,
                        microbatch_size=int(plan.microbatches.get("size", 1)),
-                       microbatches=plan.num_microbatches, seed=seed)
+                       microbatches=plan.num_microbatches, seed=seed, ep=ep)
 
 
 class StageModule(nn.Module):
@@ -65,17 +73,25 @@ class StageModule(nn.Module):
         return x
 
 
-def build_stage(rm: ReplayModel, start: int, end: int, device: torch.device) -> StageModule:
-    """The stage holding layers ``[start, end)`` on ``device`` (FP32, seeded)."""
+def build_stage(rm: ReplayModel, start: int, end: int, device: torch.device, *,
+                ep_group: Any = None) -> StageModule:
+    """The stage holding layers ``[start, end)`` on ``device`` (FP32, seeded); MoE layers
+    exchange tokens over ``ep_group`` (a process group, or a callable ``layer index ->
+    EmulatedLink``), else keep every expert local."""
     from profiler.layers import build_layer
 
-    layers = {k: build_layer(rm.spec, rm.spec.layers[k], seed=rm.seed) for k in range(start, end)}
+    def group(k: int) -> Any:
+        return ep_group(k) if callable(ep_group) else ep_group
+
+    layers = {k: build_layer(rm.spec, rm.spec.layers[k], seed=rm.seed, ep_group=group(k))
+              for k in range(start, end)}
     return StageModule(layers).to(device)
 
 
-def make_batch(rm: ReplayModel, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(token ids, targets), each ``[microbatches x microbatch_size, seq_len]``, from the seed."""
-    gen = torch.Generator().manual_seed(rm.seed + 1)
+def make_batch(rm: ReplayModel, device: torch.device, *, ep_rank: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(token ids, targets), each ``[microbatches x microbatch_size, seq_len]``, from the seed
+    (each expert-parallel rank draws its own batch)."""
+    gen = torch.Generator().manual_seed(rm.seed + 1 + 7919 * ep_rank)
     shape = (rm.microbatches * rm.microbatch_size, rm.seq_len)
     ids = torch.randint(0, rm.spec.vocab, shape, generator=gen)
     target = torch.randint(0, rm.spec.vocab, shape, generator=gen)

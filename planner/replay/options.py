@@ -32,6 +32,15 @@ class ReplayOptions:
     """Limit on the whole replay; the launcher kills every rank after it."""
     threads: int | None = None
     """Torch threads per rank on CPU; None = CPU cores / local ranks (at least 1)."""
+    ep: int | None = None
+    """Expert-parallel size of the replay (pp x ep processes); None = the plan's EP."""
+    link: str = "real"
+    """``real``: MoE all-to-alls over gloo/NCCL; ``emulated``: each is a local copy of the
+    same rows that completes no earlier than issue + the analytical cost model's time for
+    it (see ``planner.replay.link``), every figure then labelled emulated."""
+    link_scale: float = 1.0
+    """Factor on the emulated link's times (to give the all-to-alls a GPU-like share of
+    each MoE layer at the replay's width and device)."""
     fault: str | None = None
     """Fault injection for tests: ``die:RANK`` exits that rank, ``hang:RANK`` blocks it,
     both just before the first step."""
@@ -44,6 +53,12 @@ class ReplayOptions:
                                  ("--seq-len", self.seq_len, 1), ("--threads", self.threads, 1)):
             if value is not None and value < low:
                 raise InputError(name, f"must be >= {low}, got {value}")
+        if self.ep is not None and self.ep < 1:
+            raise InputError("--ep", f"must be >= 1, got {self.ep}", "e.g. --ep 2")
+        if self.link not in ("real", "emulated"):
+            raise InputError("--link", f"unknown {self.link!r}", "use real or emulated")
+        if not self.link_scale > 0:
+            raise InputError("--link-scale", f"must be positive, got {self.link_scale}")
         if self.timeout_s <= 0 or self.deadline_s <= 0:
             raise InputError("--timeout", "must be positive")
         if self.fault is not None:

@@ -12,10 +12,14 @@ steps then alternate (plan 1, plan 2, ..., plan 1, ...), so that load from other
 jobs on a shared machine falls on every plan alike and comparisons between plans
 (and between a plan and a calibration plan) are paired step by step.
 
-Engine: torch.distributed.pipelining runs every action of the plan (F, I, W, B,
-``OVERLAP_F_B``); this module only times it. Two engine facts shape the figures:
-``OVERLAP_F_B`` runs its forward and backward one after the other (no concurrent
-streams), and I on stage 0 is a no-op whose work W does (see ``predict``).
+Engine: torch.distributed.pipelining runs every action of the plan (F, I, W, B);
+``OVERLAP_F_B`` actions run through ``planner.runtime`` (registered with
+``attach``): the forward and the backward of the pair run concurrently, taking turns
+at every MoE all-to-all. A fused pair is recorded as one span covering the pair (on
+its forward part; its backward part gets a zero-length span at the pair's end), so
+busy time counts the pair once. Layers recompute as the plan's cluster says
+(``training.recompute``; ``planner.runtime.apply_recompute``). I on stage 0 is a
+no-op whose work W does (see ``predict``).
 """
 
 from __future__ import annotations
@@ -94,18 +98,49 @@ def _measure_table(rm: ReplayModel, device: torch.device, rank: int) -> Any:
     return table
 
 
-def _build(plan: Plan, rm: ReplayModel, rank: int, device: torch.device, recorder: Recorder):
+def recompute_mode(plan: Plan) -> str:
+    """The plan's recomputation mode (none when the plan does not say)."""
+    mode = plan.cluster.get("training", {}).get("recompute") or "none"
+    return "none" if mode == "auto" else str(mode)
+
+
+def _build(plan: Plan, rm: ReplayModel, rank: int, device: torch.device, recorder: Recorder,
+           opts: ReplayOptions):
+    from planner.runtime import apply_recompute
+
     mods, stages = [], []
     for s, ((a, b), r) in enumerate(zip(plan.bounds(), plan.ranks())):
         if r == rank:
             mod = build_stage(rm, a, b, device)
+            apply_recompute(list(mod.layers.values()), recompute_mode(plan))
             mods.append(mod)
             stages.append(TimedStage(mod, s, plan.num_stages, device, group=dist.group.WORLD,
                                      recorder=recorder))
     runtime = TimedRuntime(stages, plan.num_microbatches, loss_fn=loss_fn, scale_grads=True,
                            recorder=recorder)
     runtime._prepare_schedule_with_comms(to_torch_actions(plan.parsed_schedule()))
+    _attach_timed(runtime, recorder, opts.timeout_s)
     return mods, runtime
+
+
+def _attach_timed(runtime: TimedRuntime, recorder: Recorder, timeout_s: float) -> None:
+    """Register the overlap runtime; each pair leaves its two spans in plan order (forward
+    part: the whole pair; backward part: zero length at its end)."""
+    from torch.distributed.pipelining.schedules import OVERLAP_F_B
+
+    from planner.runtime import overlap_f_b, split_pair
+
+    def timed(action: Any, ctx: Any) -> None:
+        first = len(recorder.open)
+        start = recorder.clock.mark()
+        overlap_f_b(action, ctx, timeout_s=timeout_s)
+        end = recorder.clock.mark()
+        f_act, b_act = split_pair(action)
+        b_kind = "B" if b_act.computation_type.name == "FULL_BACKWARD" else "I"
+        recorder.open[first:] = [(f_act.stage_index, "F", f_act.microbatch_index, start, end),
+                                 (b_act.stage_index, b_kind, b_act.microbatch_index, end, end)]
+
+    runtime.register_custom_function(OVERLAP_F_B, timed)
 
 
 def _step(runtime: TimedRuntime, rank_args: tuple, target: torch.Tensor, mods: list) -> list:
@@ -200,7 +235,7 @@ def _prepare(plan: Plan, opts: ReplayOptions, rank: int, device: torch.device, t
             tables[key] = _measure_table(rm, device, rank)
         table = tables[key]
     recorder = Recorder(Clock(device))
-    mods, runtime = _build(plan, rm, rank, device, recorder)
+    mods, runtime = _build(plan, rm, rank, device, recorder, opts)
     ids, target = make_batch(rm, device)
     rank_args = (ids,) if plan.ranks()[0] == rank else ()
     return _Run(plan=plan, rm=rm, mods=mods, runtime=runtime, recorder=recorder, rank_args=rank_args,
