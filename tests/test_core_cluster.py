@@ -33,7 +33,7 @@ def _with(path: str, value) -> dict:
     *head, last = path.split(".")
     node = data
     for key in head:
-        node = node[key]
+        node = node.setdefault(key, {})
     if value is ...:
         del node[last]
     else:
@@ -80,7 +80,16 @@ def test_gpu_preset_overrides():
     ("training.global_batch", ..., r"cluster\.training\.global_batch: missing"),
     ("training.seq_len", "long", r"cluster\.training\.seq_len: expected int"),
     ("training.batch", 3, r"cluster\.training\.batch: unknown field"),
-    ("parallel.cp", 2, r"cluster\.parallel\.cp: unknown field"),
+    ("parallel.cp", 2, r"parallel: pp x tp x cp x dp = 4x1x2x4 = 32 but num_gpus = 16 \(set dp to 2"),
+    ("parallel.cp", 0, r"parallel\.cp: must be >= 1"),
+    ("parallel.etp", 8, r"parallel\.ep: ep x etp = 4x8 must divide dp x cp x tp = 4"),
+    ("parallel.zp", 2, r"cluster\.parallel\.zp: unknown field"),
+    ("training.fsdp", "yes", r"cluster\.training\.fsdp: expected bool"),
+    ("network", "ib", r"cluster\.network: expected a mapping"),
+    ("network.dispatcher", "mpi", r"cluster\.network\.dispatcher: unknown 'mpi' \(use one of alltoall, deepep, hybridep\)"),
+    ("network.network_gbps", -5, r"cluster\.network\.network_gbps: expected a positive number of GB/s"),
+    ("network.nvlink_gbps", True, r"cluster\.network\.nvlink_gbps: expected a positive number"),
+    ("network.fabric", "ib", r"cluster\.network\.fabric: unknown field"),
     ("parallel.pp", 2.5, r"cluster\.parallel\.pp: expected int"),
     ("parallel", [4, 1], r"cluster\.parallel: expected a mapping"),
     ("gpu", "tpu", r"cluster\.gpu: unknown GPU 'tpu'"),
@@ -133,3 +142,20 @@ def test_with_parallel_recomputes_dp_and_keeps_ep_dividing():
     assert (changed.parallel.pp, changed.parallel.dp) == (8, 2)
     assert (changed.parallel.dp * changed.parallel.tp) % changed.parallel.ep == 0
     assert isinstance(changed.check(), ClusterSpec)
+
+
+def test_new_fields_are_read_and_used():
+    data = _with("parallel", {"pp": 2, "tp": 2, "cp": 2, "ep": 4, "etp": 2, "dp": 2})
+    data["num_gpus"], data["gpus_per_node"] = 16, 72
+    data["training"]["fsdp"] = True
+    data["network"] = {"dispatcher": "deepep", "network_gbps": 100, "description": "4x NDR"}
+    spec = cluster_from_dict(data)
+    assert (spec.parallel.cp, spec.parallel.etp, spec.training.fsdp) == (2, 2, True)
+    assert spec.network.kind.dedup_per_node and spec.network_bandwidth == 100e9
+    assert spec.nvlink_bandwidth == GPU_PRESETS["h100"].nvlink_bandwidth
+
+
+def test_blackwell_presets_have_fp8_and_more_memory():
+    for name in ("b200", "gb200"):
+        gpu = GPU_PRESETS[name]
+        assert gpu.fp8_peak_flops == 2 * gpu.peak_flops and gpu.memory_bytes > GPU_PRESETS["h200"].memory_bytes

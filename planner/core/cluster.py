@@ -16,6 +16,7 @@ from planner.core.errors import InputError
 from planner.core.hardware import GpuSpec, gpu_from_config
 from planner.core.jsonio import read_yaml
 from planner.core.model import ModelSpec
+from planner.core.network import NetworkSpec, network_from_config
 from planner.core.paths import CLUSTERS_DIR
 
 __all__ = ["ParallelSpec", "TrainingSpec", "ClusterSpec", "load_cluster", "default_cluster_path",
@@ -32,7 +33,8 @@ each mode and keeps the fastest plan that fits memory; the plan records the mode
 
 @dataclass(frozen=True, kw_only=True)
 class ParallelSpec:
-    """Parallel degrees. pp x tp x dp = GPUs; ep is carved out of dp x tp (Megatron)."""
+    """Parallel degrees. pp x tp x cp x dp = GPUs; ep x etp is carved out of dp x cp x tp
+    (Megatron's expert layout: etp x ep x expert-dp = tp x cp x dp)."""
 
     pp: int = 1
     """Pipeline-parallel ranks."""
@@ -44,6 +46,10 @@ class ParallelSpec:
     """Expert-parallel degree."""
     dp: int = 1
     """Data-parallel replicas."""
+    cp: int = 1
+    """Context-parallel degree: each sequence is split over cp GPUs (ring attention)."""
+    etp: int = 1
+    """Expert tensor-parallel degree: each routed expert's GEMMs are split over etp GPUs."""
 
     @property
     def num_stages(self) -> int:
@@ -67,6 +73,9 @@ class TrainingSpec:
     """Share of GPU memory kept free (allocator fragmentation, NCCL buffers, CUDA context)."""
     distributed_optimizer: bool = True
     """Optimizer state sharded over data-parallel ranks (Megatron --use-distributed-optimizer)."""
+    fsdp: bool = False
+    """Parameters and gradients sharded too (torch FSDP2 / Megatron-FSDP): gathered per layer
+    in forward and backward, gradients reduce-scattered per layer."""
     recompute: str = "auto"
     """Activation recomputation: none, selective (attention core and element-wise work, Megatron's
     selective with ``core_attn moe_act layernorm``), full (keep only each layer's input; the
@@ -95,7 +104,19 @@ class ClusterSpec:
     training: TrainingSpec
     """Batch, sequence length, precision, memory headroom."""
     gpus_per_node: int = 8
-    """GPUs sharing NVLink."""
+    """GPUs sharing NVLink (72 for a GB200 NVL72 rack)."""
+    network: NetworkSpec = NetworkSpec()
+    """Dispatcher and link bandwidth overrides (``planner.core.network``)."""
+
+    @property
+    def nvlink_bandwidth(self) -> float:
+        """NVLink bytes/s per GPU, one direction (the network section's, else the preset's)."""
+        return self.network.nvlink_gbps * 1e9 or self.gpu.nvlink_bandwidth
+
+    @property
+    def network_bandwidth(self) -> float:
+        """NIC bytes/s per GPU across nodes, one direction (the network section's, else the preset's)."""
+        return self.network.network_gbps * 1e9 or self.gpu.ib_bandwidth
 
     @property
     def memory_limit_bytes(self) -> int:
@@ -111,18 +132,26 @@ class ClusterSpec:
     def check(self) -> "ClusterSpec":
         """Validate degrees and batch divisibility; return self."""
         p, t = self.parallel, self.training
-        for name in ("pp", "vpp", "tp", "ep", "dp"):
+        for name in ("pp", "vpp", "tp", "ep", "dp", "cp", "etp"):
             if getattr(p, name) < 1:
                 raise InputError(f"parallel.{name}", f"must be >= 1, got {getattr(p, name)}")
-        if p.pp * p.tp * p.dp != self.num_gpus:
-            fits = self.num_gpus % (p.pp * p.tp) == 0
-            raise InputError("parallel", f"pp x tp x dp = {p.pp}x{p.tp}x{p.dp} = {p.pp * p.tp * p.dp}"
+        if p.pp * p.tp * p.cp * p.dp != self.num_gpus:
+            fits = self.num_gpus % (p.pp * p.tp * p.cp) == 0
+            names, vals = ("pp x tp x cp x dp", f"{p.pp}x{p.tp}x{p.cp}x{p.dp}") if p.cp > 1 else \
+                ("pp x tp x dp", f"{p.pp}x{p.tp}x{p.dp}")
+            raise InputError("parallel", f"{names} = {vals} = {p.pp * p.tp * p.cp * p.dp}"
                              f" but num_gpus = {self.num_gpus}",
-                             f"set dp to {self.num_gpus // (p.pp * p.tp)} or change num_gpus" if fits else
-                             f"pick pp x tp dividing {self.num_gpus} or change num_gpus")
-        if (p.dp * p.tp) % p.ep:
-            raise InputError("parallel.ep", f"ep {p.ep} must divide dp x tp = {p.dp * p.tp}",
-                             "pick an ep that divides dp x tp")
+                             f"set dp to {self.num_gpus // (p.pp * p.tp * p.cp)} or change num_gpus" if fits else
+                             f"pick pp x tp{' x cp' if p.cp > 1 else ''} dividing {self.num_gpus} or change num_gpus")
+        if (p.dp * p.cp * p.tp) % (p.ep * p.etp):
+            if p.cp == p.etp == 1:
+                raise InputError("parallel.ep", f"ep {p.ep} must divide dp x tp = {p.dp * p.tp}",
+                                 "pick an ep that divides dp x tp")
+            raise InputError("parallel.ep", f"ep x etp = {p.ep}x{p.etp} must divide dp x cp x tp = "
+                             f"{p.dp * p.cp * p.tp}", "pick ep and etp whose product divides dp x cp x tp")
+        if t.seq_len % p.cp:
+            raise InputError("parallel.cp", f"cp {p.cp} does not divide seq_len {t.seq_len}",
+                             "pick a cp dividing the sequence length")
         if t.precision not in PRECISION_BYTES:
             raise InputError("training.precision", f"unknown {t.precision!r}",
                              f"use one of {', '.join(PRECISION_BYTES)}")
@@ -159,10 +188,11 @@ class ClusterSpec:
     def with_parallel(self, **changes: int) -> "ClusterSpec":
         """Copy with some parallel degrees changed; dp follows from num_gpus when pp or tp change."""
         par = replace(self.parallel, **changes)
-        if "dp" not in changes and ("pp" in changes or "tp" in changes):
-            dp = self.num_gpus // (par.pp * par.tp) if par.pp * par.tp else 0
-            if dp * par.pp * par.tp == self.num_gpus and dp >= 1:
-                ep = par.ep if (dp * par.tp) % par.ep == 0 else _largest_divisor(dp * par.tp, par.ep)
+        if "dp" not in changes and ("pp" in changes or "tp" in changes or "cp" in changes):
+            dp = self.num_gpus // (par.pp * par.tp * par.cp) if par.pp * par.tp * par.cp else 0
+            if dp * par.pp * par.tp * par.cp == self.num_gpus and dp >= 1:
+                room = dp * par.tp * par.cp // par.etp if (dp * par.tp * par.cp) % par.etp == 0 else 1
+                ep = par.ep if room % par.ep == 0 else _largest_divisor(room, par.ep)
                 par = replace(par, dp=dp, ep=ep)
         return replace(self, parallel=par)
 
@@ -203,7 +233,7 @@ def cluster_from_dict(data: Any, *, where: str = "cluster") -> ClusterSpec:
     """Build and check a ``ClusterSpec`` from a parsed YAML/JSON mapping."""
     if not isinstance(data, dict):
         raise InputError(where, "expected a mapping with gpu, num_gpus, parallel, training")
-    known = {"gpu", "num_gpus", "gpus_per_node", "parallel", "training", "description"}
+    known = {"gpu", "num_gpus", "gpus_per_node", "parallel", "training", "network", "description"}
     for key in data:
         if key not in known:
             raise InputError(f"{where}.{key}", "unknown field", f"known fields: {', '.join(sorted(known))}")
@@ -221,6 +251,7 @@ def cluster_from_dict(data: Any, *, where: str = "cluster") -> ClusterSpec:
         gpu=gpu_from_config(data["gpu"], where=f"{where}.gpu"),
         num_gpus=num,
         gpus_per_node=per_node,
+        network=network_from_config(data.get("network"), where=f"{where}.network"),
         parallel=_section(data, "parallel", ParallelSpec, where),
         training=_section(data, "training", TrainingSpec, where),
     ).check()

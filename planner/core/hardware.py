@@ -1,7 +1,17 @@
 """GPU presets: peak throughput, memory and interconnect bandwidths.
 
-Numbers are from ../shared/reference.md (vendor datasheets and DeepEP's published
-measurements). Bandwidths are one direction, per GPU, in bytes per second.
+Numbers are from vendor datasheets (NVIDIA A100/H100/H200/B200/GB200 datasheets: dense
+peaks are half the "with sparsity" figures) and DeepEP's published measurements
+(https://github.com/deepseek-ai/DeepEP README: intranode EP8 dispatch 153 GB/s,
+internode EP16-64 43-58 GB/s on H800 with CX7 400 Gb/s NICs). Bandwidths are one
+direction, per GPU, in bytes per second.
+
+Blackwell presets (b200: HGX/DGX B200, 8 GPUs per NVLink domain; gb200: GB200 NVL72, an
+NVLink domain of 72 GPUs, so its cluster files say ``gpus_per_node: 72``): BF16 2.25 /
+2.5 PFLOP/s dense, FP8 4.5 / 5 PFLOP/s dense, HBM3e 180 / 186 GB at 8 TB/s, NVLink5
+1.8 TB/s bidirectional, ConnectX-7 400 Gb/s per GPU (DGX B200 datasheet; GB200 NVL72
+datasheet). No DeepEP figure is published for them: their all-to-all bandwidths are the
+H100 ones scaled by the NVLink5/NVLink4 ratio (intranode) and equal (internode, same NIC).
 """
 
 from __future__ import annotations
@@ -36,6 +46,8 @@ class GpuSpec:
     """Achieved expert-parallel all-to-all bandwidth across nodes (DeepEP EP16-64), bytes/s."""
     p2p_latency_s: float = 10e-6
     """Latency of one pipeline send/receive (kernel launch + network), seconds."""
+    fp8_peak_flops: float = 0.0
+    """Dense FP8 peak, FLOP/s; 0: no FP8 tensor cores (FP8 GEMMs run at the BF16 peak)."""
 
 
 GB = 1e9
@@ -43,15 +55,21 @@ GPU_PRESETS: dict[str, GpuSpec] = {
     "a100": GpuSpec(name="a100", peak_flops=312e12, memory_bytes=80 * 2**30, hbm_bandwidth=2.0e12,
                     nvlink_bandwidth=300 * GB, ib_bandwidth=25 * GB,
                     a2a_intranode_bandwidth=100 * GB, a2a_internode_bandwidth=20 * GB),
-    "h100": GpuSpec(name="h100", peak_flops=989e12, memory_bytes=80 * 2**30, hbm_bandwidth=3.35e12,
-                    nvlink_bandwidth=450 * GB, ib_bandwidth=50 * GB,
+    "h100": GpuSpec(name="h100", peak_flops=989e12, fp8_peak_flops=1979e12, memory_bytes=80 * 2**30,
+                    hbm_bandwidth=3.35e12, nvlink_bandwidth=450 * GB, ib_bandwidth=50 * GB,
                     a2a_intranode_bandwidth=153 * GB, a2a_internode_bandwidth=50 * GB),
-    "h800": GpuSpec(name="h800", peak_flops=989e12, memory_bytes=80 * 2**30, hbm_bandwidth=3.35e12,
-                    nvlink_bandwidth=160 * GB, ib_bandwidth=50 * GB,
+    "h800": GpuSpec(name="h800", peak_flops=989e12, fp8_peak_flops=1979e12, memory_bytes=80 * 2**30,
+                    hbm_bandwidth=3.35e12, nvlink_bandwidth=160 * GB, ib_bandwidth=50 * GB,
                     a2a_intranode_bandwidth=153 * GB, a2a_internode_bandwidth=45 * GB),
-    "h200": GpuSpec(name="h200", peak_flops=989e12, memory_bytes=141 * GB, hbm_bandwidth=4.8e12,
-                    nvlink_bandwidth=450 * GB, ib_bandwidth=50 * GB,
+    "h200": GpuSpec(name="h200", peak_flops=989e12, fp8_peak_flops=1979e12, memory_bytes=141 * GB,
+                    hbm_bandwidth=4.8e12, nvlink_bandwidth=450 * GB, ib_bandwidth=50 * GB,
                     a2a_intranode_bandwidth=153 * GB, a2a_internode_bandwidth=50 * GB),
+    "b200": GpuSpec(name="b200", peak_flops=2250e12, fp8_peak_flops=4500e12, memory_bytes=180 * GB,
+                    hbm_bandwidth=8.0e12, nvlink_bandwidth=900 * GB, ib_bandwidth=50 * GB,
+                    a2a_intranode_bandwidth=306 * GB, a2a_internode_bandwidth=50 * GB),
+    "gb200": GpuSpec(name="gb200", peak_flops=2500e12, fp8_peak_flops=5000e12, memory_bytes=186 * GB,
+                     hbm_bandwidth=8.0e12, nvlink_bandwidth=900 * GB, ib_bandwidth=50 * GB,
+                     a2a_intranode_bandwidth=306 * GB, a2a_internode_bandwidth=50 * GB),
 }
 
 
@@ -73,7 +91,7 @@ def gpu_from_config(value: Any, *, where: str = "cluster.gpu") -> GpuSpec:
             raise InputError(f"{where}.{key}", f"expected a positive number, got {v!r}")
     if isinstance(base_name, str) and base_name.lower() in GPU_PRESETS:
         return replace(GPU_PRESETS[base_name.lower()], **overrides)
-    missing = sorted(known - set(overrides) - {"p2p_latency_s"})
+    missing = sorted(known - set(overrides) - {"p2p_latency_s", "fp8_peak_flops"})
     if missing:
         raise InputError(f"{where}.{missing[0]}", "missing for a custom GPU",
                          "give every field or start from 'preset: h100'")

@@ -146,6 +146,8 @@ def _deepseek(cfg: dict[str, Any], common: dict[str, Any], n_layers: int) -> Mod
         top_k=_int(cfg, "num_experts_per_tok"),
         expert_intermediate=_int(cfg, "moe_intermediate_size"),
         shared_intermediate=_int(cfg, "n_shared_experts", 0) * _int(cfg, "moe_intermediate_size"),
+        expert_groups=_int(cfg, "n_group", 0),
+        groups_per_token=_int(cfg, "topk_group", 0),
     )
     _check_moe(moe)
     first_dense = _int(cfg, "first_k_dense_replace", 0)

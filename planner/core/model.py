@@ -94,6 +94,10 @@ class MoeSpec:
     """Total SwiGLU intermediate size of the shared expert(s); 0 when there is none."""
     shared_gate: bool = False
     """Whether the shared expert output is scaled by a sigmoid gate (Qwen3-Next)."""
+    expert_groups: int = 0
+    """Groups the experts are split into for node-limited routing (DeepSeek-V3 ``n_group``); 0: none."""
+    groups_per_token: int = 0
+    """Groups one token may reach (DeepSeek-V3 ``topk_group``: at most 4 nodes); 0: no limit."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,84 @@
+"""Communication times: expert-parallel all-to-all (hierarchical), TP/SP and CP collectives.
+
+Expert-parallel all-to-all (one dispatch or one combine), per GPU:
+
+- The EP group's ranks are consecutive in Megatron's expert rank order (etp fastest,
+  then ep: megatron/core/parallel_state.py ``RankGenerator`` for the expert layout), so
+  it spans ``nodes = ep x etp / gpus_per_node`` nodes (1 when it fits in one) and a
+  node holds ``g = ep / nodes`` of its ranks.
+- Routing is balanced (the published runs force balanced routing): a token copy goes
+  to each EP rank with probability 1/ep.
+- NVLink carries the copies for the other g-1 ranks of the own node; the NIC the
+  copies for other nodes: k x (ep - g) / ep per token with NCCL (each copy sent), or,
+  with a deduplicating dispatcher (DeepEP, HybridEP), one copy per distinct remote
+  node: with k uniform picks over ``nodes`` nodes the expected number of distinct
+  nodes is ``nodes x (1 - (1 - 1/nodes)^k)``, capped by node-limited routing (DeepSeek-V3
+  sends a token to at most ``topk_group`` = 4 of its ``n_group`` = 8 expert groups, one
+  group per node at EP 64: arXiv:2412.19437 section 2.1.2), times (nodes - 1) / nodes.
+  Deduplicated copies are forwarded over NVLink in the destination node, so NVLink also
+  carries the remote copies.
+- NVLink and NIC transfers run at once: time = latency + max(NVLink bytes / NVLink
+  all-to-all bandwidth, NIC bytes / NIC all-to-all bandwidth). The all-to-all
+  bandwidths are DeepEP's measured ones (planner/core/hardware.py), scaled when the
+  cluster's network section overrides the links.
+
+TP with sequence parallelism: per layer two all-gathers and two reduce-scatters of the
+sequence (forward and backward), ring algorithm: bytes x (tp - 1) / tp each (Korthikanti
+et al. 2022, "Reducing Activation Recomputation", section 4.2.2).
+
+CP (ring attention, Megatron ``--context-parallel-size`` with ``p2p`` communication):
+each attention layer passes its K and V chunk around the ring, cp - 1 steps, overlapped
+with the attention-core blocks (Liu et al. 2023, "Ring Attention"); backward also passes
+dK and dV. Only the part longer than the attention core is exposed.
+"""
+
+from __future__ import annotations
+
+from planner.core.cluster import ClusterSpec
+from planner.core.model import ModelSpec
+
+__all__ = ["A2A_LATENCY_S", "a2a_seconds", "remote_nodes_per_token", "ring_seconds", "link_bandwidth"]
+
+A2A_LATENCY_S = 30e-6
+"""Per-call all-to-all latency (DeepEP README: internode dispatch/combine latency of tens of us)."""
+
+
+def link_bandwidth(cluster: ClusterSpec, group_span: int) -> float:
+    """Bandwidth of a collective over a group spanning ``group_span`` consecutive GPUs."""
+    return cluster.nvlink_bandwidth if group_span <= cluster.gpus_per_node else cluster.network_bandwidth
+
+
+def remote_nodes_per_token(model: ModelSpec, nodes: int) -> float:
+    """Expected distinct other nodes a token's copies reach, with per-node deduplication."""
+    k = model.moe.top_k
+    distinct = nodes * (1.0 - (1.0 - 1.0 / nodes) ** k)
+    moe = model.moe
+    if moe.expert_groups and moe.groups_per_token:
+        distinct = min(distinct, moe.groups_per_token * max(1.0, nodes / moe.expert_groups))
+    return distinct * (nodes - 1) / nodes
+
+
+def a2a_seconds(cluster: ClusterSpec, model: ModelSpec, tokens: float, token_bytes: float) -> float:
+    """One dispatch (or combine) of ``tokens`` local tokens of ``token_bytes`` each."""
+    par = cluster.parallel
+    if par.ep == 1 or tokens <= 0:
+        return 0.0
+    gpu = cluster.gpu
+    nodes = max(1, par.ep * par.etp // cluster.gpus_per_node)
+    local = par.ep / nodes
+    k = model.moe.top_k
+    remote_copies = k * (par.ep - local) / par.ep
+    if cluster.network.kind.dedup_per_node and nodes > 1:
+        nic_copies = remote_nodes_per_token(model, nodes)
+        nvlink_copies = k * (local - 1) / par.ep + remote_copies
+    else:
+        nic_copies = remote_copies
+        nvlink_copies = k * (local - 1) / par.ep
+    nvlink_bw = gpu.a2a_intranode_bandwidth * cluster.nvlink_bandwidth / gpu.nvlink_bandwidth
+    nic_bw = gpu.a2a_internode_bandwidth * cluster.network_bandwidth / gpu.ib_bandwidth
+    return A2A_LATENCY_S + tokens * token_bytes * max(nvlink_copies / nvlink_bw, nic_copies / nic_bw)
+
+
+def ring_seconds(nbytes: float, ranks: int, bandwidth: float) -> float:
+    """One ring all-gather or reduce-scatter whose full result is ``nbytes``."""
+    return 0.0 if ranks <= 1 else nbytes * (ranks - 1) / ranks / bandwidth

@@ -1,0 +1,104 @@
+"""Per-microbatch costing context: one model on one cluster at one micro-batch size.
+
+It turns FLOPs and bytes into seconds with the parts of the cost model (``gemm``,
+``comm``) and knows the per-GPU token counts the parallel degrees leave:
+
+- ``tokens``: tokens of the microbatch one GPU's GEMMs see, ``mbs x seq_len / cp``
+  (context parallelism splits the sequence; tensor parallelism splits the GEMMs'
+  columns, and with sequence parallelism all-gathers the rows back first);
+- ``local``: tokens one GPU holds between GEMMs (norms, residuals, the dispatcher's
+  input), ``tokens / tp`` (sequence parallelism).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.core.cluster import ClusterSpec
+from planner.core.model import ModelSpec
+from profiler.cost_model.calibration import Calibration
+from profiler.cost_model.comm import a2a_seconds, link_bandwidth, ring_seconds
+from profiler.cost_model.gemm import gemm_seconds
+
+__all__ = ["CostContext", "HBM_EFF", "FP8_SCALE_BYTES"]
+
+HBM_EFF = 0.8
+"""Share of HBM bandwidth element-wise kernels reach (STREAM-like copies on H100 reach
+about 80-90% of the 3.35 TB/s datasheet figure)."""
+FP8_SCALE_BYTES = 4 / 128
+"""FP8 dispatch: one fp32 scale per 128 elements (DeepSeek-V3 report, section 3.3.2: 1x128 tiles)."""
+
+
+@dataclass(frozen=True)
+class CostContext:
+    """What every layer's costing needs."""
+
+    model: ModelSpec
+    cluster: ClusterSpec
+    tokens: float
+    """Tokens per microbatch one GPU's GEMMs see (mbs x seq_len / cp)."""
+    cal: Calibration
+
+    @property
+    def bpe(self) -> int:
+        """Bytes of a BF16/FP16 activation element (FP8 training keeps activations BF16 between GEMMs)."""
+        return 2
+
+    @property
+    def fp8(self) -> bool:
+        """Whether block GEMMs run in FP8."""
+        return self.cluster.training.precision == "fp8"
+
+    @property
+    def tp(self) -> int:
+        return self.cluster.parallel.tp
+
+    @property
+    def ep(self) -> int:
+        return self.cluster.parallel.ep
+
+    @property
+    def local(self) -> float:
+        """Tokens one GPU holds between GEMMs (sequence parallel)."""
+        return self.tokens / self.tp
+
+    def gemm(self, flops: float, m: float, n: float, k: float, *, block: bool = True) -> float:
+        """GEMM seconds; ``block`` GEMMs run in FP8 when the recipe does."""
+        gpu = self.cluster.gpu
+        if block and self.fp8 and gpu.fp8_peak_flops:
+            return gemm_seconds(flops, m, n, k, peak=gpu.fp8_peak_flops * self.cal.fp8_eff_ratio, cal=self.cal,
+                                cast_seconds_per_byte=1.0 / (gpu.hbm_bandwidth * HBM_EFF))
+        return gemm_seconds(flops, m, n, k, peak=gpu.peak_flops, cal=self.cal)
+
+    def mem(self, nbytes: float) -> float:
+        """Seconds of memory-bound work moving ``nbytes``."""
+        return nbytes / (self.cluster.gpu.hbm_bandwidth * HBM_EFF)
+
+    def dispatch(self, tokens: float) -> float:
+        """One dispatch all-to-all of ``tokens`` local tokens (FP8 when the dispatcher can)."""
+        h = self.model.hidden
+        fp8 = self.fp8 and self.cluster.network.kind.fp8_dispatch
+        return a2a_seconds(self.cluster, self.model, tokens, h * (1 + FP8_SCALE_BYTES) if fp8 else h * self.bpe)
+
+    def combine(self, tokens: float) -> float:
+        """One combine all-to-all (always BF16: DeepSeek-V3 report, section 3.3.2)."""
+        return a2a_seconds(self.cluster, self.model, tokens, self.model.hidden * self.bpe)
+
+    def tp_comm(self) -> float:
+        """Two all-gathers + two reduce-scatters of the microbatch's hidden states."""
+        nbytes = self.tokens * self.model.hidden * self.bpe
+        return 4 * ring_seconds(nbytes, self.tp, link_bandwidth(self.cluster, self.tp))
+
+    def etp_comm(self, copies: float) -> float:
+        """All-gather + reduce-scatter of the expert tokens inside the expert-TP group."""
+        etp = self.cluster.parallel.etp
+        nbytes = copies * etp * self.model.hidden * self.bpe
+        return 2 * ring_seconds(nbytes, etp, link_bandwidth(self.cluster, etp))
+
+    def cp_comm(self, kv_elems_per_token: float) -> float:
+        """Ring-attention K/V passing of one forward: cp - 1 steps of the local K/V chunk."""
+        par = self.cluster.parallel
+        if par.cp == 1:
+            return 0.0
+        nbytes = self.tokens * kv_elems_per_token * self.bpe / self.tp
+        return (par.cp - 1) * nbytes / link_bandwidth(self.cluster, par.tp * par.cp)

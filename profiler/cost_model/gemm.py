@@ -1,0 +1,37 @@
+"""GEMM time by shape, BF16 or FP8.
+
+``time = flops / (peak x eff)``, with ``eff = E x prod_d d / (d + D)`` over the three
+dimensions d in (m, n, k) of the GEMM: a GEMM narrow in any dimension fills fewer
+tensor-core tiles and amortises less of its prologue/epilogue. E (``gemm_eff_max``) and
+D (``gemm_dim_half``) are fitted on published runs (``calibration``); the form is the
+usual saturating tile-utilisation curve (e.g. NVIDIA "Matrix Multiplication Background
+User's Guide": efficiency grows with each dimension until the tiles are full).
+
+FP8 (``precision: fp8``): the GEMMs of the transformer blocks (QKV/output projections,
+MLP, routed and shared experts) run at the GPU's FP8 peak; the attention core, router,
+embedding and output head stay BF16 (DeepSeek-V3 report, arXiv:2412.19437 section
+3.3.1; Transformer Engine keeps the output layer and attention in BF16). Every FP8 GEMM
+first casts its activation input: read 2 bytes, write 1 byte per element (memory bound).
+"""
+
+from __future__ import annotations
+
+from profiler.cost_model.calibration import Calibration
+
+__all__ = ["gemm_efficiency", "gemm_seconds"]
+
+
+def gemm_efficiency(m: float, n: float, k: float, cal: Calibration) -> float:
+    """Share of peak a GEMM of shape (m x k) @ (k x n) reaches."""
+    d = cal.gemm_dim_half
+    return cal.gemm_eff_max * (m / (m + d)) * (n / (n + d)) * (k / (k + d))
+
+
+def gemm_seconds(flops: float, m: float, n: float, k: float, *, peak: float, cal: Calibration,
+                 cast_seconds_per_byte: float = 0.0) -> float:
+    """Seconds for ``flops`` of GEMMs of shape (m, n, k) at ``peak``; with FP8,
+    ``cast_seconds_per_byte`` > 0 charges the input cast (3 bytes per input element)."""
+    if flops <= 0 or m <= 0:
+        return 0.0
+    cast = 3.0 * flops / (2.0 * n) * cast_seconds_per_byte if cast_seconds_per_byte else 0.0
+    return flops / (peak * gemm_efficiency(m, n, k, cal)) + cast

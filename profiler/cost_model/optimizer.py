@@ -1,0 +1,65 @@
+"""Data-parallel gradient/parameter traffic and the optimizer step, per GPU and step.
+
+- Distributed optimizer (Megatron ``--use-distributed-optimizer``): gradients are
+  reduce-scattered in fp32 (4 B; Megatron's default ``grad_reduce_in_fp32`` for BF16
+  mixed precision) and updated parameters all-gathered in BF16 (2 B), each a ring over
+  the data-parallel x context-parallel group (experts: their expert-data-parallel
+  group). Megatron overlaps the reduce-scatter with the last microbatch's backward
+  (``--overlap-grad-reduce``) and the all-gather with the first forward of the next
+  step (``--overlap-param-gather``): only the part longer than one microbatch's forward
+  + backward on the rank is exposed. Without it, an all-reduce (2x the reduce-scatter).
+- FSDP (torch FSDP2 / Megatron-FSDP): per microbatch, weights are all-gathered in the
+  forward and again in the backward (``reshard_after_forward``) and gradients
+  reduce-scattered, prefetched one layer ahead: exposed is what exceeds the
+  microbatch's compute, plus the first layer's gather.
+- The Adam step is memory bound: it reads the fp32 master weight, gradient, m and v
+  and writes the master weight, m, v and the BF16 weight: 30 bytes per local parameter
+  (torch.optim.Adam's fused/foreach update; Megatron's fused Adam), at HBM x 0.8.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.core.cluster import ClusterSpec
+from profiler.cost_model.comm import link_bandwidth, ring_seconds
+from profiler.cost_model.context import HBM_EFF
+
+__all__ = ["DpCost", "dp_step_cost", "ADAM_BYTES_PER_PARAM"]
+
+ADAM_BYTES_PER_PARAM = 30
+
+
+@dataclass(frozen=True, kw_only=True)
+class DpCost:
+    """Per-step data-parallel and optimizer time of one GPU."""
+
+    comm_s: float
+    """Gradient/parameter communication in all, seconds."""
+    exposed_s: float
+    """Part of it not hidden behind compute, seconds."""
+    optimizer_s: float
+    """Adam step, seconds (never hidden)."""
+
+
+def dp_step_cost(cluster: ClusterSpec, *, dense_params: float, expert_params: float,
+                 microbatch_compute_s: float, microbatches: int, layers: int) -> DpCost:
+    """``dense_params`` / ``expert_params``: parameters this GPU holds unsharded by DP
+    (after tp / pp / ep x etp); ``microbatch_compute_s``: one microbatch's forward +
+    backward on this GPU; ``microbatches``: microbatches per step on this GPU."""
+    par, tr = cluster.parallel, cluster.training
+    span = par.tp * par.cp * par.dp
+    bw = link_bandwidth(cluster, span)
+    groups = ((dense_params, par.dp * par.cp),
+              (expert_params, max(par.dp * par.cp * par.tp // (par.ep * par.etp), 1)))
+    sharded = sum(p / (n if tr.distributed_optimizer or tr.fsdp else 1) for p, n in groups)
+    optimizer = sharded * ADAM_BYTES_PER_PARAM / (cluster.gpu.hbm_bandwidth * HBM_EFF)
+    if tr.fsdp:
+        per_mb = sum(2 * ring_seconds(2 * p, n, bw) + ring_seconds(4 * p, n, bw) for p, n in groups)
+        exposed = microbatches * max(0.0, per_mb - microbatch_compute_s) + per_mb / max(layers, 1)
+        return DpCost(comm_s=microbatches * per_mb, exposed_s=exposed, optimizer_s=optimizer)
+    if tr.distributed_optimizer:
+        comm = sum(ring_seconds(4 * p, n, bw) + ring_seconds(2 * p, n, bw) for p, n in groups)
+    else:
+        comm = sum(2 * ring_seconds(4 * p, n, bw) for p, n in groups)
+    return DpCost(comm_s=comm, exposed_s=max(0.0, comm - microbatch_compute_s), optimizer_s=optimizer)
