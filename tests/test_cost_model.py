@@ -1,0 +1,126 @@
+"""Cost-model parts (issue 18): GEMM shape, FP8, hierarchical all-to-all, dispatchers,
+CP / ETP / FSDP, the closed-form step estimate and its memory against a measured peak."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from planner.core.cluster import cluster_from_dict
+from planner.core.hf_config import load_model
+from planner.planning.estimate import estimate_step, even_partition
+from profiler.analytical import analytical_costs
+from profiler.cost_model.calibration import FITTED, Calibration
+from profiler.cost_model.comm import a2a_seconds, remote_nodes_per_token
+from profiler.cost_model.gemm import gemm_efficiency
+
+BASE = {"gpu": "h100", "num_gpus": 16, "gpus_per_node": 8,
+        "parallel": {"pp": 1, "tp": 1, "ep": 8, "dp": 16},
+        "training": {"global_batch": 256, "seq_len": 4096, "micro_batch_size": 1, "recompute": "none"}}
+DATA = Path(__file__).resolve().parent.parent / "benchmarks" / "data" / "published_runs.json"
+
+
+def _cluster(**changes):
+    data = copy.deepcopy(BASE)
+    for path, value in changes.items():
+        *head, last = path.split("__")
+        node = data
+        for key in head:
+            node = node.setdefault(key, {})
+        node[last] = value
+    return cluster_from_dict(data)
+
+
+def _moe_layer(table, spec):
+    return next(lc for lc, layer in zip(table.layers, spec.layers) if layer.is_moe)
+
+
+def test_narrow_gemms_are_less_efficient_than_wide_ones():
+    wide = gemm_efficiency(4096, 14336, 4096, FITTED)
+    narrow = gemm_efficiency(4096, 768, 2048, FITTED)
+    assert narrow < 0.8 * wide < FITTED.gemm_eff_max
+
+
+def test_fp8_speeds_up_block_gemms_only():
+    spec = load_model("llama3-8b")
+    bf16 = analytical_costs(spec, _cluster(parallel__ep=1))
+    fp8 = analytical_costs(spec, _cluster(parallel__ep=1, training__precision="fp8"))
+    dec_b, dec_8 = bf16.layers[1], fp8.layers[1]
+    assert 0.4 * dec_b.w < dec_8.w < 0.75 * dec_b.w  # W is all block GEMMs
+    assert fp8.layers[-1].w == pytest.approx(bf16.layers[-1].w)  # LM head stays BF16
+
+
+def test_ep16_over_two_nodes_is_not_priced_all_at_the_network_rate():
+    spec = load_model("qwen3-30b-a3b")
+    t8 = a2a_seconds(_cluster(parallel__ep=8), spec, 4096, 4096)
+    t16 = a2a_seconds(_cluster(parallel__ep=16), spec, 4096, 4096)
+    t16_deepep = a2a_seconds(_cluster(parallel__ep=16, network={"dispatcher": "deepep"}), spec, 4096, 4096)
+    assert t8 < t16 < 3.5 * t8
+    assert t16_deepep < t16  # one copy per remote node
+
+
+def test_node_limited_routing_caps_remote_copies():
+    ds = load_model("deepseek-v3")
+    qwen = load_model("qwen3-235b-a22b")
+    assert remote_nodes_per_token(ds, 8) == pytest.approx(4 * 7 / 8)
+    assert remote_nodes_per_token(qwen, 8) > 4 * 7 / 8
+
+
+def test_dispatcher_sm_share_is_the_overlap_slowdown():
+    spec = load_model("qwen3-30b-a3b")
+    table = analytical_costs(spec, _cluster(network={"dispatcher": "deepep"}))
+    assert table.meta["contention"] == pytest.approx(20 / 132) and table.meta["dispatcher"] == "deepep"
+
+
+def test_context_parallel_splits_tokens_and_pays_the_ring():
+    spec = load_model("llama3-8b")
+    cp1 = analytical_costs(spec, _cluster(parallel__ep=1, training__seq_len=32768, training__global_batch=64))
+    cp2 = analytical_costs(spec, _cluster(parallel={"pp": 1, "tp": 1, "ep": 1, "cp": 2, "dp": 8},
+                                          training__seq_len=32768, training__global_batch=64))
+    assert cp2.layers[1].act_bytes == pytest.approx(cp1.layers[1].act_bytes / 2, rel=0.01)
+    assert 0.45 * cp1.layers[1].f < cp2.layers[1].f < 0.6 * cp1.layers[1].f
+
+
+def test_expert_tensor_parallel_and_fsdp_shard_memory():
+    spec = load_model("qwen3-30b-a3b")
+    base = _moe_layer(analytical_costs(spec, _cluster()), spec)
+    etp = _moe_layer(analytical_costs(spec, _cluster(parallel__etp=2)), spec)
+    fsdp = _moe_layer(analytical_costs(spec, _cluster(training__fsdp=True)), spec)
+    assert etp.param_bytes < 0.65 * base.param_bytes  # routed experts halve, attention does not
+    assert fsdp.param_bytes < 0.5 * base.param_bytes and fsdp.grad_bytes < 0.5 * base.grad_bytes
+
+
+def test_step_estimate_adds_optimizer_and_bubble():
+    spec = load_model("qwen3-30b-a3b")
+    one = estimate_step(spec, _cluster())
+    pp = estimate_step(spec, _cluster(parallel={"pp": 4, "tp": 1, "ep": 4, "dp": 4}))
+    assert one.optimizer_s > 0 and one.bubble_s == 0 and pp.bubble_s > 0
+    assert one.tokens_per_s_per_gpu * 16 * one.step_s == pytest.approx(256 * 4096)
+
+
+def test_memory_matches_every_published_peak_within_10_percent():
+    rows = json.loads(DATA.read_text())["memory_rows"]
+    assert rows
+    for row in rows:
+        cluster = cluster_from_dict({
+            "gpu": row["gpu"], "num_gpus": row["num_gpus"],
+            "parallel": {"pp": row["pp"], "tp": row["tp"], "ep": row["ep"],
+                         "dp": row["num_gpus"] // (row["pp"] * row["tp"])},
+            "training": {"global_batch": row["gbs"], "seq_len": row["seq_len"], "micro_batch_size": row["mbs"],
+                         "recompute": row["recompute"], "memory_headroom": 0.0},
+            "network": {"dispatcher": row["dispatcher"]}})
+        est = estimate_step(load_model(row["model"]), cluster, overlap=row["moe_a2a_overlap"])
+        assert est.peak_memory_bytes / 2**30 == pytest.approx(row["measured_peak_allocated_gib"], rel=0.10)
+
+
+def test_even_partition_balances_and_covers():
+    bounds = even_partition([1, 1, 1, 5, 1, 1, 1, 1], 3)
+    assert bounds[0][0] == 0 and bounds[-1][1] == 8 and len(bounds) == 3
+    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+
+
+def test_calibration_round_trips():
+    assert Calibration.from_tuple(FITTED.as_tuple()) == FITTED
