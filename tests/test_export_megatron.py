@@ -1,4 +1,9 @@
-"""Megatron export: the layout string parses back (by Megatron's grammar) to the plan's stages."""
+"""Megatron export: the layout string parses back (by Megatron's grammar) to the plan's stages.
+
+STAND-IN: ``parse_layout`` below re-implements Megatron's layout grammar from its source
+(megatron/core/transformer/pipeline_parallel_layer_layout.py); it is not Megatron's
+parser. The framework's own ``PipelineParallelLayerLayout`` check runs in the targets tests.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +19,8 @@ from test_export_plans import SHIPPED, build_plan, case_plan, default_plan
 
 
 def parse_layout(layout: str, pp: int) -> list[str]:
-    """Megatron's ``PipelineParallelLayerLayout.parse_str_to_list`` and its layout checks."""
+    """STAND-IN for Megatron's ``PipelineParallelLayerLayout.parse_str_to_list`` and its layout
+    checks, written from its source; a parser bug shared with the exporter would not show here."""
     text = layout.replace(",", "")
     for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
         text = re.sub(pattern, lambda m: m.group(1) * int(m.group(2)), text)

@@ -25,6 +25,9 @@ def test_deepspeed_parts_are_the_stage_bounds(name):
 
 
 def test_deepspeed_snippet_partitions_like_the_plan(monkeypatch):
+    """STAND-IN: runs the snippet against a fake ``deepspeed.pipe.PipelineModule`` holding only
+    what the snippet touches (``_layer_specs``, ``_topo``, ``_set_bounds``), modelled on
+    deepspeed/runtime/pipe/module.py; it shows the snippet's bounds, not that DeepSpeed accepts it."""
     plan = case_plan("uneven")
     calls = []
 
