@@ -1,25 +1,33 @@
 """MoE routing traces: parse tokens-per-expert logs and measure per-layer imbalance.
 
-Two formats are read (one or more files; counts from several files add up, so the
-logs of every pipeline rank, or of every data-parallel rank, can be passed together):
+Three formats are read (``fmt``; ``auto`` tells them apart: a folder, or files all named
+``rank<R>.jsonl``, is ``megatron``; a file holding one ``{"layers": ...}`` object is
+``json``; any other file is ``jsonl``):
 
-- Megatron tokens-per-expert JSON lines (``--save-tokens-per-expert-interval``), one
-  record per iteration and layer::
+- ``megatron``: the per-rank logs Megatron-LM writes (``--save-tokens-per-expert-interval``),
+  one ``rank<R>.jsonl`` per global rank with rank-local layer and expert indices; read by
+  ``profiler.megatron_tpe`` against the layout of the run (from its plan: which rank holds
+  which layers and experts). Only ``ppplan replan`` has the plan, so only it reads them.
+- ``jsonl``: ppplan's single-file JSON lines (the format ppplan read before it read
+  Megatron's own logs; kept so existing traces still load), one record per iteration and
+  layer with *global* numbering::
 
       {"iter": 100, "block": "decoder", "layer": 3, "tpe": [[128, 64], [96, 80]]}
 
   ``tpe`` holds per-rank rows: either one row per source rank with a count for every
   expert (rows are summed), or ``ep`` rows of ``num_experts / ep`` counts, the local
   experts of each EP rank in order (rows are concatenated). ``block`` is ``decoder``
-  (default) or ``mtp``. [Note: layer numbering] Megatron numbers transformer layers
-  from 1 (``TransformerBlock`` builds layer ``i + 1 + offset``; the MoE loggers index
-  their per-layer trackers with ``layer_number - 1``), so decoder layer ``k`` is the
-  k-th decoder layer of the ``ModelSpec``, which is layer index ``k`` because the
-  embedding is index 0. MTP layers are numbered from 1 within the ``mtp`` block.
-- Plain JSON: ``{"layers": {"<layer>": [tokens per expert, ...]}, "iter": N}`` with
+  (default) or ``mtp``. [Note: layer numbering] ``layer`` is 1-based within its block,
+  as Megatron's ``TransformerLayer.layer_number`` (``TransformerBlock`` builds layer
+  ``i + 1 + offset``), so decoder layer ``k`` is the k-th decoder layer of the
+  ``ModelSpec``, which is layer index ``k`` because the embedding is index 0. MTP layers
+  are numbered from 1 within the ``mtp`` block.
+- ``json``: ``{"layers": {"<layer>": [tokens per expert, ...]}, "iter": N}`` with
   the same numbering (decoder layers 1..D, then MTP layers D+1.., i.e. the ModelSpec
   index); ``iter`` is optional (default 0). It is one snapshot.
 
+Counts from several single files add up, so the traces of every pipeline rank, or of
+every data-parallel rank, can be passed together; a record counts one iteration.
 Experts are assigned to EP ranks contiguously, ``num_experts / ep`` each (Megatron's
 expert-parallel layout). Only the last ``window`` distinct iterations are kept.
 
@@ -45,9 +53,13 @@ from typing import Any
 
 from planner.core.errors import InputError
 from planner.core.model import ModelSpec
+from profiler.megatron_tpe import TpeLayout, is_megatron_log, read_megatron
 
-__all__ = ["RoutingSummary", "load_routing", "rank_imbalance", "max_violation", "layer_factors",
-           "BLOCKS"]
+__all__ = ["RoutingSummary", "load_routing", "routing_format", "rank_imbalance", "max_violation",
+           "layer_factors", "BLOCKS", "FORMATS"]
+
+FORMATS = ("auto", "megatron", "jsonl", "json")
+"""Trace formats ``load_routing`` reads (see the module doc)."""
 
 BLOCKS = ("decoder", "mtp")
 """Megatron block names a tokens-per-expert record may carry."""
@@ -92,10 +104,11 @@ def layer_factors(summary: RoutingSummary, model: ModelSpec) -> list[float]:
     return out
 
 
-def load_routing(paths: list[str | Path], model: ModelSpec, *, ep: int,
-                 window: int | None = None) -> RoutingSummary:
+def load_routing(paths: list[str | Path], model: ModelSpec, *, ep: int, window: int | None = None,
+                 fmt: str = "auto", layout: TpeLayout | None = None) -> RoutingSummary:
     """Read routing traces for ``model`` at expert-parallel degree ``ep``.
 
+    ``fmt`` is one of ``FORMATS``; Megatron's per-rank logs need the run's ``layout``.
     Every MoE layer must have counts in the window; any malformed record is an
     ``InputError`` naming the file and line.
     """
@@ -108,13 +121,34 @@ def load_routing(paths: list[str | Path], model: ModelSpec, *, ep: int,
         raise InputError("--window", f"must be >= 1, got {window}")
     if not paths:
         raise InputError("--routing", "no trace given", "pass at least one trace file")
+    kind = routing_format(paths, fmt)
     records: _Records = {}
-    for path in paths:
-        _read_file(Path(path), model, ep, records)
+    if kind == "megatron":
+        if layout is None:
+            raise InputError("--routing", "Megatron's per-rank tokens-per-expert logs need the plan of the run",
+                             "read them with ppplan replan PLAN --routing FOLDER")
+        records = read_megatron(list(paths), model, layout)
+    else:
+        for path in paths:
+            _read_file(Path(path), model, ep, records, kind)
     return _summarise(records, model, ep, window, [str(p) for p in paths])
 
 
-def _read_file(path: Path, model: ModelSpec, ep: int, records: _Records) -> None:
+def routing_format(paths: list[str | Path], fmt: str = "auto") -> str:
+    """``megatron``, ``jsonl``, ``json``, or ``single`` (each file tells ``jsonl`` from ``json``)."""
+    if fmt not in FORMATS:
+        raise InputError("--routing-format", f"unknown {fmt!r}", f"use one of {', '.join(FORMATS)}")
+    files = [Path(p) for p in paths]
+    if fmt != "megatron" and any(p.is_dir() for p in files):
+        if fmt != "auto":
+            raise InputError("--routing", f"a folder is a Megatron log, not {fmt}", "pass --routing-format megatron")
+        return "megatron"
+    if fmt == "auto":
+        return "megatron" if is_megatron_log(files) else "single"
+    return fmt
+
+
+def _read_file(path: Path, model: ModelSpec, ep: int, records: _Records, kind: str) -> None:
     try:
         text = path.read_text()
     except OSError as exc:
@@ -125,7 +159,11 @@ def _read_file(path: Path, model: ModelSpec, ep: int, records: _Records) -> None
         whole = json.loads(text)
     except json.JSONDecodeError:
         whole = None
-    if isinstance(whole, dict) and "layers" in whole:
+    plain = isinstance(whole, dict) and "layers" in whole
+    if kind == "json" and not plain:
+        raise InputError(f"{path}:1", "not a {\"layers\": ...} JSON object",
+                         "pass --routing-format jsonl or megatron for JSON lines")
+    if plain and kind != "jsonl":
         _read_plain(path, text, whole, model, ep, records)
     else:
         _read_lines(path, text, model, ep, records)
@@ -201,7 +239,8 @@ def _layer_index(model: ModelSpec, block: str, number: int, where: str) -> int:
     members = [layer for layer in model.layers if layer.role == block]
     if not 1 <= number <= len(members):
         raise InputError(f"{where}: layer", f"{block} layer {number} is not in 1..{len(members)}"
-                         f" ({model.name})", "Megatron numbers layers from 1; check the model")
+                         f" ({model.name})", "this format numbers layers from 1 in the whole model; read Megatron's own "
+                         "per-rank logs (local indices from 0) as --routing-format megatron with the plan")
     layer = members[number - 1]
     if not layer.is_moe:
         raise InputError(f"{where}: layer", f"{block} layer {number} of {model.name} has no experts",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from planner.core.plan import Plan
 from planner.replanning import replan
 from planner.replanning.costs import rescale_profile
 from planner.replanning.inputs import requested_schedule
+from planner.replanning.megatron_layout import megatron_layout
 from planner.replanning.migration import migration
 from planner.simulation import validate_plan
 from profiler.analytical import analytical_costs
@@ -170,3 +172,23 @@ def test_then_traces_override_the_plan_routing(base):
     res = replan(base, [ROUTING / "hot_late.jsonl"], then=[ROUTING / "hot_late.jsonl"])
     assert all(d.then_imbalance == pytest.approx(d.now_imbalance) for d in res.layers)
     assert res.then_step_s == pytest.approx(res.old_step_s)
+
+
+def test_megatron_logs_replan_like_the_single_file_trace(start, tmp_path):
+    """The start plan's run writes Megatron's per-rank logs of the hot_late routing: the same
+    counts, so the same drift, decision and plan as the single-file trace."""
+    spec = importlib.util.spec_from_file_location("make_traces", ROUTING / "make_traces.py")
+    make_traces = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_traces)
+    layout = megatron_layout(start, load_model("qwen3-next-80b-a3b"))
+    folder = tmp_path / "tokens_per_expert"
+    make_traces.write_megatron_logs(folder, layout, make_traces.draws("hot_late", seed=0, iterations=2), seed=0)
+    assert len(list(folder.iterdir())) == 64  # pp 8 x dp 8, every rank holds MoE layers
+    single = replan(start, [ROUTING / "hot_late.jsonl"])
+    logs = replan(start, [tmp_path], routing_format="megatron")
+    assert [(d.layer, d.now_imbalance, d.now_max_vio) for d in logs.layers] == \
+        [(d.layer, d.now_imbalance, d.now_max_vio) for d in single.layers]
+    assert (logs.old_step_s, logs.new_step_s, logs.recommended) == (single.old_step_s, single.new_step_s,
+                                                                    single.recommended)
+    assert logs.plan.bounds() == single.plan.bounds() and logs.plan.schedule == single.plan.schedule
+    assert logs.plan.extra["routing"]["format"] == "megatron"

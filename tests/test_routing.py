@@ -9,7 +9,7 @@ import pytest
 from planner.core.errors import InputError
 from planner.core.hf_config import load_model
 from planner.core.model import AttentionSpec, LayerSpec, ModelSpec, MoeSpec
-from profiler.routing import layer_factors, load_routing, max_violation, rank_imbalance
+from profiler.routing import layer_factors, load_routing, max_violation, rank_imbalance, routing_format
 
 
 def _model() -> ModelSpec:
@@ -93,7 +93,7 @@ BAD_LINES = [
     (lambda: [_rec(1, 2, [-1, 2, 3, 4, 5, 6, 7, 8])], r"t\.jsonl:1: tpe: negative token count -1"),
     (lambda: [_rec(1, 2, BAL[:6])], r"t\.jsonl:1: tpe: 2 rows of 3 counts do not match 8 experts"),
     (lambda: [_rec(1, 9, BAL)], r"t\.jsonl:1: layer: decoder layer 9 is not in 1\.\.4"),
-    (lambda: [_rec(1, 0, BAL)], r"t\.jsonl:1: layer: .*Megatron numbers layers from 1"),
+    (lambda: [_rec(1, 0, BAL)], r"t\.jsonl:1: layer: .*numbers layers from 1 .*--routing-format megatron"),
     (lambda: [_rec(1, 1, BAL)], r"t\.jsonl:1: layer: decoder layer 1 of tiny-moe has no experts"),
     (lambda: [_rec(1, 2, BAL), _rec(1, 2, BAL)], r"t\.jsonl:2: second record for iteration 1"),
     (lambda: [{"iter": "x", "layer": 2, "tpe": [BAL]}], r"t\.jsonl:1: iter: expected an integer"),
@@ -151,3 +151,22 @@ def test_layer_without_tokens(tmp_path):
     recs[0] = _rec(1, 2, [0] * 8)
     with pytest.raises(InputError, match=r"MoE layer 2 has a record with no tokens"):
         load_routing([_write_jsonl(tmp_path / "t.jsonl", recs)], _model(), ep=2)
+
+
+def test_format_is_detected_or_forced(tmp_path):
+    lines = _write_jsonl(tmp_path / "t.jsonl", _full(1, hot_layer=2))
+    plain = tmp_path / "p.json"
+    plain.write_text(json.dumps({"layers": {"2": HOT, "3": BAL, "4": BAL, "5": BAL}}))
+    assert routing_format([lines]) == routing_format([plain]) == "single"
+    assert routing_format([tmp_path]) == routing_format([tmp_path / "rank3.jsonl"]) == "megatron"
+    for fmt in ("jsonl", "auto"):
+        assert load_routing([lines], _model(), ep=2, fmt=fmt).imbalance[2] == pytest.approx(1.6)
+    assert load_routing([plain], _model(), ep=2, fmt="json").imbalance[2] == pytest.approx(1.6)
+    with pytest.raises(InputError, match=r"t\.jsonl:1: not a \{\"layers\": \.\.\.\} JSON object"):
+        load_routing([lines], _model(), ep=2, fmt="json")
+    with pytest.raises(InputError, match=r"--routing: a folder is a Megatron log, not jsonl"):
+        load_routing([tmp_path], _model(), ep=2, fmt="jsonl")
+    with pytest.raises(InputError, match=r"--routing: Megatron's per-rank tokens-per-expert logs need the plan"):
+        load_routing([tmp_path], _model(), ep=2)
+    with pytest.raises(InputError, match=r"--routing-format: unknown 'csv'"):
+        load_routing([lines], _model(), ep=2, fmt="csv")

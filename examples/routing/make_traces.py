@@ -35,6 +35,13 @@ from pathlib import Path
 
 import numpy as np
 
+from planner.core.hf_config import load_model
+from planner.core.plan import load_plan_file
+from planner.replanning.megatron_layout import megatron_layout
+from profiler.megatron_tpe import TpeLayout
+
+SHIPPED_PLAN = Path(__file__).resolve().parents[2] / "plans" / "examples" / "qwen3-next-80b-a3b.default.plan.json"
+
 NUM_EXPERTS = 512
 EP = 8
 TOP_K = 10
@@ -70,24 +77,33 @@ def _sigmas(kind: str, index: int, step: int, steps: int) -> tuple[float, float]
     return BALANCED
 
 
-def jsonl_trace(kind: str, *, seed: int, iterations: int) -> str:
-    """Megatron tokens-per-expert JSON lines: ``ep`` rows of local-expert counts per record."""
+def draws(kind: str, *, seed: int, iterations: int) -> dict[tuple[int, int], list[int]]:
+    """(iteration, ModelSpec layer index) -> tokens per expert of one record, in trace order."""
     rng = np.random.default_rng([seed, _KIND_SEED[kind]])
-    lines = []
+    out = {}
     for step in range(iterations):
-        for block, number, index in _layers():
-            counts = _counts(rng, *_sigmas(kind, index, step, iterations))
-            per = NUM_EXPERTS // EP
-            rows = [counts[r * per:(r + 1) * per] for r in range(EP)]
-            rec = {"iter": (step + 1) * ITER_STEP, "block": block, "layer": number, "tpe": rows}
-            lines.append(json.dumps(rec, separators=(",", ":")))
+        for _, _, index in _layers():
+            out[((step + 1) * ITER_STEP, index)] = _counts(rng, *_sigmas(kind, index, step, iterations))
+    return out
+
+
+def jsonl_trace(kind: str, *, seed: int, iterations: int) -> str:
+    """ppplan JSON lines (global 1-based numbering): ``ep`` rows of local-expert counts per record."""
+    counts = draws(kind, seed=seed, iterations=iterations)
+    number = {index: (block, k) for block, k, index in _layers()}
+    lines = []
+    for (it, index), row in counts.items():
+        per = NUM_EXPERTS // EP
+        rows = [row[r * per:(r + 1) * per] for r in range(EP)]
+        block, k = number[index]
+        rec = {"iter": it, "block": block, "layer": k, "tpe": rows}
+        lines.append(json.dumps(rec, separators=(",", ":")))
     return "\n".join(lines) + "\n"
 
 
 def plain_trace(kind: str, *, seed: int) -> str:
     """Plain ``{"layers": {...}}`` snapshot, keyed by ModelSpec layer index."""
-    rng = np.random.default_rng([seed, _KIND_SEED[kind]])
-    layers = {str(index): _counts(rng, *_sigmas(kind, index, 0, 1)) for _, _, index in _layers()}
+    layers = {str(index): row for (_, index), row in draws(kind, seed=seed, iterations=1).items()}
     body = ",\n".join(f' "{k}": {json.dumps(v, separators=(",", ":"))}' for k, v in layers.items())
     return '{"iter": %d, "layers": {\n%s\n}}\n' % (ITER_STEP, body)
 
@@ -95,11 +111,71 @@ def plain_trace(kind: str, *, seed: int) -> str:
 _KIND_SEED = {"balanced": 1, "hot_early": 2, "hot_late": 3, "drift": 4, "start": 5}
 
 
+def write_megatron_logs(out_dir: Path, layout: TpeLayout, counts: dict[tuple[int, int], list[int]], *,
+                        seed: int, recompute: bool = False) -> None:
+    """Write ``counts`` (iteration, layer -> tokens per expert of the iteration) as the logs of a run.
+
+    One ``rank<R>.jsonl`` per global rank holding MoE layers, in Megatron's ``save_tpe``
+    form: rank-local layer indices, one row per forward call of local-expert counts. Each
+    count is split at random over the microbatches and expert-data-parallel replicas (a
+    multinomial, seeded), ETP peers get identical rows, ``recompute`` repeats every row
+    (a second forward per microbatch).
+    """
+    rng = np.random.default_rng([seed, 6])
+    edp = 1 + max(c.edp for c in layout.ranks)
+    m, n = layout.microbatches, layout.local_experts
+    cells = {key: rng.multinomial(np.asarray(row), [1.0 / (m * edp)] * (m * edp)) for key, row in counts.items()}
+    iters = sorted({it for it, _ in counts})
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for rank, c in enumerate(layout.ranks):
+        keys = sorted(layout.moe_layers[c.pp])
+        lines = []
+        for it in iters:
+            for key in keys:
+                chunks = dict(layout.moe_layers[c.pp][key])
+                seen = dict.fromkeys(chunks, 0)
+                rows = []
+                for chunk in (ch for ch in layout.forward_chunks if ch in chunks):
+                    cell = cells[(it, chunks[chunk])][c.ep * n:(c.ep + 1) * n, seen[chunk] * edp + c.edp]
+                    seen[chunk] += 1
+                    rows.append(cell.tolist())
+                rows += rows if recompute else []
+                block, mtp_idx, layer = key
+                rec = {"iter": it, "block": block, **({"mtp_idx": mtp_idx} if block == "mtp" else {}),
+                       "layer": layer, "tpe": rows}
+                lines.append(json.dumps(rec) + "\n")
+        if lines:
+            (out_dir / f"rank{rank}.jsonl").write_text("".join(lines))
+
+
+TRACES = {"start": ("start", 1), "balanced": ("balanced", 1), "hot_early": ("hot_early", 2),
+          "hot_late": ("hot_late", 2), "drift": ("drift", 4)}
+"""Megatron log folder name -> (kind, iterations) of the single-file trace it equals."""
+
+
+def megatron_folders(out_dir: Path, plan_path: Path, *, seed: int, names: list[str] | None = None) -> list[Path]:
+    """Per shipped trace, ``out_dir/<name>/`` with the logs a run of the plan writes."""
+    plan = load_plan_file(plan_path)
+    model = load_model(plan.model["name"])
+    layout = megatron_layout(plan, model)
+    written = []
+    for name in names or list(TRACES):
+        kind, iterations = TRACES[name]
+        write_megatron_logs(out_dir / name, layout, draws(kind, seed=seed, iterations=iterations), seed=seed)
+        written.append(out_dir / name)
+    return written
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Write the five traces."""
+    """Write the five traces (and, with --megatron-dir, their Megatron log folders)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out-dir", type=Path, default=Path(__file__).resolve().parent)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--megatron-dir", type=Path, help="also write Megatron's per-rank logs here, one "
+                        "folder per trace (about 6 MB each for the shipped plan)")
+    parser.add_argument("--plan", type=Path, default=SHIPPED_PLAN, help="plan of the run the logs are for")
+    parser.add_argument("--megatron-trace", action="append", choices=list(TRACES),
+                        help="only this trace's log folder (repeatable; default: all five)")
     args = parser.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     files = {
@@ -111,6 +187,8 @@ def main(argv: list[str] | None = None) -> None:
     }
     for name, text in files.items():
         (args.out_dir / name).write_text(text)
+    if args.megatron_dir is not None:
+        megatron_folders(args.megatron_dir, args.plan, seed=args.seed, names=args.megatron_trace)
 
 
 if __name__ == "__main__":

@@ -11,14 +11,23 @@ __all__ = ["COMMANDS"]
 
 @click.command("replan")
 @click.argument("plan_path", metavar="PLAN", type=click.Path(dir_okay=False))
-@click.option("--routing", "routing", multiple=True, required=True, type=click.Path(dir_okay=False),
-              help="Routing trace: Megatron tokens-per-expert JSON lines or {\"layers\": ...} JSON (repeatable).")
+@click.option("--routing", "routing", multiple=True, required=True, type=click.Path(),
+              help="Routing traces (repeatable): Megatron's tokens_per_expert/ folder (or its rank<R>.jsonl "
+                   "files), or single-file ppplan JSON lines / {\"layers\": ...} JSON.")
+@click.option("--routing-format", type=click.Choice(["auto", "megatron", "jsonl", "json"]), default="auto",
+              show_default=True, help="Trace format of --routing and --then (auto: a folder or rank<R>.jsonl "
+                                      "files are megatron, a {\"layers\": ...} file json, other files jsonl).")
+@click.option("--use-tp-pp-dp-mapping", "tp_pp_dp_mapping", is_flag=True,
+              help="The Megatron run used --use-tp-pp-dp-mapping (rank order tp-cp-ep-pp-dp).")
+@click.option("--expert-tensor-parallel-size", "expert_tp", type=click.IntRange(min=1),
+              help="The Megatron run's --expert-tensor-parallel-size (default: the plan's etp, else 1, what "
+                   "ppplan's Megatron export passes).")
 @click.option("--window", type=click.IntRange(min=1), help="Use the last N iterations of the traces (default: all).")
 @click.option("--min-gain", type=FiniteFloat(min=0), default=0.03, show_default=True,
               help="Smallest relative step-time gain that recommends re-partitioning.")
 @click.option("--move-penalty", type=FiniteFloat(min=0), default=0.002, show_default=True,
               help="Share of the step time one moved layer costs when choosing among plans.")
-@click.option("--then", "then", multiple=True, type=click.Path(dir_okay=False),
+@click.option("--then", "then", multiple=True, type=click.Path(),
               help="Trace of the routing the plan was made for (default: the plan's own routing section, else balanced).")
 @click.option("--profile", type=click.Path(dir_okay=False), help="Measured cost table the plan was made from.")
 @click.option("--model", help="Model id or config path, when the plan's model name is not a shipped id.")

@@ -3,7 +3,8 @@
 Passes, in order:
 
 1. Rebuild the job from the old plan (``planner.replanning.inputs``) and read the routing
-   traces (``profiler.routing.load_routing``): per MoE layer, the busiest-EP-rank
+   traces (``inputs.read_traces``: Megatron's per-rank logs against the plan's layout,
+   ``planner.replanning.megatron_layout``, or a single-file trace): per MoE layer, the busiest-EP-rank
    imbalance and MaxVio now, and then (the plan's ``routing`` section, ``then``
    traces, or balanced).
 2. Cost tables for then and now (``planner.replanning.costs``); the old plan's partition
@@ -36,11 +37,12 @@ from planner.core.stage_costs import StageCosts, stage_costs
 from planner.core.validate import validate
 from planner.planning import PlanRequest, evaluate, make_plan
 from planner.replanning.costs import routed_costs
-from planner.replanning.inputs import plan_cluster, plan_model, plan_request, plan_routing, routing_section
+from planner.replanning.inputs import (plan_cluster, plan_model, plan_request, plan_routing, read_traces,
+                                       routing_section)
 from planner.replanning.migration import Migration, migration
 from planner.replanning.search import DEFAULT_MOVE_PENALTY, Candidate, PartitionSearch, layer_ranks
 from planner.simulation import plan_mfu
-from profiler.routing import RoutingSummary, layer_factors, load_routing
+from profiler.routing import RoutingSummary, layer_factors
 from solvers.schedule.lower_bound import step_lower_bound
 
 __all__ = ["LayerDrift", "StageDrift", "ReplanResult", "replan", "DEFAULT_MIN_GAIN"]
@@ -130,14 +132,22 @@ class ReplanResult:
 def replan(plan: Plan | str | Path, routing: list[str | Path], *, window: int | None = None,
            min_gain: float = DEFAULT_MIN_GAIN, move_penalty: float = DEFAULT_MOVE_PENALTY,
            then: list[str | Path] | None = None, profile: str | Path | None = None,
-           model: str | None = None) -> ReplanResult:
-    """Re-plan ``plan`` for the routing in ``routing`` traces (see the module doc)."""
+           model: str | None = None, routing_format: str = "auto", tp_pp_dp_mapping: bool = False,
+           expert_tp: int | None = None) -> ReplanResult:
+    """Re-plan ``plan`` for the routing in ``routing`` traces (see the module doc).
+
+    ``routing_format`` is one of ``profiler.routing.FORMATS`` (for ``routing`` and ``then``);
+    Megatron's per-rank logs are read against the plan's layout, with Megatron's rank order
+    (``tp_pp_dp_mapping``: the run used ``--use-tp-pp-dp-mapping``) and its
+    ``--expert-tensor-parallel-size`` (``expert_tp``, default the plan's tp).
+    """
     if min_gain < 0 or move_penalty < 0:
         raise InputError("--min-gain" if min_gain < 0 else "--move-penalty", "must be >= 0")
     old = plan if isinstance(plan, Plan) else load_plan_file(plan)
     spec, cluster = plan_model(old, model), plan_cluster(old)
-    now = load_routing(list(routing), spec, ep=cluster.parallel.ep, window=window)
-    before = load_routing(list(then), spec, ep=cluster.parallel.ep) if then else plan_routing(old, spec)
+    run = {"fmt": routing_format, "tp_pp_dp_mapping": tp_pp_dp_mapping, "expert_tp": expert_tp}
+    now = read_traces(old, spec, list(routing), window=window, **run)
+    before = read_traces(old, spec, list(then), **run) if then else plan_routing(old, spec)
     profile = _profile_path(old, profile)
     table_then = routed_costs(spec, cluster, _factors(before, spec), profile=profile)
     table_now = routed_costs(spec, cluster, layer_factors(now, spec), profile=profile)
@@ -158,7 +168,7 @@ def replan(plan: Plan | str | Path, routing: list[str | Path], *, window: int | 
         recommended=recommended, reason=reason)
     fresh_moved = sum(a != b for a, b in zip(old_ranks, layer_ranks(fresh.bounds(), fresh.ranks())))
     new_plan.extra["replan"] = _replan_section(result, old, min_gain, move_penalty, fresh, fresh_moved)
-    new_plan.extra["routing"] = routing_section(now, list(routing), window)
+    new_plan.extra["routing"] = routing_section(now, list(routing), window, fmt=routing_format)
     return result
 
 

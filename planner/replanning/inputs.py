@@ -21,11 +21,12 @@ from planner.core.hf_config import load_model
 from planner.core.model import ModelSpec
 from planner.core.plan import Plan
 from planner.planning import PlanRequest
-from profiler.routing import RoutingSummary
+from planner.replanning.megatron_layout import megatron_layout
+from profiler.routing import RoutingSummary, load_routing, routing_format
 from solvers.schedule.search import SCHEDULES, candidate_schedules
 
 __all__ = ["plan_model", "plan_cluster", "plan_request", "requested_schedule", "plan_routing",
-           "routing_section"]
+           "read_traces", "routing_section"]
 
 
 def plan_model(plan: Plan, model: str | None = None) -> ModelSpec:
@@ -114,9 +115,21 @@ def _layer_map(raw: Any, model: ModelSpec, where: str, *, minimum: float) -> dic
     return out
 
 
-def routing_section(summary: RoutingSummary, paths: list[str | Path], window: int | None) -> dict:
+def read_traces(plan: Plan, model: ModelSpec, paths: list[str | Path], *, fmt: str = "auto",
+                window: int | None = None, tp_pp_dp_mapping: bool = False,
+                expert_tp: int | None = None) -> RoutingSummary:
+    """Routing traces of ``plan``'s job; Megatron's per-rank logs are read against its layout."""
+    ep = plan_cluster(plan).parallel.ep
+    layout = None
+    if routing_format(paths, fmt) == "megatron":
+        layout = megatron_layout(plan, model, tp_pp_dp_mapping=tp_pp_dp_mapping, expert_tp=expert_tp)
+    return load_routing(paths, model, ep=ep, window=window, fmt=fmt, layout=layout)
+
+
+def routing_section(summary: RoutingSummary, paths: list[str | Path], window: int | None, *,
+                    fmt: str = "auto") -> dict:
     """The ``routing`` section a re-planned plan carries (read back by ``plan_routing``)."""
-    return {"traces": [str(p) for p in paths], "window": window,
+    return {"traces": [str(p) for p in paths], "format": routing_format(paths, fmt), "window": window,
             "iterations": list(summary.iterations),
             "imbalance": {str(k): v for k, v in sorted(summary.imbalance.items())},
             "max_vio": {str(k): v for k, v in sorted(summary.max_vio.items())}}

@@ -1,0 +1,310 @@
+"""Read the tokens-per-expert logs Megatron-LM writes, one ``rank<R>.jsonl`` per global rank.
+
+What Megatron writes (Megatron-LM ``megatron/training/activation_logging.py``,
+``ActivationLogger.save_tpe``, enabled by ``--save-tokens-per-expert-interval N``):
+
+- every global rank R appends to ``<save dir>/tokens_per_expert/rank<R>.jsonl``; a rank
+  with no MoE layer writes nothing;
+- a line is ``{"iter": I, "block": "decoder", "layer": L, "tpe": [[...], ...]}`` or, for
+  MTP, ``{"iter": I, "block": "mtp", "mtp_idx": K, "layer": L, "tpe": ...}``;
+- ``layer`` comes from the module name ``decoder.layers.<L>.mlp.experts.linear_fc1``
+  (``_parse_tpe_module_name``): the 0-based index within the rank's own decoder block,
+  dense layers included, restarting at 0 on every pipeline rank; for MTP, ``K`` indexes the
+  rank's MTP layers and ``L`` the layer inside one (0: ppplan models one per MTP depth);
+- ``tpe`` has one row per forward call of that layer since the last save, each the
+  ``m_splits`` the grouped expert GEMM received: token counts of the rank's *local*
+  experts. The hook ignores the model-chunk name, so with virtual stages the chunks of
+  one rank that share a local index land in one record.
+
+How ppplan reads it (the layout, built from the plan by
+``planner.replanning.megatron_layout``, says which rank holds what):
+
+- expert-parallel rank e holds global experts ``[e * n, (e + 1) * n)``, n = experts / EP
+  (Megatron ``moe_layer.py``: ``local_expert_indices_offset = ep_rank * num_local_experts``);
+- ranks that differ only in their expert-tensor-parallel index see the same tokens (the
+  dispatcher all-gathers over the ETP group): only ETP index 0 is counted, and the others
+  must agree with it; expert-data-parallel replicas route different tokens and are summed;
+- [Note: rows per microbatch] a record holds M rows (M microbatches per step), or 2M when
+  each forward is re-run for recomputation (full recomputation, ``--moe-layer-recompute``):
+  a re-run routes the same tokens, so the rows are summed and divided by the forward calls
+  per microbatch. The result is the layer's token count of the iteration, as in the
+  single-file formats (the per-microbatch mean is that over M; the imbalance ratios are
+  the same either way);
+- [Note: virtual stages] with virtual stages a shared local index holds the rows of
+  every chunk that has an MoE layer there, in the order the rank ran their forwards:
+  Megatron's schedule table (``megatron/core/pipeline_parallel/schedules.py``,
+  ``get_schedule_table``: groups of ``--microbatch-group-size-per-virtual-pipeline-stage``
+  microbatches, chunk by chunk), the same on every pipeline rank. ppplan splits the rows by
+  that order. Recomputed forwards run inside the backward, at places the schedule decides,
+  so a merged record with recomputation rows cannot be split: it is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from planner.core.errors import InputError
+from planner.core.model import ModelSpec
+
+__all__ = ["RankCoords", "TpeLayout", "TpeKey", "read_megatron", "rank_files", "is_megatron_log",
+           "RANK_FILE"]
+
+RANK_FILE = re.compile(r"rank(\d+)\.jsonl")
+"""File name ``save_tpe`` writes for global rank R."""
+
+TpeKey = tuple[str, int, int]
+"""(block, mtp_idx or -1 for decoder, layer): what one record is keyed by on its rank."""
+
+_Records = dict[tuple[int, int], list[float]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankCoords:
+    """Where one global rank sits in Megatron's expert-layer decomposition."""
+
+    pp: int
+    """Pipeline rank."""
+    ep: int
+    """Expert-parallel rank (which block of experts it holds)."""
+    edp: int
+    """Expert-data-parallel replica."""
+    etp: int
+    """Expert-tensor-parallel index (0 is counted, the others duplicate it)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TpeLayout:
+    """What the logs of one run must look like: ranks, local layers, rows per record."""
+
+    world_size: int
+    """Global ranks (pp x tp x cp x dp)."""
+    describe: str
+    """The run's degrees and rank order, for messages."""
+    ranks: tuple[RankCoords, ...]
+    """Coordinates of each global rank."""
+    local_experts: int
+    """Experts per expert-parallel rank (length of every ``tpe`` row)."""
+    microbatches: int
+    """Microbatches per step (M)."""
+    forward_chunks: tuple[int, ...]
+    """Model chunk of each forward call on a rank, in order (Megatron's schedule table)."""
+    moe_layers: tuple[dict[TpeKey, tuple[tuple[int, int], ...]], ...]
+    """Per pipeline rank: key -> ((chunk, ModelSpec layer index), ...) of its MoE layers."""
+    block_sizes: tuple[dict[str, int], ...]
+    """Per pipeline rank: most decoder / mtp layers any of its chunks holds."""
+
+
+def is_megatron_log(paths: list[Path]) -> bool:
+    """A folder, or files all named ``rank<R>.jsonl``: Megatron's per-rank logs."""
+    return bool(paths) and (any(p.is_dir() for p in paths) or all(RANK_FILE.fullmatch(p.name) for p in paths))
+
+
+def rank_files(paths: list[Path], layout: TpeLayout) -> dict[int, Path]:
+    """Global rank -> its log: a save folder, its ``tokens_per_expert`` folder, or the files."""
+    found: dict[int, Path] = {}
+    for path in paths:
+        if path.is_dir():
+            folder = path / "tokens_per_expert" if (path / "tokens_per_expert").is_dir() else path
+            files = sorted(p for p in folder.iterdir() if RANK_FILE.fullmatch(p.name))
+            if not files:
+                raise InputError(str(path), "holds no rank<R>.jsonl files",
+                                 "pass the folder Megatron's --save-tokens-per-expert-interval wrote")
+        elif not path.exists():
+            raise InputError(str(path), "no such file or folder", "check the path")
+        elif not RANK_FILE.fullmatch(path.name):
+            raise InputError(str(path), "is not named rank<R>.jsonl",
+                             "Megatron logs are one rank<R>.jsonl per global rank R")
+        else:
+            files = [path]
+        for file in files:
+            rank = int(RANK_FILE.fullmatch(file.name).group(1))
+            if rank >= layout.world_size:
+                raise InputError(str(file), f"rank {rank} is beyond the plan's world size "
+                                 f"{layout.world_size} ({layout.describe})",
+                                 "pass the logs of the run this plan describes")
+            if rank in found:
+                raise InputError(str(file), f"rank {rank} given twice (also {found[rank]})")
+            found[rank] = file
+    expected = [r for r, c in enumerate(layout.ranks) if layout.moe_layers[c.pp]]
+    missing = [r for r in expected if r not in found]
+    if missing:
+        shown = ", ".join(map(str, missing[:8])) + (" ..." if len(missing) > 8 else "")
+        raise InputError(", ".join(map(str, paths)), f"no log for rank(s) {shown}: the plan implies "
+                         f"{layout.world_size} ranks ({layout.describe}), {len(expected)} with MoE layers",
+                         "pass every rank's rank<R>.jsonl, or the plan of the run that wrote them")
+    return found
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Rec:
+    line: int
+    """Line the record is on."""
+    counts: tuple[tuple[float, ...], ...]
+    """Per chunk holding the key (layout order): local-expert counts of the iteration."""
+
+
+def read_megatron(paths: list[str | Path], model: ModelSpec, layout: TpeLayout) -> _Records:
+    """(iteration, ModelSpec layer index) -> tokens per expert of the iteration, all ranks."""
+    files = rank_files([Path(p) for p in paths], layout)
+    per_rank = {rank: _read_rank(path, layout.ranks[rank].pp, model, layout) for rank, path in files.items()}
+    _check_iterations(per_rank, files)
+    peers = {(c.pp, c.ep, c.edp): r for r, c in enumerate(layout.ranks) if c.etp == 0}
+    records: _Records = {}
+    for rank, iters in sorted(per_rank.items()):
+        c = layout.ranks[rank]
+        if c.etp:
+            _check_duplicate(rank, peers[(c.pp, c.ep, c.edp)], per_rank, files)
+            continue
+        lo = c.ep * layout.local_experts
+        for it, recs in iters.items():
+            for key, rec in recs.items():
+                for (_, idx), counts in zip(layout.moe_layers[c.pp][key], rec.counts):
+                    row = records.setdefault((it, idx), [0.0] * model.moe.num_experts)
+                    for j, x in enumerate(counts):
+                        row[lo + j] += x
+    return records
+
+
+def _read_rank(path: Path, pp: int, model: ModelSpec, layout: TpeLayout) -> dict[int, dict[TpeKey, _Rec]]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError(str(path), f"cannot read: {exc.strerror or exc}", "check the path") from None
+    out: dict[int, dict[TpeKey, _Rec]] = {}
+    last = -1
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(where, f"not valid JSON ({exc.msg})", "one JSON object per line") from None
+        if not isinstance(rec, dict):
+            raise InputError(where, "expected a JSON object with iter, block, layer and tpe")
+        it = _int(rec, "iter", where)
+        if it < last:
+            raise InputError(f"{where}: iter", f"iteration {it} comes after {last}",
+                             "iterations must not decrease within a rank's log")
+        last = it
+        key = _key(rec, where)
+        recs = out.setdefault(it, {})
+        if key in recs:
+            raise InputError(where, f"second record for iteration {it}, {_name(key)}",
+                             "log each layer once per iteration")
+        chunks = _chunks(key, pp, model, layout, where)
+        recs[key] = _Rec(line=lineno, counts=_split_rows(rec.get("tpe"), chunks, layout, where))
+    if not out:
+        raise InputError(f"{path}:1", "empty log (no records)", "pass the logs of a run that saved tokens per expert")
+    expected = set(layout.moe_layers[pp])
+    for it, recs in out.items():
+        missing = sorted(expected - set(recs))
+        if missing:
+            line = min(r.line for r in recs.values())
+            raise InputError(f"{path}:{line}: layer", f"iteration {it} has no record for {_name(missing[0])}"
+                             f" (pipeline rank {pp} has {len(expected)} MoE layers)",
+                             "pass complete logs (every MoE layer of the rank, every saved iteration)")
+    return out
+
+
+def _int(rec: dict[str, Any], key: str, where: str) -> int:
+    value = rec.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InputError(f"{where}: {key}", f"expected an integer >= 0, got {value!r}")
+    return value
+
+
+def _key(rec: dict[str, Any], where: str) -> TpeKey:
+    block = rec.get("block")
+    if block not in ("decoder", "mtp"):
+        raise InputError(f"{where}: block", f"unknown {block!r}", "Megatron writes decoder or mtp")
+    mtp_idx = _int(rec, "mtp_idx", where) if block == "mtp" else -1
+    return block, mtp_idx, _int(rec, "layer", where)
+
+
+def _name(key: TpeKey) -> str:
+    block, mtp_idx, layer = key
+    return f"decoder layer {layer}" if block == "decoder" else f"mtp layer {mtp_idx}.{layer}"
+
+
+def _chunks(key: TpeKey, pp: int, model: ModelSpec, layout: TpeLayout, where: str) -> tuple[tuple[int, int], ...]:
+    chunks = layout.moe_layers[pp].get(key)
+    if chunks is not None:
+        return chunks
+    block, mtp_idx, layer = key
+    size = layout.block_sizes[pp].get(block, 0)
+    index = layer if block == "decoder" else mtp_idx
+    if block == "mtp" and layer != 0:
+        raise InputError(f"{where}: layer", f"mtp layer {mtp_idx} has inner layer {layer}",
+                         f"ppplan models one transformer layer per MTP depth ({model.name})")
+    if index >= size:
+        raise InputError(f"{where}: {'layer' if block == 'decoder' else 'mtp_idx'}",
+                         f"{_name(key)} is beyond pipeline rank {pp}'s {size} {block} layers in the plan",
+                         "pass the plan of the run that wrote the logs (its stage layout)")
+    raise InputError(f"{where}: layer", f"{_name(key)} of pipeline rank {pp} has no experts in the plan "
+                     f"({model.name})", "pass the plan of the run that wrote the logs")
+
+
+def _split_rows(tpe: Any, chunks: tuple[tuple[int, int], ...], layout: TpeLayout, where: str
+                ) -> tuple[tuple[float, ...], ...]:
+    """Local-expert counts of the iteration per chunk (see [Note: rows per microbatch])."""
+    n = layout.local_experts
+    if not isinstance(tpe, list) or not tpe or not all(isinstance(r, list) for r in tpe):
+        raise InputError(f"{where}: tpe", "expected one row of local-expert token counts per forward call")
+    for row in tpe:
+        if len(row) != n:
+            raise InputError(f"{where}: tpe", f"a row has {len(row)} counts, the rank holds {n} local experts",
+                             f"pass the plan of the run (experts / EP = {n})")
+        for x in row:
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
+                raise InputError(f"{where}: tpe", f"{x!r} is not a token count >= 0")
+    m, rows = layout.microbatches, len(tpe)
+    if len(chunks) == 1:
+        if rows not in (m, 2 * m):
+            raise InputError(f"{where}: tpe", f"{rows} rows, expected {m} (one per microbatch) or {2 * m}"
+                             " (each forward re-run for recomputation)",
+                             "save tokens per expert every N steps of the run this plan describes")
+        return (tuple(sum(col) / (rows // m) for col in zip(*tpe)),)
+    if rows != len(chunks) * m:
+        raise InputError(f"{where}: tpe", f"{rows} rows for a local index that {len(chunks)} model chunks "
+                         f"share, expected {len(chunks) * m} (one per chunk and microbatch); Megatron's log "
+                         "merges the chunks and recomputed forwards cannot be told apart",
+                         "log with recomputation off, or without virtual stages")
+    wanted = {c for c, _ in chunks}
+    order = [c for c in layout.forward_chunks if c in wanted]
+    sums = {c: [0.0] * n for c in wanted}
+    for chunk, row in zip(order, tpe):
+        sums[chunk] = [a + b for a, b in zip(sums[chunk], row)]
+    return tuple(tuple(sums[c]) for c, _ in chunks)
+
+
+def _check_iterations(per_rank: dict[int, dict[int, dict[TpeKey, _Rec]]], files: dict[int, Path]) -> None:
+    """Every rank logged the same iterations (the most common set; the odd ones out are named)."""
+    sets = Counter(frozenset(iters) for iters in per_rank.values())
+    ref = max(sets, key=lambda s: (sets[s], sorted(s)))
+    holder = {it: files[r] for r in sorted(per_rank, reverse=True) for it in per_rank[r]}
+    for rank, iters in sorted(per_rank.items()):
+        extra, lacking = sorted(set(iters) - ref), sorted(ref - set(iters))
+        if extra:
+            line = min(r.line for r in iters[extra[0]].values())
+            raise InputError(f"{files[rank]}:{line}: iter", f"iteration {extra[0]} is not in the other logs "
+                             f"(e.g. {files[min(r for r in per_rank if per_rank[r].keys() == ref)]})",
+                             "pass logs of the same saved iterations from every rank")
+        if lacking:
+            raise InputError(f"{files[rank]}: iter", f"no records for iteration {lacking[0]}, which "
+                             f"{holder[lacking[0]]} has", "pass logs of the same saved iterations from every rank")
+
+
+def _check_duplicate(rank: int, peer: int, per_rank, files: dict[int, Path]) -> None:
+    for it, recs in per_rank[rank].items():
+        for key, rec in recs.items():
+            if per_rank[peer][it][key].counts != rec.counts:
+                raise InputError(f"{files[rank]}:{rec.line}: tpe", f"iteration {it}, {_name(key)} differs "
+                                 f"from rank {peer}, its expert-tensor-parallel peer, which routes the same "
+                                 "tokens", "check --use-tp-pp-dp-mapping and that all logs come from one run")
