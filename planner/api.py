@@ -79,7 +79,7 @@ def cluster_section(spec: ClusterSpec) -> dict:
     from dataclasses import asdict
 
     return {"gpu": asdict(spec.gpu), "num_gpus": spec.num_gpus, "gpus_per_node": spec.gpus_per_node,
-            "training": asdict(spec.training)}
+            "training": asdict(spec.training), "network": asdict(spec.network)}
 
 
 def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None = None,
@@ -91,7 +91,7 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
          recompute: str | None = None, gpu: str | None = None,
          first_stage_layers: int | None = None, last_stage_layers: int | None = None,
          memory_limit: str | None = None, deadline: tuple[str, ...] | list[str] = (),
-         target: str = DEFAULT_TARGET) -> Plan:
+         target: str = DEFAULT_TARGET, gpus: int | None = None) -> Plan:
     """Plan ``model`` (a shipped id or config path; default ``DEFAULT_MODEL``).
 
     Keyword arguments mirror ``ppplan plan``'s options. With ``profile``, measured
@@ -116,6 +116,16 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
                                  time_limit=time_limit,
                                  deadlines=_deadlines(deadline, pp * (vpp or 1) if pp else 0, microbatches))
     spec = load_model(model or DEFAULT_MODEL)
+    if gpus is not None:  # [issue 18] choose tp/pp/vpp/ep/cp/dp/micro-batch for gpus GPUs first
+        from planner.planning.degree_plans import plan_for_gpus
+
+        base = resolve_cluster(spec, cluster, global_batch=global_batch, seq_len=seq_len,
+                               recompute=recompute, gpu=gpu)
+        rest = dict(pp=pp, vpp=vpp, tp=tp, ep=ep, dp=dp, microbatches=microbatches, memory_gib=memory_gib,
+                    partition=partition, schedule=schedule, placement=placement, profile=profile, seed=seed,
+                    first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers,
+                    memory_limit=memory_limit, deadline=deadline, target=target)
+        return plan_for_gpus(plan, model or DEFAULT_MODEL, spec, base, gpus, time_limit=time_limit, options=rest)
     try:
         cl = resolve_cluster(spec, cluster, pp=pp, vpp=vpp, tp=tp, ep=ep, dp=dp,
                              global_batch=global_batch, seq_len=seq_len, recompute=recompute, gpu=gpu)
@@ -144,7 +154,7 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
                       memory_limit_bytes=limit, schedule=schedule, partition=partition,
                       placement=placement, seed=seed, time_limit_s=time_limit,
                       model=model_section(spec, table), cluster=cluster_section(cl.with_recompute(mode)),
-                      parallel={"tp": p.tp, "ep": p.ep, "dp": p.dp},
+                      parallel={"tp": p.tp, "ep": p.ep, "dp": p.dp, "cp": p.cp, "etp": p.etp},
                       peak_flops=cl.gpu.peak_flops, num_gpus=cl.num_gpus,
                       memory_limit_microbatches=limit_mb,
                       deadlines=_deadlines(deadline, p.pp * p.vpp, m if not auto else None))

@@ -162,7 +162,7 @@ def analytical_costs(model: ModelSpec, cluster: ClusterSpec, *,
                      imbalance: list[float] | None = None,
                      contention: float | None = None,
                      size_curve_sizes: tuple[int, ...] = (1, 2, 4, 8),
-                     calibration: Calibration = FITTED) -> CostTable:
+                     calibration: Calibration = FITTED, pairs: bool = True) -> CostTable:
     """Cost table for ``model`` on ``cluster`` at its micro-batch size.
 
     A table is for one recomputation mode; ``recompute: auto`` (the planner's choice, made
@@ -171,14 +171,15 @@ def analytical_costs(model: ModelSpec, cluster: ClusterSpec, *,
     ``imbalance[l]`` (busiest EP rank load / mean, default 1) scales layer l's expert
     compute and all-to-all volume; layers with imbalance != 1 get their own type key.
     ``contention`` (slowdown of compute overlapped with communication) defaults to the
-    cluster dispatcher's SM share.
+    cluster dispatcher's SM share. ``pairs=False`` skips the overlap pair costs (a
+    screening table: ``ov`` falls back to serial).
     """
     if cluster.training.recompute == "auto":
         cluster = cluster.with_recompute("none")
     if contention is None:
         contention = cluster.network.kind.sm_share
     mbs = cluster.training.micro_batch_size
-    table = _table(model, cluster, mbs, imbalance, contention, calibration)
+    table = _table(model, cluster, mbs, imbalance, contention, calibration, pairs=pairs)
     base = _serial_total(table)
     curve = tuple((s, _serial_total(_table(model, cluster, s, imbalance, contention, calibration,
                                            pairs=False)) / base)

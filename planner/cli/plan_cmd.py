@@ -37,6 +37,7 @@ class MicrobatchCount(click.ParamType):
 @click.option("--tp", type=click.IntRange(min=1), help="Tensor-parallel degree.")
 @click.option("--ep", type=click.IntRange(min=1), help="Expert-parallel degree.")
 @click.option("--dp", type=click.IntRange(min=1), help="Data-parallel replicas (default: GPUs / (pp x tp)).")
+@click.option("--gpus", type=click.IntRange(min=1), help="Choose tp, pp, vpp, ep, cp, dp and micro-batch size for this many GPUs (memory-feasible only), plan the best few fully and print the ranked top 10.")
 @click.option("--gpu", metavar="GPU", help="GPU preset replacing the cluster's: h100, h200, h800, a100.")
 @click.option("--global-batch", type=click.IntRange(min=1), help="Sequences per step.")
 @click.option("--seq-len", type=click.IntRange(min=1), help="Tokens per sequence.")
@@ -91,6 +92,10 @@ def plan_command(model: str | None, cluster: str | None, out: str, as_json: bool
         echo_json(result.to_dict())
     elif not quiet:
         click.echo(plan_summary(result))
+        if "degrees" in result.solver:  # [issue 18] --gpus
+            from planner.cli.degrees_table import degrees_text
+
+            click.echo(degrees_text(result.solver["degrees"]))
         click.echo(f"wrote {out}" + (f", {png}" if png else ""))
 
 

@@ -7,7 +7,8 @@
    divisor of N / (tp x cp) leaving every stage a layer; vpp in {1, 2, 4} with pp > 1;
    ep a power of two dividing the expert count and dp x cp x tp; micro-batch 1, 2, 4
    dividing the per-replica batch; dp = N / (pp x tp x cp).
-2. Screen every combination with the closed-form estimate (``planner.planning.estimate``,
+2. Drop combinations whose weights, gradients and optimizer state alone exceed the memory
+   limit; screen the rest with the closed-form estimate (``planner.planning.estimate``,
    serial costs, the cheapest recomputation mode that fits), keep those that fit memory.
 3. Re-estimate the best ``RESCREEN`` with EP overlap (pair costs) and rank them.
 The caller (``planner.api.plan(..., gpus=N)``) plans the best few fully and keeps the
@@ -20,6 +21,7 @@ from dataclasses import dataclass, replace
 
 from planner.core.cluster import ClusterSpec, ParallelSpec
 from planner.core.errors import InputError
+from planner.core.layer_math import layer_params
 from planner.core.model import ModelSpec
 from planner.planning.estimate import StepEstimate, estimate_step
 
@@ -81,10 +83,12 @@ def search_degrees(model: ModelSpec, base: ClusterSpec, gpus: int, *, top: int =
     """The ``top`` memory-feasible configurations of ``gpus`` GPUs, fastest first."""
     if gpus < 1:
         raise InputError("--gpus", f"must be >= 1, got {gpus}")
-    screened = []
+    screened, tables = [], {}
     for c in _candidates(model, base, gpus):
+        if _static_bytes(model, c) > c.memory_limit_bytes:
+            continue
         for mode in c.training.recompute_modes():  # cheapest mode that fits
-            est = estimate_step(model, c.with_recompute(mode), overlap=False)
+            est = estimate_step(model, c.with_recompute(mode), overlap=False, tables=tables)
             if est.fits:
                 screened.append(DegreeChoice(cluster=c, estimate=est))
                 break
@@ -93,11 +97,24 @@ def search_degrees(model: ModelSpec, base: ClusterSpec, gpus: int, *, top: int =
                          f"{model.name} in {base.memory_limit_bytes / 2**30:.1f} GiB per GPU",
                          "use more GPUs, a GPU with more memory, or a smaller global batch")
     screened.sort(key=lambda d: (d.estimate.step_s, d.label))
-    rescored = [DegreeChoice(cluster=d.cluster, estimate=estimate_step(model, d.cluster))
+    rescored = [DegreeChoice(cluster=d.cluster, estimate=estimate_step(model, d.cluster, tables=tables))
                 for d in screened[:RESCREEN]]
     rescored = [d for d in rescored if d.estimate.fits]
     rescored.sort(key=lambda d: (d.estimate.step_s, d.label))
     return rescored[:top]
+
+
+def _static_bytes(model: ModelSpec, c: ClusterSpec) -> float:
+    """Weights, gradients and optimizer state of the average pipeline rank (a lower bound
+    on the busiest rank's), bytes: the prefilter before any cost table."""
+    p, t = c.parallel, c.training
+    params = [layer_params(layer, model) for layer in model.layers]
+    dense = sum(x.dense for x in params) / (p.tp * p.pp)
+    expert = sum(x.expert for x in params) / (p.ep * p.etp * p.pp)
+    edp = max(p.dp * p.cp * p.tp // (p.ep * p.etp), 1)
+    shard = t.distributed_optimizer or t.fsdp
+    weights = 6 * (dense / (p.dp * p.cp) + expert / edp if t.fsdp else dense + expert)
+    return weights + 12 * (dense / (p.dp * p.cp if shard else 1) + expert / (edp if shard else 1))
 
 
 def why_first(ranked: list[DegreeChoice]) -> str:

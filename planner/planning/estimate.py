@@ -142,16 +142,26 @@ def _rank_memory(t: CostTable, bounds, r: int, pp: int, vpp: int, m: int, overla
 
 
 def estimate_step(model: ModelSpec, cluster: ClusterSpec, *, overlap: bool | None = None,
-                  flushes: int = 1, calibration: Calibration = FITTED) -> StepEstimate:
+                  flushes: int = 1, calibration: Calibration = FITTED,
+                  tables: dict | None = None) -> StepEstimate:
     """Best estimate over the cluster's recomputation modes (fastest that fits, else the
-    smallest) and, with ``overlap=None`` and ep > 1, with and without EP overlap."""
+    smallest) and, with ``overlap=None`` and ep > 1, with and without EP overlap.
+    ``tables`` memoises cost tables across calls (a table does not depend on pp or vpp)."""
     overlaps = (overlap,) if overlap is not None else ((False, True) if cluster.parallel.ep > 1 else (False,))
     found = []
     for mode in cluster.training.recompute_modes():
         c = cluster.with_recompute(mode)
-        table = analytical_costs(model, c, calibration=calibration, size_curve_sizes=())
+        table = _table_for(model, c, calibration, any(overlaps), {} if tables is None else tables)
         found += [_one(model, c, table, ov, flushes) for ov in overlaps]
     fitting = [e for e in found if e.fits]
     if fitting:
         return min(fitting, key=lambda e: e.step_s)
     return min(found, key=lambda e: e.peak_memory_bytes)
+
+
+def _table_for(model: ModelSpec, cluster: ClusterSpec, cal: Calibration, pairs: bool, memo: dict) -> CostTable:
+    par = cluster.parallel
+    key = (model.name, par.tp, par.cp, par.ep, par.etp, par.dp, cluster.training, cluster.network, cal, pairs)
+    if key not in memo:
+        memo[key] = analytical_costs(model, cluster, calibration=cal, size_curve_sizes=(), pairs=pairs)
+    return memo[key]

@@ -49,9 +49,9 @@ def plan_cluster(plan: Plan) -> ClusterSpec:
     if not isinstance(c, dict) or "gpu" not in c or "training" not in c:
         raise InputError("plan.cluster", "needs gpu, num_gpus, training",
                          "re-plan from a plan written by ppplan plan")
-    parallel = {k: p[k] for k in ("pp", "vpp", "tp", "ep", "dp") if k in p}
+    parallel = {k: p[k] for k in ("pp", "vpp", "tp", "ep", "dp", "cp", "etp") if k in p}
     data = {"gpu": c["gpu"], "num_gpus": c.get("num_gpus"), "gpus_per_node": c.get("gpus_per_node", 8),
-            "parallel": parallel, "training": c["training"]}
+            "parallel": parallel, "training": c["training"], **({"network": c["network"]} if "network" in c else {})}
     return cluster_from_dict(data, where="plan.cluster")
 
 

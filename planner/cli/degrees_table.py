@@ -1,0 +1,21 @@
+"""Text of ``ppplan plan --gpus N``'s ranked degree table."""
+
+from __future__ import annotations
+
+__all__ = ["degrees_text"]
+
+_COLS = ("rank", "tp", "pp", "vpp", "ep", "cp", "dp", "mbs", "recompute", "ep_overlap",
+         "tokens_per_s_per_gpu", "mfu", "peak_memory_gib")
+
+
+def degrees_text(section: dict) -> str:
+    """The ranked table, the fully planned configurations and why the winner won."""
+    lines = [f"degree search for {section['gpus']} GPUs (closed-form estimate, top {len(section['table'])}; "
+             f"screened in {section['screen_s']} s):", "  ".join(_COLS)]
+    for row in section["table"]:
+        lines.append("  ".join(str(row[c]) for c in _COLS))
+    for p in section["fully_planned"]:
+        step = "infeasible" if p["step_time_s"] is None else f"{p['step_time_s']:.3f} s planned step"
+        lines.append(f"planned fully: {p['config']}: {step}")
+    lines.append(f"why: {section['why']}")
+    return "\n".join(lines)

@@ -1,0 +1,51 @@
+"""``plan(..., gpus=N)``: search the parallel degrees, plan the best few fully, keep the fastest.
+
+The ranked table (``planner.planning.degrees``) and the reason the winner won are stored
+in the plan under ``solver.degrees``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from planner.core.cluster import ClusterSpec
+from planner.core.errors import InfeasibleError, InputError
+from planner.core.model import ModelSpec
+from planner.core.plan import Plan
+from planner.planning.degrees import degree_table, search_degrees, why_first
+
+__all__ = ["plan_for_gpus", "FULLY_PLANNED"]
+
+FULLY_PLANNED = 2
+"""Configurations of the ranked table planned fully (partition and schedule search)."""
+
+
+def plan_for_gpus(plan_fn: Callable[..., Plan], model_name: str, spec: ModelSpec, base: ClusterSpec,
+                  gpus: int, *, time_limit: float, options: dict[str, Any]) -> Plan:
+    """Rank degrees for ``gpus`` GPUs, plan the top ``FULLY_PLANNED`` with ``plan_fn`` (each with
+    an equal share of ``time_limit``) and return the fastest plan, the table attached."""
+    for name in ("pp", "vpp", "tp", "ep", "dp"):
+        if options.get(name) is not None:
+            raise InputError("--gpus", f"given together with --{name}",
+                             "pass --gpus alone (the search chooses every degree) or the degrees alone")
+    start = time.perf_counter()
+    ranked = search_degrees(spec, base, gpus)
+    screen_s = time.perf_counter() - start
+    best, planned = None, []
+    for choice in ranked[:FULLY_PLANNED]:
+        try:
+            p = plan_fn(model_name, cluster=choice.cluster, time_limit=time_limit / FULLY_PLANNED, **options)
+        except InfeasibleError:
+            planned.append({"config": choice.label, "step_time_s": None})
+            continue
+        planned.append({"config": choice.label, "step_time_s": p.predicted["step_time_s"]})
+        if best is None or p.predicted["step_time_s"] < best.predicted["step_time_s"]:
+            best = p
+    if best is None:
+        raise InfeasibleError(f"none of the {len(planned)} best degree choices for {gpus} GPUs could be planned "
+                              "within memory; lower the global batch or add GPUs")
+    best.solver["degrees"] = {"gpus": gpus, "table": degree_table(ranked), "why": why_first(ranked),
+                              "fully_planned": planned, "screen_s": round(screen_s, 2)}
+    return best
