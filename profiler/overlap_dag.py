@@ -1,7 +1,8 @@
 """Analytical OV[a, b]: schedule one F and one backward sub-task DAG on two streams.
 
 Each layer splits into the sub-tasks Megatron's EP-overlap splits it into
-(../shared/reference.md, "Overlap facts"):
+(Megatron-LM ``--overlap-moe-expert-parallel-comm``: megatron/core/models/common/
+model_chunk_schedule_plan.py, megatron/core/pipeline_parallel/combined_1f1b.py):
 
     forward of a:   attn -> dispatch -> mlp -> combine         (shared expert beside dispatch)
     backward of b:  combine' -> mlp' -> dispatch' -> attn'      (input-gradient part only)

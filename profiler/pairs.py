@@ -6,8 +6,9 @@ first waiting for the all-to-all its segment needs and then starting the all-to-
 that follows it without waiting. So the forward's dispatch travels while the
 backward's post-combine gradient runs, the backward's combine gradient while the
 forward's experts run, and so on, which is the issue order of Megatron's EP overlap
-(F.attn, B.combine, F.dispatch, B.mlp, B.dispatch, F.mlp, F.combine, B.attn; see
-../shared/reference.md). The all-to-alls are ``async_op=True`` work handles: gloo's
+(F.attn, B.combine, F.dispatch, B.mlp, B.dispatch, F.mlp, F.combine, B.attn; see Megatron-LM
+megatron/core/models/common/model_chunk_schedule_plan.py). The all-to-alls are
+``async_op=True`` work handles: gloo's
 background threads on the CPU, NCCL's own stream on a GPU.
 
 Each repeat times the interleaved run and, back to back, the same two task lists run

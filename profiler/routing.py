@@ -39,7 +39,8 @@ the summed counts would understate it):
   ``profiler.analytical.analytical_costs(imbalance=...)`` applies to expert compute
   and all-to-all volume.
 - MaxVio = (max - mean) / mean of tokens per expert (Wang et al. 2024, loss-free
-  balancing; see ../shared/reference.md, "Routing imbalance").
+  balancing, "Auxiliary-Loss-Free Load Balancing Strategy for Mixture-of-Experts",
+  arXiv:2408.15664).
 """
 
 from __future__ import annotations

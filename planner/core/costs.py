@@ -2,7 +2,8 @@
 
 All times are seconds for one microbatch of ``microbatch_size`` sequences of
 ``seq_len`` tokens on one GPU of the cluster (after tensor/expert parallel sharding).
-Definitions follow ../shared/design.md:
+Definitions (the pair cost after Megatron-LM's EP all-to-all overlap, ``--overlap-moe-expert-parallel-comm``:
+megatron/core/pipeline_parallel/combined_1f1b.py):
 
 - ``f``, ``i``, ``w``: serial compute of forward, input-gradient, weight-gradient.
 - ``a2a_f``, ``a2a_b``: exposed expert-parallel all-to-all (dispatch + combine) when

@@ -2,7 +2,8 @@
 
 Supported families (by ``model_type``): Llama-style dense (``llama``, ``mistral``,
 ``qwen2``, ``qwen3``), ``qwen3_moe``, ``qwen3_next``, ``deepseek_v3``. Field names
-follow the public configs; see ../shared/reference.md for the shipped values.
+follow the public configs (each model's Hugging Face ``config.json``); the shipped ones are
+in ``planner/data/models/``.
 """
 
 from __future__ import annotations
