@@ -187,8 +187,8 @@ def _batch_for_microbatches(cl: ClusterSpec, microbatches: int | str | None) -> 
     """[issue 15] ``--microbatches M`` splits the per-replica batch into M microbatches, so
     the micro-batch size becomes batch / M (and the costs are taken at that size); an M
     that does not divide the batch is refused, naming the counts that do."""
-    if not isinstance(microbatches, int) or isinstance(microbatches, bool):
-        return cl
+    if not isinstance(microbatches, int) or isinstance(microbatches, bool) or microbatches < 1:
+        return cl  # auto, the default, or a count ``plan`` refuses itself
     batch = cl.training.global_batch // cl.parallel.dp
     if microbatches > batch or batch % microbatches:
         fits = [d for d in range(1, batch + 1) if batch % d == 0]

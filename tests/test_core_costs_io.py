@@ -86,7 +86,7 @@ def test_save_is_atomic_on_failure(tmp_path, toy_table, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(jsonio.os, "replace", boom)
-    with pytest.raises(OSError):
+    with pytest.raises(InputError, match=r"--out: cannot write .*costs\.json: disk full"):
         save_costs(toy_table(), path)
     assert path.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["costs.json"]

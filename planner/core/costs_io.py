@@ -9,6 +9,7 @@ from typing import Any
 from planner.core.costs import CostTable, LayerCost, P2PCost
 from planner.core.errors import InputError
 from planner.core.jsonio import read_json, write_json_atomic
+from planner.core.limits import check_cost_value
 from planner.core.schemas import check_schema
 
 __all__ = ["costs_to_dict", "costs_from_dict", "load_costs", "save_costs"]
@@ -41,12 +42,25 @@ def costs_to_dict(table: CostTable) -> dict[str, Any]:
     }
 
 
+_UNITS = {"f": "seconds", "i": "seconds", "w": "seconds", "a2a_f": "seconds", "a2a_b": "seconds",
+          "flops": "flops", "imbalance": "factor"}
+
+
+def _check_units(raw: dict[str, Any], where: str) -> None:
+    """[issue 15] Each time, byte count and FLOP count within ``planner.core.limits``'s range."""
+    for key, value in raw.items():
+        unit = "bytes" if key.endswith("_bytes") else _UNITS.get(key)
+        if unit is not None:
+            check_cost_value(f"{where}.{key}", value, unit)
+
+
 def costs_from_dict(data: Any, *, what: str = "costs") -> CostTable:
     """Validate and build a ``CostTable``; errors name the JSON path."""
     check_schema(data, "costs", what=what)
     known = {f.name for f in fields(LayerCost)}
     layers = []
     for k, raw in enumerate(data["layers"]):
+        _check_units(raw, f"{what}.layers[{k}]")
         kw = {key: (int(v) if key in _INT_FIELDS else v) for key, v in raw.items() if key in known}
         lc = LayerCost(**kw)
         if lc.act_w_bytes > lc.act_bytes:
@@ -65,6 +79,7 @@ def costs_from_dict(data: Any, *, what: str = "costs") -> CostTable:
             if p[side] not in types:
                 raise InputError(f"{what}.pairs[{k}].{side}", f"unknown layer type {p[side]!r}",
                                  f"use one of {', '.join(sorted(types))}")
+        check_cost_value(f"{what}.pairs[{k}].ov", p["ov"], "seconds")
         pairs[(p["f_type"], p["b_type"])] = float(p["ov"])
     curve = tuple(sorted((int(s), float(v)) for s, v in data.get("size_curve", [[1, 1.0]])))
     return CostTable(

@@ -58,13 +58,15 @@ def check_finite(data: Any, *, what: str) -> None:
     """Raise ``InputError`` at the first NaN or +-Infinity in ``data``, naming its path.
 
     Python's ``json`` module reads the non-standard ``NaN``/``Infinity`` literals (and
-    YAML has ``.nan``/``.inf``); no ppplan input has a use for them, and one NaN would
-    otherwise flow into costs and print ``bubble nan%``.
+    YAML has ``.nan``/``.inf``); one NaN would otherwise flow into costs and print
+    ``bubble nan%``. The one use of infinity is a link's ``bandwidth`` (a free link, as
+    ``P2PCost(bandwidth=math.inf)`` saves itself); ``+Infinity`` is accepted there only.
     """
     stack: list[tuple[str, Any]] = [("", data)]
     while stack:
         where, value = stack.pop()
-        if isinstance(value, float) and not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value) and not (
+                value == math.inf and where.endswith(".bandwidth")):
             raise InputError(f"{what}{where}", f"is {value!r}", "write a finite number")
         if isinstance(value, dict):
             stack.extend((f"{where}.{k}", v) for k, v in reversed(list(value.items())))

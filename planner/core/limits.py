@@ -18,7 +18,7 @@ from __future__ import annotations
 from planner.core.errors import InputError
 
 __all__ = ["CONFIG_LIMITS", "POSITIVE_CONFIG_FIELDS", "MAX_STAGE_MICROBATCHES", "check_config_value",
-           "check_stage_microbatches"]
+           "check_stage_microbatches", "COST_LIMITS", "check_cost_value"]
 
 _LAYERS, _WIDTH, _FFN, _EXPERTS, _HEADS = 4096, 1 << 18, 1 << 21, 1 << 16, 1 << 12
 
@@ -60,3 +60,18 @@ def check_stage_microbatches(microbatches: int, stages: int, *, field: str = "--
         raise InputError(field, f"{microbatches} microbatches x {stages} stages = {microbatches * stages} is "
                          f"above the planner's limit of {MAX_STAGE_MICROBATCHES}",
                          "use fewer microbatches (a larger micro-batch size) or fewer stages")
+
+
+COST_LIMITS: dict[str, float] = {"seconds": 1e6, "bytes": float(2**60), "flops": 1e24, "factor": 1e6}
+"""Largest value of a measured cost, by unit: a million seconds per layer and microbatch,
+an exabyte, 10^24 FLOPs per layer and microbatch (a Llama 3.1 405B layer on an 8k-token
+microbatch is about 2e14), a routing factor of 10^6. Above these, sums overflow floats."""
+
+
+def check_cost_value(field: str, value: object, unit: str) -> None:
+    """Raise ``InputError`` naming ``field`` unless ``value`` is a number in [0, ``COST_LIMITS[unit]``]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(field, f"expected a number, got {value!r:.40}")
+    if not 0 <= value <= COST_LIMITS[unit]:
+        raise InputError(field, f"{value!r:.40} is outside 0..{COST_LIMITS[unit]:g} {unit}",
+                         "give the measured value in SI units")

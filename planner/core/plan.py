@@ -16,6 +16,7 @@ from typing import Any
 from planner.core.costs import P2PCost
 from planner.core.errors import InputError
 from planner.core.jsonio import read_json, write_json_atomic
+from planner.core.limits import check_cost_value
 from planner.core.placement import check_bounds
 from planner.core.schedule import Action, Schedule, parse_schedule
 from planner.core.schemas import check_schema
@@ -170,15 +171,36 @@ def _check_consistency(plan: Plan, what: str) -> None:
             raise InputError(f"{what}.stage_costs.{key}", f"has {len(plan.stage_costs[key])} "
                              f"entries for {n} stages")
     _check_times(plan.stage_costs, what)
+    _check_cluster_section(plan.cluster, f"{what}.cluster")
+
+
+def _check_cluster_section(cl: Any, where: str) -> None:
+    """[issue 15] The parts of the plan's cluster section that simulate/replan read (MFU)."""
+    if not isinstance(cl, dict):
+        raise InputError(where, f"expected an object, got {type(cl).__name__}")
+    for key in ("gpu", "training"):
+        if key in cl and not isinstance(cl[key], dict):
+            raise InputError(f"{where}.{key}", f"expected an object, got {type(cl[key]).__name__}")
+    peak = cl.get("gpu", {}).get("peak_flops", 1.0)
+    if isinstance(peak, bool) or not isinstance(peak, (int, float)) or not 0 < peak < 1e20:
+        raise InputError(f"{where}.gpu.peak_flops", f"expected FLOP/s > 0, got {peak!r:.40}")
+    gpus = cl.get("num_gpus", 1)
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 < gpus <= 1 << 24:
+        raise InputError(f"{where}.num_gpus", f"expected a positive GPU count, got {gpus!r:.40}")
 
 
 def _check_times(sc: dict[str, Any], what: str) -> None:
     """[issue 15] Stage times are non-negative numbers and not all zero (a plan of zero
     costs simulates to a 0 s step and an unbounded MFU)."""
-    for key in ("f", "i", "w"):
-        for s, t in enumerate(sc[key]):
-            if isinstance(t, bool) or not isinstance(t, (int, float)) or t < 0:
-                raise InputError(f"{what}.stage_costs.{key}[{s}]", f"expected seconds >= 0, got {t!r}")
+    units = {"f": "seconds", "i": "seconds", "w": "seconds", "flops": "flops", "act_bytes": "bytes",
+             "act_w_bytes": "bytes", "static_bytes": "bytes", "out_bytes": "bytes"}
+    for key, unit in units.items():
+        for s, value in enumerate(sc.get(key, ())):
+            check_cost_value(f"{what}.stage_costs.{key}[{s}]", value, unit)
+    for k, pair in enumerate(sc.get("fused", [])):
+        for key in ("time", "serial"):
+            if key in pair:
+                check_cost_value(f"{what}.stage_costs.fused[{k}].{key}", pair[key], "seconds")
     if not any(sc["f"]) or not (any(sc["i"]) or any(sc["w"])):
         raise InputError(f"{what}.stage_costs", "every F time or every backward (I, W) time is 0",
                          "re-plan, or give the measured stage times")
