@@ -41,27 +41,27 @@ CASES: list[tuple[str, list[str], float]] = [
     ("qwen3-30b-a3b", ["--pp", "8"], 3.0),
     ("qwen3-30b-a3b", ["--pp", "4", "--vpp", "2", "--placement", "v"], 3.0),
     ("qwen3-30b-a3b", ["--pp", "8", "--vpp", "2"], 3.0),
-    ("qwen3-30b-a3b", ["--pp", "4", "--vpp", "4", "--microbatches", "128"], 3.0),
+    ("qwen3-30b-a3b", ["--pp", "4", "--vpp", "4", "--microbatches", "128", "--global-batch", "1024"], 3.0),
     ("qwen3-next-80b-a3b", ["--pp", "8"], 1.0),
     ("qwen3-next-80b-a3b", ["--pp", "8"], 5.0),
     ("qwen3-next-80b-a3b", ["--pp", "4", "--vpp", "2"], 3.0),
     ("qwen3-next-80b-a3b", ["--pp", "8", "--vpp", "2", "--placement", "v"], 3.0),
-    ("qwen3-next-80b-a3b", ["--pp", "16", "--microbatches", "256"], 5.0),
+    ("qwen3-next-80b-a3b", ["--pp", "16", "--microbatches", "256", "--global-batch", "1024"], 5.0),
     ("qwen3-next-80b-a3b", ["--pp", "4", "--microbatches", "auto"], 3.0),
     ("qwen3-235b-a22b", ["--pp", "8"], 3.0),
     ("qwen3-235b-a22b", ["--pp", "8", "--vpp", "2"], 5.0),
     ("qwen3-235b-a22b", ["--pp", "16"], 3.0),
     ("qwen3-235b-a22b", ["--pp", "16", "--vpp", "2", "--placement", "v"], 5.0),
     ("qwen3-235b-a22b", ["--pp", "4", "--vpp", "4"], 5.0),
-    ("qwen3-235b-a22b", ["--pp", "8", "--microbatches", "512"], 5.0),
+    ("qwen3-235b-a22b", ["--pp", "8", "--microbatches", "512", "--global-batch", "4096"], 5.0),
     ("deepseek-v3", ["--pp", "16"], 3.0),
     ("deepseek-v3", ["--pp", "16"], 10.0),
     ("deepseek-v3", ["--vpp", "2", "--placement", "v"], 3.0),
     ("deepseek-v3", ["--pp", "8", "--vpp", "2"], 5.0),
-    ("deepseek-v3", ["--pp", "32", "--microbatches", "512"], 10.0),
-    ("deepseek-v3", ["--pp", "32", "--microbatches", "256"], 5.0),
-    ("deepseek-v3", ["--pp", "32", "--vpp", "2", "--microbatches", "1024"], 10.0),
-    ("deepseek-v3", ["--pp", "4", "--vpp", "4", "--microbatches", "64"], 5.0),
+    ("deepseek-v3", ["--pp", "32", "--microbatches", "512", "--global-batch", "32768"], 10.0),
+    ("deepseek-v3", ["--pp", "32", "--microbatches", "256", "--global-batch", "16384"], 5.0),
+    ("deepseek-v3", ["--pp", "32", "--vpp", "2", "--microbatches", "1024", "--global-batch", "65536"], 10.0),
+    ("deepseek-v3", ["--pp", "4", "--vpp", "4", "--microbatches", "64", "--global-batch", "32768"], 5.0),
 ]
 QUICK = [0, 7, 24, 26]
 """Indices of ``CASES`` in ``--quick``."""
@@ -101,7 +101,7 @@ def run_plan(model: str, opts: list[str], limit: float, *, timeout: float) -> di
             "schedule": plan["solver"]["schedule"], "microbatches": plan["microbatches"]["count"],
             "recompute": plan.get("cluster", {}).get("training", {}).get("recompute"),
             "budget_bound": budget.get("bound"), "cut_phases": budget.get("cut_phases"),
-            "phase_ends_s": budget.get("phase_ends_s")}
+            "phase_ends_s": {k: v["wall_s"] for k, v in budget.get("phase_ends", {}).items()}}
 
 
 _seen_rss = 0

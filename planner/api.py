@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,10 +18,11 @@ from planner.core.targets import DEFAULT_TARGET, get_target
 from planner.planning import PlanRequest
 from planner.planning.targets import check_shape, plan_for_target
 from solvers.partition.pins import StagePins
+from solvers.schedule.budget import check_time_limit
 from solvers.schedule.deadlines import parse_deadlines
 from solvers.schedule.memory_limit import parse_memory_limit
 from solvers.partition.search import METHODS
-from solvers.schedule.search import check_schedule_option
+from solvers.schedule.search import check_objective, check_schedule_option
 
 __all__ = ["plan", "load_plan", "DEFAULT_MODEL", "resolve_cluster", "model_section"]
 
@@ -91,7 +93,7 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
          recompute: str | None = None, gpu: str | None = None,
          first_stage_layers: int | None = None, last_stage_layers: int | None = None,
          memory_limit: str | None = None, deadline: tuple[str, ...] | list[str] = (),
-         target: str = DEFAULT_TARGET, gpus: int | None = None) -> Plan:
+         target: str = DEFAULT_TARGET, gpus: int | None = None, objective: str = "makespan") -> Plan:
     """Plan ``model`` (a shipped id or config path; default ``DEFAULT_MODEL``).
 
     Keyword arguments mirror ``ppplan plan``'s options. With ``profile``, measured
@@ -101,6 +103,9 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
     ``--decoder-first/last-pipeline-num-layers``). ``target`` (``planner.core.targets``)
     limits the search to what that framework executes; the plan records it.
     """
+    time_limit = check_time_limit(time_limit)  # [issue 19] the one check of --time-limit
+    check_objective(objective)  # [issue 19]
+    started = time.perf_counter()  # [issue 19] the budget covers cost tables and every search
     tgt = get_target(target)
     limit_bytes, limit_mb = _memory_options(memory_gib, memory_limit)  # [issue 4]
     if model is None and profile is not None:  # [issue 4] bring your own costs
@@ -113,7 +118,7 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
         return plan_from_profile(profile, pp=pp, vpp=vpp, microbatches=microbatches,
                                  memory_limit_bytes=limit_bytes, memory_limit_microbatches=limit_mb,
                                  schedule=schedule, partition=partition, placement=placement, seed=seed,
-                                 time_limit=time_limit,
+                                 time_limit=time_limit, objective=objective,
                                  deadlines=_deadlines(deadline, pp * (vpp or 1) if pp else 0, microbatches))
     spec = load_model(model or DEFAULT_MODEL)
     if gpus is not None:  # [issue 18] choose tp/pp/vpp/ep/cp/dp/micro-batch for gpus GPUs first
@@ -124,7 +129,7 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
         rest = dict(pp=pp, vpp=vpp, tp=tp, ep=ep, dp=dp, microbatches=microbatches, memory_gib=memory_gib,
                     partition=partition, schedule=schedule, placement=placement, profile=profile, seed=seed,
                     first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers,
-                    memory_limit=memory_limit, deadline=deadline, target=target)
+                    memory_limit=memory_limit, deadline=deadline, target=target, objective=objective)
         return plan_for_gpus(plan, model or DEFAULT_MODEL, spec, base, gpus, time_limit=time_limit, options=rest)
     try:
         cl = resolve_cluster(spec, cluster, pp=pp, vpp=vpp, tp=tp, ep=ep, dp=dp,
@@ -152,7 +157,7 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
                       search_microbatches=auto, batch_per_replica=cl.training.global_batch // p.dp,
                       pins=StagePins(first=first_stage_layers, last=last_stage_layers),
                       memory_limit_bytes=limit, schedule=schedule, partition=partition,
-                      placement=placement, seed=seed, time_limit_s=time_limit,
+                      placement=placement, seed=seed, time_limit_s=time_limit, started_s=started, objective=objective,
                       model=model_section(spec, table), cluster=cluster_section(cl.with_recompute(mode)),
                       parallel={"tp": p.tp, "ep": p.ep, "dp": p.dp, "cp": p.cp, "etp": p.etp},
                       peak_flops=cl.gpu.peak_flops, num_gpus=cl.num_gpus,

@@ -7,7 +7,7 @@ import click
 from planner.cli.common import FiniteFloat, check_outputs, echo_json
 from planner.cli.summary import plan_summary
 from planner.core.targets import DEFAULT_TARGET, TARGET_NAMES
-from solvers.schedule.search import SCHEDULE_CHOICES
+from solvers.schedule.search import OBJECTIVES, SCHEDULE_CHOICES
 
 __all__ = ["COMMANDS"]
 
@@ -61,6 +61,7 @@ class MicrobatchCount(click.ParamType):
 @click.option("--profile", type=click.Path(dir_okay=False), help="Measured cost table (ppplan profile) instead of the analytical model.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--time-limit", type=FiniteFloat(min=0, min_open=True, max=86400), default=10.0, show_default=True, help="Seconds for searching solvers.")
+@click.option("--objective", type=click.Choice(OBJECTIVES), default="makespan", show_default=True, help="What the search minimises: one step's makespan, or steady = the period of repeated steps with no global barrier (each rank's optimizer step after its own last W; see planner/core/steady.py). Both are reported.")
 @click.option("--out", type=click.Path(dir_okay=False), default="plan.json", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the plan JSON instead of the summary.")
 @click.option("--png", type=click.Path(dir_okay=False), help="Also draw the plan (Gantt, memory, stage costs) to this PNG (needs matplotlib).")

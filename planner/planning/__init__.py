@@ -71,11 +71,14 @@ def make_plan(table: CostTable, req: PlanRequest, *,
     planned directly. ``variants`` are further (table, request) pairs screened and
     searched alongside, e.g. the same model under another recomputation mode: the plan
     is the fastest over all of them. ``budget`` is the wall-clock budget of the whole plan
-    (default: ``req.time_limit_s`` from now; [Note: kept budget] in
-    ``solvers.schedule.budget``): each phase stops at its share of it.
+    (default: ``req.time_limit_s`` from ``req.started_s`` when the front door set it, else
+    none; [Note: kept budget] in ``solvers.schedule.budget``): each phase stops at its
+    share of it.
     """
     try:
-        return _make_plan(table, req, variants, budget or WallBudget(req.time_limit_s, start=req.started_s))
+        if budget is None:  # the front door sets started_s: then the time limit is wall time too
+            budget = WallBudget(req.time_limit_s if req.started_s is not None else None, start=req.started_s)
+        return _make_plan(table, req, variants, budget)
     finally:
         clear_memo()  # [Note: heuristic memo]
 

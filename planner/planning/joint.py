@@ -10,7 +10,7 @@ from solvers.joint import alternate
 from solvers.schedule.budget import Deadline
 from solvers.schedule.search import ScheduleChoice
 from planner.planning.records import Evaluation, Trial, evaluate, memory_limit_of, pinned_of, simulate_bounds
-from planner.planning.steps import choose_schedule, refine, settle
+from planner.planning.steps import as_chosen, choose_schedule, refine, settle
 
 __all__ = ["JOINT_SHORTLIST", "JOINT_ROUNDS", "JOINT_POLISHED", "POLISH_SHARE", "WINNER_SHARE", "POLISH_WITHIN",
            "joint_refine", "shortlist", "polish_finalists", "to_polish"]
@@ -50,7 +50,7 @@ def joint_refine(trials: list[Trial], tried: list[dict],
     wall deadline ([Note: kept budget] in ``solvers.schedule.budget``): once it passes,
     the finalists not yet refined keep their screened state.
     """
-    finalists = shortlist(trials)
+    finalists = shortlist(trials, deadline)
     # a baseline partition is also kept as it is, so phase 3 polishes it unchanged too
     as_is = [replace(t, origin=f"{t.origin} (as is)") for t in finalists if t.origin != "screen"]
     info: dict = {"rounds": 0, "evaluated": 0, "finalists": []}
@@ -81,15 +81,16 @@ def joint_refine(trials: list[Trial], tried: list[dict],
     return sorted(finalists, key=lambda t: t.step) + as_is, info
 
 
-def shortlist(trials: list[Trial]) -> list[Trial]:
+def shortlist(trials: list[Trial], deadline: Deadline | None = None) -> list[Trial]:
     """The ``JOINT_SHORTLIST`` fastest distinct (recompute, microbatches, partition) starts among the
     screened trials and their fitting baseline partitions (same schedule order), then the
     fitting baseline partitions of the best trial not already in (a partition that only
-    wins once the schedule adapts to it, e.g. with CP-SAT, is not lost)."""
+    wins once the schedule adapts to it, e.g. with CP-SAT, is not lost). Baseline starts
+    are not simulated past ``deadline``."""
     pool = list(trials)
     for t in trials:
         for label, (bounds, fits) in t.baselines.items():
-            if fits and bounds != t.bounds:
+            if fits and bounds != t.bounds and not (deadline is not None and deadline.expired()):
                 step = simulate_bounds(t.table, t.compiled, bounds, t.part.model.ranks, t.req.memory_limit_bytes)
                 if step < float("inf"):
                     pool.append(replace(t, bounds=bounds, step=step, origin=label))
@@ -148,11 +149,15 @@ def polish_finalists(finalists: list[Trial], tried: list[dict],
         ev = evaluate(t.table, t.req, t.bounds, t.schedule)
         if ev.violations:
             continue
-        choice = choose_schedule(t, ev, _polish_limit(t, lead, len(hopeful)), polish=t in hopeful,
-                                 heuristics=not t.settled, deadline=deadline)
+        if deadline is not None and deadline.expired():  # keep the order as it is
+            choice = as_chosen(t, ev)
+        else:
+            choice = choose_schedule(t, ev, _polish_limit(t, lead, len(hopeful)), polish=t in hopeful,
+                                     heuristics=not t.settled, deadline=deadline)
+        goal = t.req.objective
         if choice.schedule != t.schedule:
             other = evaluate(t.table, t.req, t.bounds, choice.schedule)
-            if not other.violations and other.sim.step_time < ev.sim.step_time * (1 - 1e-9):
+            if not other.violations and other.time_for(goal) < ev.time_for(goal) * (1 - 1e-9):
                 t.name, t.schedule, ev = choice.name, choice.schedule, other
         ev = settle(t, ev, deadline)
         if len(finalists) > 1:
@@ -161,7 +166,7 @@ def polish_finalists(finalists: list[Trial], tried: list[dict],
                           "schedule": t.name,
                           "status": "valid", "step_time_s": ev.sim.step_time,
                           "stage_layers": [b - a for a, b in t.bounds]})
-        if best is None or ev.sim.step_time < best[1].sim.step_time * (1 - 1e-9):
+        if best is None or ev.time_for(goal) < best[1].time_for(goal) * (1 - 1e-9):
             best = (t, ev, choice)
     if best is None:
         raise InfeasibleError("internal: no finalist passes the validator")

@@ -9,6 +9,7 @@ from planner.core.placement import stage_ranks
 from planner.core.schedule import Schedule
 from planner.core.simulate import Compiled, SimResult, simulate, simulate_compiled
 from planner.core.stage_costs import StageCosts, stage_costs
+from planner.core.steady import SteadyState, steady_state
 from planner.core.validate import validate
 from solvers.partition.pins import StagePins, pinned_cuts
 from solvers.partition.search import PartitionResult
@@ -51,6 +52,9 @@ class PlanRequest:
     time_limit_s: float = 10.0
     """Wall-clock budget of the whole plan, seconds ([Note: kept budget] in
     ``solvers.schedule.budget``)."""
+    objective: str = "makespan"
+    """makespan (one step, a global barrier between steps) or steady (the period of repeated
+    steps: [Note: steady state] in ``planner.core.steady``)."""
     started_s: float | None = None
     """``time.perf_counter()`` when the budget started (the front door sets it on entry, so
     building cost tables and every ``make_plan`` of one request share the one budget);
@@ -87,6 +91,20 @@ class Evaluation:
     costs: StageCosts
     sim: SimResult
     violations: list
+    microbatches: int = 0
+    """Microbatches per step (for the steady-state period)."""
+    _steady: SteadyState | None = None
+
+    @property
+    def steady(self) -> SteadyState:
+        """Steady-state timing of the schedule, computed on first use ([Note: steady state])."""
+        if self._steady is None:
+            self._steady = steady_state(self.schedule, self.costs, self.microbatches)
+        return self._steady
+
+    def time_for(self, objective: str) -> float:
+        """The step time ``objective`` minimises: the makespan or the steady-state period."""
+        return self.steady.period_s if objective == "steady" else self.sim.step_time
 
 
 @dataclass
@@ -117,7 +135,7 @@ def evaluate(table: CostTable, req: PlanRequest, bounds: list[tuple[int, int]],
     sim = simulate(schedule, sc)
     violations = validate(schedule, sc, num_microbatches=req.microbatches,
                           memory_limit_bytes=req.memory_limit_bytes)
-    return Evaluation(bounds, ranks, schedule, sc, sim, violations)
+    return Evaluation(bounds, ranks, schedule, sc, sim, violations, req.microbatches)
 
 
 

@@ -11,12 +11,13 @@ from planner.core.stage_costs import StageCosts
 from solvers.partition.refine import refine_partition
 from solvers.partition.search import partition_for_schedule
 from solvers.schedule.budget import Deadline
+from solvers.schedule.lower_bound import step_lower_bound
 from solvers.schedule.memory_limit import MemoryLimit
 from solvers.schedule.search import ScheduleChoice, best_schedule, generate
 from planner.planning.records import (BASELINES, Evaluation, PlanRequest, Trial, evaluate, memory_limit_of,
                                     pinned_of, simulate_bounds)
 
-__all__ = ["screen", "refine", "settle", "choose_schedule", "record_schedule", "failure_reason", "why_winner"]
+__all__ = ["screen", "refine", "settle", "choose_schedule", "as_chosen", "record_schedule", "failure_reason", "why_winner"]
 
 
 def settle(best: Trial, ev: Evaluation, deadline: Deadline | None = None) -> Evaluation:
@@ -32,7 +33,8 @@ def settle(best: Trial, ev: Evaluation, deadline: Deadline | None = None) -> Eva
         if deadline is not None and deadline.expired():
             break
         other = evaluate(best.table, best.req, bounds, best.schedule)
-        if not other.violations and other.sim.step_time < ev.sim.step_time * (1 - 1e-12):
+        goal = best.req.objective
+        if not other.violations and other.time_for(goal) < ev.time_for(goal) * (1 - 1e-12):
             ev = other
     best.bounds, best.step = ev.bounds, ev.sim.step_time
     return ev
@@ -48,7 +50,20 @@ def choose_schedule(best: Trial, ev: Evaluation, time_limit: float | None = None
                          deadlines=req.deadlines, method=req.schedule,
                          time_limit=req.time_limit_s if time_limit is None else time_limit,
                          seed=req.seed, start=(best.name, best.schedule), polish=polish,
-                         heuristics=heuristics, deadline=deadline)
+                         heuristics=heuristics, deadline=deadline, objective=req.objective)
+
+
+def as_chosen(best: Trial, ev: Evaluation) -> ScheduleChoice:
+    """``best``'s order kept as it is (no time left to re-choose it: [Note: kept budget] in
+    ``solvers.schedule.budget``), with its lower bound and gap."""
+    limit = memory_limit_of(best.req)
+    lb = step_lower_bound(ev.costs, best.req.microbatches,
+                          act_budget=None if limit is None else limit.act_budget(ev.costs))
+    step = ev.sim.step_time
+    return ScheduleChoice(schedule=best.schedule, name=best.name, status="HEURISTIC", step_time=step,
+                          lower_bound=lb, gap=max(0.0, step / lb - 1) if lb > 0 else 0.0, wall_s=0.0,
+                          tried=[{"schedule": best.name, "step_time_s": step,
+                                  "status": "kept: time limit reached before the polish"}])
 
 
 def record_schedule(plan: Plan, choice: ScheduleChoice, costs: StageCosts, limit: MemoryLimit | None) -> None:

@@ -43,7 +43,8 @@ from planner.replanning.migration import Migration, migration
 from planner.replanning.search import DEFAULT_MOVE_PENALTY, Candidate, PartitionSearch, layer_ranks
 from planner.simulation import plan_mfu
 from profiler.routing import RoutingSummary, layer_factors
-from solvers.schedule.lower_bound import step_lower_bound
+from planner.planning.assembly import bound_record
+from planner.planning.records import memory_limit_of
 
 __all__ = ["LayerDrift", "StageDrift", "ReplanResult", "replan", "DEFAULT_MIN_GAIN"]
 
@@ -234,6 +235,12 @@ def _choose(search: PartitionSearch, table, req: PlanRequest, old: Plan, fresh: 
     raise InputError("replan", "no candidate partition is valid under the new routing")
 
 
+def _act_budget(req: PlanRequest, sc: StageCosts) -> list[int] | None:
+    """[issue 19] The request's activation budget per rank for the lower bound (None: no limit)."""
+    limit = memory_limit_of(req)
+    return None if limit is None else limit.act_budget(sc)
+
+
 def _plan_from(base: Plan, ev, cand: Candidate, req: PlanRequest) -> Plan:
     """``base`` (the front door's plan) with another partition/order re-timed in."""
     sc: StageCosts = ev.costs
@@ -244,8 +251,9 @@ def _plan_from(base: Plan, ev, cand: Candidate, req: PlanRequest) -> Plan:
     plan.predicted = {**base.predicted, "step_time_s": sim.step_time,
                       "bubble_fraction": sim.bubble_fraction, "mfu": plan_mfu(plan, sim.step_time),
                       "peak_memory_bytes": sim.peak_memory_bytes,
-                      "lower_bound_s": step_lower_bound(sc, req.microbatches), "busy_s": sim.busy,
-                      "critical_path": sim.critical_path_text()[:64]}
+                      **bound_record(sc, req.microbatches, _act_budget(req, sc)),  # [issue 19] memory term
+                      "steady_step_time_s": ev.steady.period_s, "steady_bubble_fraction": ev.steady.bubble_fraction,
+                      "busy_s": sim.busy, "critical_path": sim.critical_path_text()[:64]}
     name = cand.schedule.removeprefix("old:")
     plan.baselines = {**base.baselines, "plan": {"step_time_s": sim.step_time, "stages": [list(b) for b in
                                                  ev.bounds], "schedule": name}}

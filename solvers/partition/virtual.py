@@ -28,8 +28,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ortools.sat.python import cp_model
-
 from planner.core.errors import InfeasibleError
 from solvers.partition.ranges import Bounds
 from solvers.partition.model import StepModel
@@ -66,6 +64,8 @@ def _ints(values: list[float], scale: float = _US) -> list[int]:
 
 def _build(model: StepModel, limit: int | None, cuts: dict[int, int], hint: Bounds | None):
     """Data -> boundary variables -> prefix reads -> rank time and memory -> objective -> hint."""
+    from ortools.sat.python import cp_model  # imported on first use: ortools (and pandas) cost ~0.6 s
+
     n, S = model.num_layers, model.num_stages
     m = cp_model.CpModel()
     at = [hint[k][0] for k in range(S)] + [n] if hint is not None else None
@@ -120,6 +120,8 @@ def vpp_partition(model: StepModel, *, memory_limit_bytes: int | None, hint: Bou
     ``cuts`` pins boundaries (boundary k starts stage k); ``hint`` warm-starts the
     search. Raises ``InfeasibleError`` when no partition fits.
     """
+    from ortools.sat.python import cp_model  # [issue 19] startup time: see _build
+
     m, end, step = _build(model, memory_limit_bytes, cuts or {}, hint)
     solver = cp_model.CpSolver()
     solver.parameters.random_seed = seed

@@ -10,6 +10,10 @@ stops with the best it has and records a *cut*; CP-SAT gets ``max_time_in_second
 from what is left. Only a cut can make the plan depend on the machine's speed, so the
 plan records whether one happened (``solver.budget``: ``bound`` and the cut phases).
 Every phase keeps at least one candidate, so a plan always comes out.
+
+The front door (``planner.api.plan``, hence ``ppplan plan``) starts the budget on entry
+(``PlanRequest.started_s``); a library caller of ``make_plan`` that sets neither that nor
+a ``budget`` gets the reproducible search alone (no wall deadlines), as before.
 """
 
 from __future__ import annotations
@@ -23,8 +27,8 @@ PHASE_SHARES = {"screen": 0.35, "joint": 0.6, "polish": 0.85, "baselines": 0.95}
 """Wall deadline of each phase as a share of the time limit, from the plan's start. What
 is left after ``baselines`` pays for validating and writing the plan."""
 
-MAX_TIME_LIMIT_S = 7 * 24 * 3600.0
-"""Largest accepted ``--time-limit`` (a week): beyond it a limit is a typo, not a budget."""
+MAX_TIME_LIMIT_S = 24 * 3600.0
+"""Largest accepted ``--time-limit`` (a day, as the CLI option): beyond it a limit is a typo, not a budget."""
 
 
 def check_time_limit(seconds: float, field: str = "--time-limit") -> float:
@@ -52,7 +56,8 @@ class WallBudget:
         self.cuts: list[str] = []
         """Phases stopped by their wall deadline, in order."""
         self.ends: dict[str, float] = {}
-        """Seconds from the start at which each phase ended (``mark``)."""
+        """Seconds from the start at which each phase ended (``mark``; recorded under
+        ``wall_s`` keys, which comparisons of plans for determinism leave out)."""
 
     def deadline(self, phase: str) -> float:
         """``perf_counter`` time by which ``phase`` must end (inf without a limit)."""
@@ -101,7 +106,8 @@ class WallBudget:
     def record(self) -> dict:
         """What the plan's ``solver.budget`` says."""
         return {"time_limit_s": self.limit_s, "bound": self.bound, "cut_phases": list(self.cuts),
-                "phase_ends_s": dict(self.ends), "wall_s": time.perf_counter() - self.start}
+                "phase_ends": {k: {"wall_s": v} for k, v in self.ends.items()},
+                "wall_s": time.perf_counter() - self.start}
 
 
 class Deadline:

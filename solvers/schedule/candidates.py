@@ -141,11 +141,15 @@ def simulated(costs: StageCosts, m: int, budget, deadlines, families: list[str],
     hit = _memo.get(key)
     if hit is None:
         hit, complete = [], True
-        for name, sched in drawn(costs, m, budget, deadlines, families, greedy):
-            hit.append((name, sched, *verdict(sched, costs, budget, deadlines)))
-            if wall is not None and wall.expired():
+        candidates = drawn(costs, m, budget, deadlines, families, greedy)
+        while complete:
+            if wall is not None and wall.expired():  # checked before drawing the next one
                 complete = False
                 break
+            item = next(candidates, None)
+            if item is None:
+                break
+            hit.append((item[0], item[1], *verdict(item[1], costs, budget, deadlines)))
         if not complete:
             return hit
         _memo[key] = hit

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from planner.core.errors import InfeasibleError, InputError
 from planner.core.schedule import Key, Schedule
 from planner.core.stage_costs import StageCosts
+from planner.core.steady import steady_state
 from planner.core.validate import validate
 from solvers.schedule.budget import Deadline, check_time_limit
 from solvers.schedule.deadlines import check_deadlines
@@ -36,7 +37,7 @@ from solvers.schedule.families import (EXACT_FAMILIES, SCHEDULE_CHOICES, SCHEDUL
 
 __all__ = ["ScheduleKind", "SCHEDULES", "SCHEDULE_CHOICES", "generate",
            "candidate_schedules", "check_schedule_option", "ScheduleChoice", "best_schedule",
-           "EXACT_FAMILIES", "clear_memo"]
+           "EXACT_FAMILIES", "clear_memo", "OBJECTIVES", "check_objective"]
 
 
 WALL_SLACK_S = 0.02
@@ -74,6 +75,17 @@ def _check(schedule: Schedule, costs: StageCosts, m: int, budget: list[int] | No
     return limits(schedule, costs, budget, deadlines)
 
 
+OBJECTIVES = ("makespan", "steady")
+"""What the search minimises: one step's makespan (a global barrier between steps) or the
+steady-state period of repeated steps ([Note: steady state] in ``planner.core.steady``)."""
+
+
+def check_objective(objective: str) -> None:
+    """``InputError`` unless ``objective`` is one of ``OBJECTIVES``."""
+    if objective not in OBJECTIVES:
+        raise InputError("--objective", f"unknown objective {objective!r}", f"use one of {', '.join(OBJECTIVES)}")
+
+
 def _gap(step: float, bound: float) -> float:
     """step / bound - 1; float noise below zero (sums in another order) reads as 0."""
     gap = step / bound - 1 if bound > 0 else 0.0
@@ -109,10 +121,21 @@ def _polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule], budget
     return status, best
 
 
+def _until(items, wall: Deadline | None, *, keep: int):
+    """``items`` (a lazy iterable) until ``wall`` expires, always the first ``keep``."""
+    for k, item in enumerate(items):
+        if k >= keep and wall is not None and wall.expired():
+            return
+        yield item
+
+
 def _best_candidate(costs: StageCosts, m: int, budget, deadlines, method: str,
                     start: tuple[str, Schedule] | None, tried: list[dict],
-                    heuristics: bool = True, wall: Deadline | None = None) -> tuple[str, float, Schedule]:
+                    heuristics: bool = True, wall: Deadline | None = None,
+                    objective: str = "makespan") -> tuple[str, float, Schedule]:
     """Fastest valid heuristic candidate; ``InfeasibleError`` naming a reason when none is.
+    "Fastest" is by makespan, or with ``objective="steady"`` by steady-state period
+    (``planner.core.steady``; ties by makespan).
 
     [Note: lazy validation] Every candidate is simulated (step time, memory budget,
     deadlines); the full validator then runs on them fastest first (ties: earlier
@@ -129,7 +152,8 @@ def _best_candidate(costs: StageCosts, m: int, budget, deadlines, method: str,
             simulated(costs, m, budget, deadlines, families, greedy, wall)
     else:  # the start is the best heuristic already
         own, pool = [start], []
-    own = [(name, sched, *verdict(sched, costs, budget, deadlines)) for name, sched in own]
+    own = [(name, sched, *verdict(sched, costs, budget, deadlines)) for name, sched in
+           _until(own, wall, keep=1 if start is not None else 0)]
     for name, sched, t, why in own + pool:
         if not isinstance(sched, dict):
             tried.append({"schedule": name, "status": why})
@@ -137,7 +161,11 @@ def _best_candidate(costs: StageCosts, m: int, budget, deadlines, method: str,
         tried.append({"schedule": name, "step_time_s": t, "status": why if t is None else "simulated"})
         if t is not None:
             ok.append((t, len(tried) - 1, name, sched))
-    for t, k, name, sched in sorted(ok, key=lambda c: (c[0], c[1])):
+    if objective == "steady":
+        for t, k, name, sched in ok:
+            tried[k]["steady_step_time_s"] = steady_state(sched, costs, m).period_s
+        ok.sort(key=lambda c: (tried[c[1]]["steady_step_time_s"], c[0], c[1]))
+    for t, k, name, sched in sorted(ok, key=lambda c: (c[0], c[1])) if objective != "steady" else ok:
         found = validate(sched, costs, num_microbatches=m)
         tried[k]["status"] = str(found[0]) if found else "valid"
         if not found:
@@ -152,7 +180,8 @@ def best_schedule(costs: StageCosts, *, microbatches: int, memory_limit: MemoryL
                   deadlines: dict[Key, float] | None = None, method: str = "auto",
                   time_limit: float = 10.0, seed: int = 0, workers: int | None = None,
                   start: tuple[str, Schedule] | None = None, polish: bool = True,
-                  heuristics: bool = True, deadline: Deadline | None = None) -> ScheduleChoice:
+                  heuristics: bool = True, deadline: Deadline | None = None,
+                  objective: str = "makespan") -> ScheduleChoice:
     """The fastest valid schedule for ``costs`` (see the module docstring).
 
     ``method`` is a family name (its order; for zero-bubble and V families also its
@@ -162,13 +191,16 @@ def best_schedule(costs: StageCosts, *, microbatches: int, memory_limit: MemoryL
     ``heuristics=False`` takes ``start`` as the best heuristic already (it was chosen
     among them for these costs) and only polishes it. ``deadline`` (a phase of a
     ``WallBudget``) stops drawing heuristics and caps CP-SAT's wall time ([Note: kept
-    budget]); without it only the reproducible budgets apply.
+    budget]); without it only the reproducible budgets apply. ``objective="steady"``
+    ranks candidates by steady-state period ([Note: steady state] in
+    ``planner.core.steady``) and skips CP-SAT, whose model minimises the makespan.
     Raises ``InfeasibleError`` when the memory limit is below one microbatch in flight
     per stage, when a deadline precedes its task's earliest finish, or when no
     candidate meets them.
     """
     t0 = time.perf_counter()
     _check_options(method, time_limit, seed)
+    check_objective(objective)
     deadlines = deadlines or {}
     budget = None
     if memory_limit is not None:
@@ -176,14 +208,15 @@ def best_schedule(costs: StageCosts, *, microbatches: int, memory_limit: MemoryL
         budget = memory_limit.act_budget(costs)
     check_deadlines(costs, deadlines)
     tried: list[dict] = []
-    best = _best_candidate(costs, microbatches, budget, deadlines, method, start, tried, heuristics, deadline)
+    best = _best_candidate(costs, microbatches, budget, deadlines, method, start, tried, heuristics, deadline,
+                           objective)
     lb = step_lower_bound(costs, microbatches, act_budget=budget)
     name, t, sched = best
     at_bound = t <= lb * (1 + 1e-9)
     status = "OPTIMAL" if at_bound else "HEURISTIC"  # at the lower bound: nothing to search
     limit = 0.0 if at_bound or not polish else time_limit if method == "cpsat" else \
         time_limit if method == "auto" and t > 1.01 * lb else 0.0
-    if limit > 0 and deadline is not None and deadline.expired():
+    if objective == "steady" or limit > 0 and deadline is not None and deadline.expired():
         limit = 0.0
     if limit > 0:
         status, (name, t, sched) = _polish(costs, microbatches, (name, t, sched), budget, deadlines,

@@ -1,0 +1,85 @@
+"""Kept --time-limit (issue 19): refused limits, phase deadlines, the budget record, the bar."""
+
+from __future__ import annotations
+
+import io
+import math
+import time
+
+import pytest
+
+from plan_helpers import without_wall_s
+from planner import progress as prog
+from planner.api import plan
+from planner.core.errors import InputError
+from planner.simulation import validate_plan
+from planner.planning import PlanRequest, make_plan
+from solvers.schedule.budget import PHASE_SHARES, WallBudget, check_time_limit
+from test_joint import _moe_table
+
+
+@pytest.mark.parametrize("bad", [math.inf, -math.inf, math.nan, 0.0, -1.0, 1e9])
+def test_unusable_time_limits_are_refused_naming_the_option(bad):
+    with pytest.raises(InputError, match="--time-limit"):
+        check_time_limit(bad)
+    with pytest.raises(InputError, match="--time-limit"):
+        plan("llama3-8b", time_limit=bad)
+
+
+def test_phase_deadlines_are_shares_of_the_limit_and_cuts_are_recorded():
+    b = WallBudget(10.0, start=100.0)
+    assert b.deadline("screen") == pytest.approx(100.0 + 10.0 * PHASE_SHARES["screen"])
+    assert sorted(PHASE_SHARES.values()) == list(PHASE_SHARES.values())  # phases end in order
+    assert max(PHASE_SHARES.values()) < 1.0  # what is left pays for validating and writing
+    late = WallBudget(1.0, start=time.perf_counter() - 5.0)
+    assert late.phase("joint").expired() and late.bound and late.cuts == ["joint"]
+    assert late.cap(3.0, "polish", floor=0.1) == 0.1 and late.cuts == ["joint", "polish"]
+    free = WallBudget(None)
+    assert not free.phase("polish").expired() and free.cap(3.0, "polish") == 3.0 and not free.bound
+
+
+def test_an_exhausted_budget_still_gives_a_valid_plan_and_says_so():
+    req = PlanRequest(pp=4, microbatches=8, memory_limit_bytes=None, time_limit_s=0.2)
+    p = make_plan(_moe_table(), req, budget=WallBudget(1e-6))
+    assert p.solver["budget"]["bound"] is True
+    assert p.solver["budget"]["cut_phases"][0] == "screen"
+    assert p.predicted["step_time_s"] > 0 and validate_plan(p) == []
+    assert any(c.get("status") == "skipped" for c in p.solver["candidates"])
+    assert all(v["status"] == "skipped (time limit)" or v["step_time_s"] is not None
+               for k, v in p.baselines.items() if k != "plan" and v.get("status") != "infeasible")
+
+
+def test_unbound_budget_keeps_the_plan_reproducible():
+    req = PlanRequest(pp=4, microbatches=8, memory_limit_bytes=None, time_limit_s=0.2)
+    a = make_plan(_moe_table(), req, budget=WallBudget(3600.0)).to_dict()
+    b = make_plan(_moe_table(), req).to_dict()  # library call: no wall budget at all
+    assert a["solver"]["budget"]["bound"] is False and b["solver"]["budget"]["time_limit_s"] is None
+    for d in (a, b):
+        d["solver"].pop("budget")
+    assert without_wall_s(a) == without_wall_s(b)
+
+
+def test_front_door_budget_covers_the_whole_call():
+    t0 = time.perf_counter()
+    p = plan("qwen3-30b-a3b", pp=4, time_limit=0.5)
+    wall = time.perf_counter() - t0
+    assert p.solver["budget"]["time_limit_s"] == 0.5
+    assert wall <= 1.2 * 0.5 + 2.0
+    assert p.solver["budget"]["bound"] == bool(p.solver["budget"]["cut_phases"])
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_clock_bar_past_its_total_shows_the_phase_not_a_stuck_100(monkeypatch):
+    monkeypatch.delenv("PPPLAN_QUIET", raising=False)
+    prog.set_quiet(False)
+    bar = prog.Progress("planning", 1.0, unit="s", stream=_Tty(), clock=True)
+    bar.phase, bar.note = "polish", "best 1.23 s"
+    bar.set(0.5)
+    assert "50%" in bar.render() and "polish" in bar.render() and "best 1.23 s" in bar.render()
+    bar.set(1.7)
+    text = bar.render()
+    assert "100%" not in text and "finishing" in text and "+0.7s" in text
