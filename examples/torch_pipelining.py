@@ -7,8 +7,11 @@
 CPU only (gloo on 127.0.0.1, one process per pipeline rank). Every plan layer becomes a
 small Linear + tanh block, so the run has the plan's stages, stage-to-rank placement and
 exact per-rank action order (the CSV from ``LaunchPlan.torch_csv()``) while the model stays
-tiny. Each rank checks its gradients and the last stage its losses against a
-single-process reference; the script exits non-zero on any mismatch.
+tiny. Fused ``OVERLAP_F_B`` actions run through ppplan's overlap runtime, attached in
+one call (``planner.runtime.attach(schedule)``): forward and backward concurrent, taking
+turns at every MoE all-to-all (these Linear + tanh blocks have none, so here the halves
+simply take turns). Each rank checks its gradients and the last stage its losses
+against a single-process reference; the script exits non-zero on any mismatch.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ def reference(layers: nn.ModuleList, x: torch.Tensor, y: torch.Tensor, microbatc
 def run_plan(plan_dict: dict, rank: int, workdir: str) -> str:
     """Run one step of the plan on this rank and compare with the reference; returns a report line."""
     from planner.export import LaunchPlan
+    from planner.runtime import attach
 
     plan = LaunchPlan.from_dict(plan_dict)
     bounds, ranks, m = plan.bounds(), plan.ranks(), plan.num_microbatches
@@ -77,6 +81,7 @@ def run_plan(plan_dict: dict, rank: int, workdir: str) -> str:
     with open(csv_path, "w") as fh:
         fh.write(plan.torch_csv())
     schedule._load_csv(csv_path)
+    attach(schedule)  # OVERLAP_F_B pairs overlapped by ppplan's runtime
     x, y = batch(m)
     args = (x,) if 0 in mine else ()
     kwargs = {"target": y, "losses": []} if plan.num_stages - 1 in mine else {}

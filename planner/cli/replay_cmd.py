@@ -25,6 +25,9 @@ __all__ = ["COMMANDS"]
 @click.option("--out", type=click.Path(dir_okay=False), default="replay.json", show_default=True)
 @click.option("--trace", type=click.Path(dir_okay=False), help="Also write a Chrome/Perfetto trace (measured and predicted).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report JSON instead of the summary.")
+@click.option("--ep", type=click.IntRange(min=1), help="Expert-parallel ranks per stage (pp x ep processes; default 1: every expert local).")
+@click.option("--link", type=click.Choice(["real", "emulated"]), default="real", show_default=True, help="MoE all-to-alls: real, or emulated (local copies held to the analytical model's time; figures labelled emulated).")
+@click.option("--link-scale", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True, help="Factor on the emulated link's times.")
 @click.option("--fault", hidden=True, help="Test hook: die:RANK or hang:RANK.")
 def replay_command(plan_path: str, out: str, trace: str | None, as_json: bool, no_grad_check: bool,
                    **options) -> None:

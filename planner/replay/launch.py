@@ -1,6 +1,7 @@
 """Starting the ranks of a replay: local processes, or the ones ``torchrun`` started.
 
-Local (the default): one process per pipeline rank (``torch.multiprocessing`` spawn),
+Local (the default): one process per pipeline rank and expert-parallel rank, pp x ep
+(``--ep``; see ``expert_parallel``) (``torch.multiprocessing`` spawn),
 rendezvous on 127.0.0.1 at a free port. The parent watches them: when one exits
 with an error it stops all the others at once; when none has answered by the
 deadline it stops them all; either way it raises ``ReplayFailed`` naming the rank.
@@ -23,6 +24,7 @@ from typing import Any
 
 import torch.multiprocessing as mp
 
+from planner.core.errors import InputError
 from planner.core.plan import Plan
 from planner.replay.lowering import check_plan
 from planner.replay.options import ReplayFailed, ReplayOptions, ReplayResult
@@ -52,15 +54,40 @@ def replay_interleaved(plans: list[Plan], options: ReplayOptions | None = None) 
     """Replay several plans of one pipeline size in one launch, their steps alternating
     (see ``worker``); one result per plan on rank 0 (and in the local launcher), else None."""
     opts = (options or ReplayOptions()).check()
-    world = int(os.environ["WORLD_SIZE"]) if under_torchrun() else plans[0].pp
+    ep = replay_ep(opts)
+    world = int(os.environ["WORLD_SIZE"]) if under_torchrun() else plans[0].pp * ep
+    if world % ep:
+        raise InputError("WORLD_SIZE", f"torchrun started {world} processes, not pp x ep with --ep {ep}",
+                         f"launch pp x {ep} processes, or pass the --ep that divides {world}")
     for plan in plans:
-        check_plan(plan, world_size=world)
+        check_plan(plan, world_size=world // ep)
+        _check_experts(plan, opts, ep)
         _check_fits(plan, opts, len(plans))
     data = [p.to_dict() for p in plans]
     if under_torchrun():
         return _rank_main(data, opts, rank=int(os.environ["RANK"]), world_size=world,
                           local_rank=int(os.environ.get("LOCAL_RANK", 0)), init_method="env://")
     return _spawn(data, world, opts)
+
+
+def replay_ep(opts: ReplayOptions) -> int:
+    """Expert-parallel processes per stage: ``--ep`` (default 1: every expert local, since
+    a plan's EP usually needs more processes than the replaying machine has); 1 with the
+    emulated link, whose all-to-alls stay in one process."""
+    return 1 if opts.link == "emulated" else (opts.ep or 1)
+
+
+def _check_experts(plan: Plan, opts: ReplayOptions, ep: int) -> None:
+    """``--ep`` must divide the replayed model's expert count (one line, before any process)."""
+    if ep == 1:
+        return
+    from planner.replay.model import replay_model
+    from planner.replay.worker import resolve_shape
+
+    scale, seq = resolve_shape(plan, opts)
+    rm = replay_model(plan, scale=scale, seq_len=seq, ep=ep)
+    if rm.spec.moe is None:
+        raise InputError("--ep", f"{ep} but {rm.spec.name} has no experts", "replay with --ep 1")
 
 
 def _check_fits(plan: Plan, opts: ReplayOptions, copies: int) -> None:

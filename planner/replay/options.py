@@ -43,7 +43,8 @@ class ReplayOptions:
     each MoE layer at the replay's width and device)."""
     fault: str | None = None
     """Fault injection for tests: ``die:RANK`` exits that rank, ``hang:RANK`` blocks it,
-    both just before the first step."""
+    both just before the first step; ``pair-die:RANK`` / ``pair-raise:RANK`` exit or raise
+    in the backward half of that rank's first fused pair, while its forward half runs."""
 
     def check(self) -> "ReplayOptions":
         """Raise ``InputError`` naming the option on a bad value."""
@@ -63,8 +64,9 @@ class ReplayOptions:
             raise InputError("--timeout", "must be positive")
         if self.fault is not None:
             kind, _, rank = self.fault.partition(":")
-            if kind not in ("die", "hang") or not rank.isdigit():
-                raise InputError("fault", f"bad value {self.fault!r}", "use die:RANK or hang:RANK")
+            if kind not in ("die", "hang", "pair-die", "pair-raise") or not rank.isdigit():
+                raise InputError("fault", f"bad value {self.fault!r}",
+                                 "use die:RANK, hang:RANK, pair-die:RANK or pair-raise:RANK")
         return self
 
 

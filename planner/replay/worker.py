@@ -37,6 +37,7 @@ from planner.core.plan import Plan
 from planner.replay import device as dev
 from planner.replay.lowering import to_torch_actions
 from planner.replay.model import ReplayModel, build_stage, loss_fn, make_batch, replay_model
+from planner.replay.expert_parallel import Layout, make_layout, merge_ranks, sync_gradients
 from planner.replay.options import ReplayOptions
 from planner.replay.timing import Clock, Recorder, TimedRuntime, TimedStage
 
@@ -67,7 +68,7 @@ def _inject(opts: ReplayOptions, rank: int) -> None:
     if opts.fault is None:
         return
     kind, _, target = opts.fault.partition(":")
-    if int(target) != rank:
+    if int(target) != rank or kind.startswith("pair-"):
         return
     if kind == "die":
         os._exit(17)
@@ -104,26 +105,51 @@ def recompute_mode(plan: Plan) -> str:
     return "none" if mode == "auto" else str(mode)
 
 
-def _build(plan: Plan, rm: ReplayModel, rank: int, device: torch.device, recorder: Recorder,
+def _ep_group(plan: Plan, rm: ReplayModel, opts: ReplayOptions, layout: Layout) -> Any:
+    """What MoE layers exchange over: an emulated link, the EP group, or nothing."""
+    if opts.link == "emulated":
+        from planner.replay.link import emulated_links
+
+        return emulated_links(plan, rm, scale=opts.link_scale)
+    return layout.ep_group
+
+
+def _build(plan: Plan, rm: ReplayModel, layout: Layout, device: torch.device, recorder: Recorder,
            opts: ReplayOptions):
     from planner.runtime import apply_recompute
 
     mods, stages = [], []
+    group = _ep_group(plan, rm, opts, layout)
     for s, ((a, b), r) in enumerate(zip(plan.bounds(), plan.ranks())):
-        if r == rank:
-            mod = build_stage(rm, a, b, device)
+        if r == layout.pp_rank:
+            mod = build_stage(rm, a, b, device, ep_group=group)
             apply_recompute(list(mod.layers.values()), recompute_mode(plan))
             mods.append(mod)
-            stages.append(TimedStage(mod, s, plan.num_stages, device, group=dist.group.WORLD,
+            stages.append(TimedStage(mod, s, plan.num_stages, device, group=layout.pp_group,
                                      recorder=recorder))
     runtime = TimedRuntime(stages, plan.num_microbatches, loss_fn=loss_fn, scale_grads=True,
                            recorder=recorder)
     runtime._prepare_schedule_with_comms(to_torch_actions(plan.parsed_schedule()))
-    _attach_timed(runtime, recorder, opts.timeout_s)
+    _attach_timed(runtime, recorder, opts, layout.rank)
     return mods, runtime
 
 
-def _attach_timed(runtime: TimedRuntime, recorder: Recorder, timeout_s: float) -> None:
+def _pair_fault(runtime: TimedRuntime, b_act: Any, opts: ReplayOptions, rank: int) -> None:
+    """``pair-die`` / ``pair-raise`` (tests): the backward half of this rank's next pair
+    exits the process or raises, while the forward half runs."""
+    kind, _, target = (opts.fault or "").partition(":")
+    if not kind.startswith("pair-") or int(target) != rank:
+        return
+    stage = next(st for st in runtime._stages if st.stage_index == b_act.stage_index)
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        if kind == "pair-die":
+            os._exit(17)
+        raise RuntimeError("injected fault in the backward half of a fused pair")
+    stage.backward_one_chunk = broken  # type: ignore[method-assign]
+
+
+def _attach_timed(runtime: TimedRuntime, recorder: Recorder, opts: ReplayOptions, rank: int) -> None:
     """Register the overlap runtime; each pair leaves its two spans in plan order (forward
     part: the whole pair; backward part: zero length at its end)."""
     from torch.distributed.pipelining.schedules import OVERLAP_F_B
@@ -131,11 +157,12 @@ def _attach_timed(runtime: TimedRuntime, recorder: Recorder, timeout_s: float) -
     from planner.runtime import overlap_f_b, split_pair
 
     def timed(action: Any, ctx: Any) -> None:
+        f_act, b_act = split_pair(action)
+        _pair_fault(runtime, b_act, opts, rank)
         first = len(recorder.open)
         start = recorder.clock.mark()
-        overlap_f_b(action, ctx, timeout_s=timeout_s)
+        overlap_f_b(action, ctx, timeout_s=opts.timeout_s)
         end = recorder.clock.mark()
-        f_act, b_act = split_pair(action)
         b_kind = "B" if b_act.computation_type.name == "FULL_BACKWARD" else "I"
         recorder.open[first:] = [(f_act.stage_index, "F", f_act.microbatch_index, start, end),
                                  (b_act.stage_index, b_kind, b_act.microbatch_index, end, end)]
@@ -220,24 +247,26 @@ def run_rank(plans_data: list[dict], opts: ReplayOptions, *, rank: int, world_si
     try:
         if device.type == "cpu":
             torch.set_num_threads(_threads(opts))
-        return _replay([Plan.from_dict(p) for p in plans_data], opts, rank, device, backend)
+        plans = [Plan.from_dict(p) for p in plans_data]
+        layout = make_layout(plans[0].pp, world_size // plans[0].pp, rank)
+        return _replay(plans, opts, layout, device, backend)
     finally:
         dist.destroy_process_group()
 
 
-def _prepare(plan: Plan, opts: ReplayOptions, rank: int, device: torch.device, tables: dict) -> _Run:
+def _prepare(plan: Plan, opts: ReplayOptions, layout: Layout, device: torch.device, tables: dict) -> _Run:
     scale, seq = resolve_shape(plan, opts)
-    rm = replay_model(plan, scale=scale, seq_len=seq, seed=opts.seed)
+    rm = replay_model(plan, scale=scale, seq_len=seq, seed=opts.seed, ep=layout.ep)
     table = None
     if not _exact(plan, rm, device):  # every rank takes the same branches: same plans everywhere
         key = (rm.spec.name, rm.scale, rm.seq_len, rm.microbatch_size)
         if key not in tables:
-            tables[key] = _measure_table(rm, device, rank)
+            tables[key] = _measure_table(rm, device, layout.rank)
         table = tables[key]
     recorder = Recorder(Clock(device))
-    mods, runtime = _build(plan, rm, rank, device, recorder, opts)
-    ids, target = make_batch(rm, device)
-    rank_args = (ids,) if plan.ranks()[0] == rank else ()
+    mods, runtime = _build(plan, rm, layout, device, recorder, opts)
+    ids, target = make_batch(rm, device, ep_rank=layout.ep_rank)
+    rank_args = (ids,) if plan.ranks()[0] == layout.pp_rank else ()
     return _Run(plan=plan, rm=rm, mods=mods, runtime=runtime, recorder=recorder, rank_args=rank_args,
                 target=target, table=table)
 
@@ -248,7 +277,7 @@ def _exact(plan: Plan, rm: ReplayModel, device: torch.device) -> bool:
     return is_exact_replay(plan, device=dev.device_label(device), scale=rm.scale, seq_len=rm.seq_len)
 
 
-def _replay(plans: list[Plan], opts: ReplayOptions, rank: int, device: torch.device,
+def _replay(plans: list[Plan], opts: ReplayOptions, layout: Layout, device: torch.device,
             backend: str) -> list[dict[str, Any]] | None:
     """Build every plan, one gradient-check step each, warm-up, then the timed steps in
     rounds (plan 1, plan 2, ..., plan 1, ...) so that drift on a shared machine hits
@@ -256,11 +285,14 @@ def _replay(plans: list[Plan], opts: ReplayOptions, rank: int, device: torch.dev
     baseline = dev.rss_bytes() if device.type == "cpu" else torch.cuda.memory_allocated(device)
     peak, peak_label = _peak(device)
     tables: dict = {}
-    runs = [_prepare(p, opts, rank, device, tables) for p in plans]
+    rank = layout.rank
+    runs = [_prepare(p, opts, layout, device, tables) for p in plans]
     _inject(opts, rank)
     firsts = []
     for run in runs:
         losses = _step(run.runtime, run.rank_args, run.target, run.mods)
+        if opts.grad_check:
+            sync_gradients(run.mods, layout)
         firsts.append((losses, _grads(run.mods) if opts.grad_check else {}))
     for _ in range(opts.warmup):
         for run in runs:
@@ -274,6 +306,7 @@ def _replay(plans: list[Plan], opts: ReplayOptions, rank: int, device: torch.dev
     dist.gather_object(mine, gathered if rank == 0 else None, dst=0)
     if rank != 0:
         return None
-    return [{"ranks": [g[j] for g in gathered], "table": run.table, "peak": (peak, peak_label), "rm": run.rm,
+    gathered = merge_ranks(gathered, layout.ep)
+    return [{"ranks": [g[j] for g in gathered], "ep": layout.ep, "table": run.table, "peak": (peak, peak_label), "rm": run.rm,
              "device": dev.device_label(device), "torch_device": device, "backend": backend}
             for j, run in enumerate(runs)]
