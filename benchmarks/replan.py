@@ -18,7 +18,15 @@ The first row is the default plan re-planned for ``start.json`` (how the start p
 was made). Targets (issue 9): the balanced trace -> keep; a hot layer range -> the
 re-plan recovers most of the gap to the best plan for that routing.
 
-    python benchmarks/replan.py [--json] [--min-gain 0.03]
+Megatron's own logs (issue 20): for every row, ``examples/routing/make_traces.py`` also
+writes the logs a Megatron run of the plan being re-planned would write for the same
+routing (``tokens_per_expert/rank<R>.jsonl``, one per global rank, rank-local layer
+indices, one row per microbatch; the single-file record's counts split at random over
+the 32 microbatches), and the row is re-planned again from that folder. ``megatron``
+reports whether the per-layer counts equal the single-file trace's exactly and whether
+the decision, gain, step times and new partition are the same.
+
+    python benchmarks/replan.py [--json] [--min-gain 0.03] [--no-megatron]
 
 Times are simulator predictions (deterministic); only ``wall_s`` depends on the machine.
 """
@@ -26,8 +34,10 @@ Times are simulator predictions (deterministic); only ``wall_s`` depends on the 
 from __future__ import annotations
 
 import argparse
-import sys
+import importlib.util
 import json
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -36,16 +46,51 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from planner.api import plan as make_default_plan  # noqa: E402
+from planner.core.hf_config import load_model  # noqa: E402
 from planner.replanning import DEFAULT_MIN_GAIN, replan  # noqa: E402
+from planner.replanning.inputs import read_traces  # noqa: E402
+from planner.replanning.megatron_layout import megatron_layout  # noqa: E402
 
 ROUTING = Path(__file__).resolve().parent.parent / "examples" / "routing"
 CASES = (("balanced", "balanced.json", None), ("hot_early", "hot_early.jsonl", None),
          ("hot_late", "hot_late.jsonl", None), ("drift_last", "drift.jsonl", 1),
          ("drift_all", "drift.jsonl", None))
 """(name, trace file, window)."""
+FOLDERS = {"start.json": "start", "balanced.json": "balanced", "hot_early.jsonl": "hot_early",
+           "hot_late.jsonl": "hot_late", "drift.jsonl": "drift"}
+"""Single-file trace -> make_traces.TRACES name of the Megatron log folder with the same counts."""
 
 
-def _row(name: str, trace: str, window: int | None, old, min_gain: float) -> tuple[dict, object]:
+def _make_traces():
+    spec = importlib.util.spec_from_file_location("make_traces", ROUTING / "make_traces.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _megatron(trace: str, window: int | None, old, min_gain: float, res, tmp: Path) -> dict:
+    """Re-plan ``old`` from the Megatron logs of ``trace``'s routing; compare with ``res``."""
+    mt = _make_traces()
+    kind, iterations = mt.TRACES[FOLDERS[trace]]
+    folder = tmp / f"{id(old)}-{kind}" / "tokens_per_expert"
+    model = load_model(old.model["name"])
+    mt.write_megatron_logs(folder, megatron_layout(old, model), mt.draws(kind, seed=0, iterations=iterations),
+                           seed=0)
+    t0 = time.perf_counter()
+    logs = replan(old, [folder], window=window, min_gain=min_gain, routing_format="megatron")
+    wall = time.perf_counter() - t0
+    counts = read_traces(old, model, [folder], window=window).tokens_per_expert
+    single = read_traces(old, model, [ROUTING / trace], window=window).tokens_per_expert
+    same = {"decision": logs.recommended == res.recommended, "gain": logs.gain == res.gain,
+            "old_step_s": logs.old_step_s == res.old_step_s, "new_step_s": logs.new_step_s == res.new_step_s,
+            "new_stages": logs.plan.bounds() == res.plan.bounds()}
+    return {"files": len(list(folder.iterdir())), "bytes": sum(p.stat().st_size for p in folder.iterdir()),
+            "counts_equal": counts == single, "same": same, "agree": counts == single and all(same.values()),
+            "wall_s": wall}
+
+
+def _row(name: str, trace: str, window: int | None, old, min_gain: float,
+         tmp: Path | None) -> tuple[dict, object]:
     t0 = time.perf_counter()
     res = replan(old, [ROUTING / trace], window=window, min_gain=min_gain)
     wall = time.perf_counter() - t0
@@ -64,6 +109,7 @@ def _row(name: str, trace: str, window: int | None, old, min_gain: float) -> tup
         "decision": "replan" if res.recommended else "keep", "reason": res.reason,
         "old_stages": rp["old_stages"], "new_stages": [list(b) for b in res.plan.bounds()],
         "wall_s": wall,
+        "megatron": _megatron(trace, window, old, min_gain, res, tmp) if tmp is not None else None,
     }, res
 
 
@@ -78,22 +124,26 @@ def _ranges(layers: list[int]) -> str:
     return ",".join(f"{a}-{b}" if a != b else str(a) for a, b in parts)
 
 
-def run(min_gain: float) -> dict:
+def run(min_gain: float, megatron: bool = True) -> dict:
     """All rows (see the module doc)."""
     default = make_default_plan()
-    first, start = _row("start", "start.json", None, default, min_gain)
-    rows = [first] + [_row(n, t, w, start.plan, min_gain)[0] for n, t, w in CASES]
+    with tempfile.TemporaryDirectory(prefix="replan-megatron-") as tmp_dir:
+        tmp = Path(tmp_dir) if megatron else None
+        first, start = _row("start", "start.json", None, default, min_gain, tmp)
+        rows = [first] + [_row(n, t, w, start.plan, min_gain, tmp)[0] for n, t, w in CASES]
     by = {r["case"]: r for r in rows}
     hot = [by[c] for c in ("hot_early", "hot_late", "drift_last")]
+    targets = {"balanced_keeps": by["balanced"]["decision"] == "keep",
+               "hot_gap_recovered": {r["case"]: r["gap_recovered"] for r in hot}}
+    if megatron:
+        targets["megatron_logs_agree"] = all(r["megatron"]["agree"] for r in rows)
     return {"model": "qwen3-next-80b-a3b", "cluster": "planner/data/clusters/qwen3-next-80b-a3b.yaml",
-            "min_gain": min_gain, "rows": rows,
-            "targets": {"balanced_keeps": by["balanced"]["decision"] == "keep",
-                        "hot_gap_recovered": {r["case"]: r["gap_recovered"] for r in hot}}}
+            "min_gain": min_gain, "rows": rows, "targets": targets}
 
 
 def _table(out: dict) -> str:
     head = (f"{'case':<11}{'hot':>9}{'old s':>8}{'fits':>6}{'new s':>8}{'best s':>8}{'gain':>7}"
-            f"{'gap':>6}{'moved':>7}{'fd mv':>6}{'GB':>7}{'mig s':>7}{'b-e':>5}  decision")
+            f"{'gap':>6}{'moved':>7}{'fd mv':>6}{'GB':>7}{'mig s':>7}{'b-e':>5}  decision  megatron logs")
     lines = [head]
     for r in out["rows"]:
         gap = f"{r['gap_recovered']:.0%}" if r["gap_recovered"] is not None else "-"
@@ -101,8 +151,17 @@ def _table(out: dict) -> str:
                      f"{'yes' if r['old_fits_memory'] else 'NO':>6}{r['new_step_s']:>8.3f}"
                      f"{r['best_step_s']:>8.3f}{r['gain']:>7.1%}{gap:>6}{r['moved_layers']:>7}"
                      f"{r['front_door_moved_layers']:>6}{r['migration_bytes'] / 1e9:>7.1f}"
-                     f"{r['migration_s']:>7.2f}{str(r['break_even_steps']):>5}  {r['decision']}")
+                     f"{r['migration_s']:>7.2f}{str(r['break_even_steps']):>5}  {r['decision']:<8}  "
+                     f"{_agreement(r['megatron'])}")
     return "\n".join(lines)
+
+
+def _agreement(m: dict | None) -> str:
+    if m is None:
+        return "-"
+    if m["agree"]:
+        return f"same ({m['files']} files)"
+    return "DIFFERS: " + ", ".join(k for k, v in {"counts": m["counts_equal"], **m["same"]}.items() if not v)
 
 
 def main() -> None:
@@ -110,8 +169,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--min-gain", type=float, default=DEFAULT_MIN_GAIN)
+    parser.add_argument("--no-megatron", action="store_true", help="skip the Megatron-log re-plans")
     args = parser.parse_args()
-    out = run(args.min_gain)
+    out = run(args.min_gain, megatron=not args.no_megatron)
     print(json.dumps(out, indent=1) if args.json else _table(out))
 
 
