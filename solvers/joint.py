@@ -34,6 +34,10 @@ __all__ = ["JointResult", "alternate"]
 
 Bounds = list[tuple[int, int]]
 
+ROUND_UNITS = 3
+"""Evaluations' worth of time (``WallBudget.unit_s``) a round needs to start before a
+deadline: the order's re-choice validates, the boundary moves simulate."""
+
 
 @dataclass
 class JointResult:
@@ -69,7 +73,7 @@ def alternate(table: CostTable, bounds: Bounds, ranks: list[int], start: tuple[s
     step = simulate(sched, stage_costs(table, bounds, ranks)).step_time
     res = JointResult(list(bounds), name, sched, step)
     for k in range(max_rounds):
-        if deadline is not None and deadline.expired():
+        if deadline is not None and not deadline.affords(ROUND_UNITS):
             break
         before = res.step_time
         try:

@@ -34,6 +34,13 @@ def test_repeated_schedule_is_a_valid_schedule_of_k_times_the_microbatches():
     assert validate(rep, c, num_microbatches=18) == []
 
 
+def test_steady_timing_equals_simulating_the_repeated_schedule():
+    c = zb_costs(8)
+    for sched in (one_f_one_b(8, 24, split_w=True), one_f_one_b(8, 24)):
+        st = steady_state(sched, c, 24)
+        assert st.step_ends_s[-1] == pytest.approx(simulate(repeat_schedule(sched, 24, 3), c).step_time)
+
+
 def test_steady_period_is_between_rank_work_and_the_makespan():
     c = zb_costs(8)
     for sched in (one_f_one_b(8, 24, split_w=True), one_f_one_b(8, 24)):

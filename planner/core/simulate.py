@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 
 from planner.core.compiled import Compiled, DeadlockError, compile_schedule
-from planner.core.schedule import Action, Schedule
+from planner.core.schedule import Action, ActionKind, Schedule
 from planner.core.stage_costs import StageCosts
 
 __all__ = ["SimResult", "DeadlockError", "Compiled", "simulate", "compile_schedule",
-           "simulate_compiled"]
+           "simulate_compiled", "durations", "longest_paths"]
 
 
 @dataclass
@@ -96,7 +96,8 @@ def _per_unit(costs: StageCosts, f, i, w, b) -> list:
     return out + [0]
 
 
-def _durations(comp: Compiled, c: StageCosts) -> list[float]:
+def durations(comp: Compiled, c: StageCosts) -> list[float]:
+    """Duration of each node of ``comp`` under ``c`` (module docstring)."""
     f, i, w = c.f, c.i, c.w
     table = _per_unit(c, f.__getitem__, i.__getitem__, w.__getitem__, lambda s: i[s] + w[s])
     out = [table[u] for u in comp.units]
@@ -114,12 +115,12 @@ def simulate_compiled(comp: Compiled, costs: StageCosts, *, detail: bool = True)
     """Time an already compiled schedule with ``costs``. ``detail=False`` leaves out the
     memory trace and the critical path (empty lists), which searches that only rank
     candidates by step time and peak memory do not read; every other field is the same."""
-    dur = _durations(comp, costs)
+    dur = durations(comp, costs)
     nn = len(dur)
     delay = [costs.p2p_time(s) for s in range(costs.num_stages)] + [0.0]  # index -1 -> 0
     end = [0.0] * (nn + 1)
     start = [0.0] * nn
-    _longest_paths(comp.steps, dur, delay, start, end)
+    longest_paths(comp.steps, dur, delay, start, end)
     del end[nn]
     step = max(end, default=0.0)
     busy = [sum(dur[row[0]: row[-1] + 1]) if row else 0 for row in comp.order]
@@ -131,7 +132,7 @@ def simulate_compiled(comp: Compiled, costs: StageCosts, *, detail: bool = True)
                      memory=memory, critical_path=_critical_path(comp, start, end, delay) if detail else [])
 
 
-def _longest_paths(steps: list[tuple[int, ...]], dur: list[float], delay: list[float],
+def longest_paths(steps: list[tuple[int, ...]], dur: list[float], delay: list[float],
                    start: list[float], end: list[float]) -> None:
     """Fill ``start``/``end``: each node starts when its rank predecessor and every
     dependency (plus its P2P delay) have ended. Two copies of one loop, for 2 and 3
@@ -166,8 +167,8 @@ def _longest_paths(steps: list[tuple[int, ...]], dur: list[float], delay: list[f
 def _memory(comp: Compiled, c: StageCosts, start: list[float], end: list[float], *, trace: bool = True):
     """Per rank: peak activation bytes and the (time, bytes held) trace (module docstring;
     no traces when ``trace`` is False)."""
-    delta = _per_unit(c, c.act_bytes.__getitem__, lambda s: -c.released("I", s),
-                      lambda s: -c.released("W", s), lambda s: -c.released("B", s))
+    delta = _per_unit(c, c.act_bytes.__getitem__, lambda s: -c.released(ActionKind.I, s),
+                      lambda s: -c.released(ActionKind.W, s), lambda s: -c.released(ActionKind.B, s))
     when = start + end if trace else []
     peaks, traces = [], []
     for units, at in comp.memory_events:
@@ -187,9 +188,9 @@ def _critical_path(comp: Compiled, start: list[float], end: list[float],
     sentinel = len(end)
     n = max(range(len(end)), key=end.__getitem__)
     path = [n]
-    rank_of, deps, bounds = comp.rank_of, comp.dep_array, comp.bound_array
+    rank_of, deps, bounds = comp.rank_of, comp.deps, comp.bounds  # lists: no numpy call per node
     while True:
-        (d0, d1, d2), (b0, b1, b2) = deps[n].tolist(), bounds[n].tolist()
+        (d0, d1, d2), (b0, b1, b2) = deps[n], bounds[n]
         p = n - 1 if n and rank_of[n - 1] == rank_of[n] else sentinel
         best, best_t = -1, 0.0
         for d, b in ((d0, b0), (d1, b1), (d2, b2), (p, -1)):

@@ -17,7 +17,7 @@ sec. 4). So step k + 1's warm-up on later ranks overlaps step k's cool-down on e
 ranks.
 
 The period is measured, not derived: ``STEPS`` consecutive copies of the schedule
-(microbatches renumbered per copy) are simulated as one schedule, and the period is the
+(microbatches renumbered per copy) are timed as one schedule, and the period is the
 mean distance between the ends of the copies after the first, ``(T_K - T_1) / (K - 1)``
 with T_k the end of copy k's last action (the first step starts from an empty pipeline;
 averaging two periods also settles schedules whose repeats alternate). Memory is unchanged: a rank starts the next step only after its own
@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.core.compiled import compile_schedule
+from planner.core.compiled import Compiled, compile_schedule
 from planner.core.schedule import OVERLAP, Action, Schedule
-from planner.core.simulate import simulate_compiled
+from planner.core.simulate import durations, longest_paths
 from planner.core.stage_costs import StageCosts
 
 __all__ = ["STEPS", "SteadyState", "repeat_schedule", "steady_state"]
@@ -61,26 +61,45 @@ def _shift(action: Action, offset: int) -> Action:
 
 
 def repeat_schedule(schedule: Schedule, microbatches: int, steps: int) -> Schedule:
-    """``steps`` copies of ``schedule`` per rank, copy k's microbatches shifted by k x M."""
+    """``steps`` copies of ``schedule`` per rank, copy k's microbatches shifted by k x M
+    (the repeated steps as one schedule; ``steady_state`` times them without building it)."""
     return {r: [_shift(a, k * microbatches) for k in range(steps) for a in row]
             for r, row in schedule.items()}
 
 
+def _rank_gated(comp: Compiled) -> list[tuple[int, ...]]:
+    """``comp.steps`` with each rank's first node waiting on a per-rank slot ``n + 1 + r``
+    (where the previous step's end of that rank goes) instead of the shared sentinel."""
+    n = len(comp.actions)
+    first = {row[0]: r for r, row in enumerate(comp.order) if row}
+    return [(s[0], n + 1 + first[s[0]], *s[2:]) if s[0] in first else s for s in comp.steps]
+
+
 def steady_state(schedule: Schedule, costs: StageCosts, microbatches: int, *,
-                 steps: int = STEPS) -> SteadyState:
-    """Period of ``schedule`` repeated without a global barrier ([Note: steady state])."""
+                 steps: int = STEPS, compiled: Compiled | None = None) -> SteadyState:
+    """Period of ``schedule`` repeated without a global barrier ([Note: steady state]).
+
+    Times the one-step graph ``steps`` times, each rank's first action of step k + 1
+    waiting for that rank's last action of step k: the same longest paths as simulating
+    the repeated schedule (``repeat_schedule``), without building it. ``microbatches`` is
+    the step's count (the repeated schedule's offset; the timing does not need it)."""
     if steps < 3:
         raise ValueError("steady_state needs at least 3 steps")
-    comp = compile_schedule(repeat_schedule(schedule, microbatches, steps), costs.num_stages, costs.ranks)
-    sim = simulate_compiled(comp, costs, detail=False)
-    ends = [0.0] * steps
-    for r, row in enumerate(comp.order):
-        per = len(row) // steps
-        for k in range(steps):
-            if per:
-                ends[k] = max(ends[k], max(sim.end[n] for n in row[k * per:(k + 1) * per]))
+    comp = compiled or compile_schedule(schedule, costs.num_stages, costs.ranks)
+    n, nr = len(comp.actions), len(comp.order)
+    dur = durations(comp, costs)
+    delay = [costs.p2p_time(s) for s in range(costs.num_stages)] + [0.0]
+    gated = _rank_gated(comp)
+    ready = [0.0] * nr
+    ends, offset = [], 0.0
+    start = [0.0] * n
+    for _ in range(steps):
+        end = [0.0] * (n + 1) + ready
+        longest_paths(gated, dur, delay, start, end)
+        ready = [end[row[-1]] if row else ready[r] for r, row in enumerate(comp.order)]
+        ends.append(max(ready, default=0.0))
     period = (ends[-1] - ends[0]) / (steps - 1)
-    work = [b / steps for b in sim.busy]
-    bubble = sum(period - w for w in work) / (len(work) * period) if period > 0 and work else 0.0
+    busy = [sum(dur[row[0]: row[-1] + 1]) if row else 0.0 for row in comp.order]
+    bubble = sum(period - w for w in busy) / (len(busy) * period) if period > 0 and busy else 0.0
     return SteadyState(period_s=period, first_step_s=ends[0], step_ends_s=tuple(ends),
                        bubble_fraction=max(0.0, bubble))

@@ -133,7 +133,8 @@ def _screen_all(jobs: list, tried: list[dict], deadline: Deadline) -> list[Trial
             tried.extend({"microbatches": jr.microbatches, "schedule": jn, "status": "skipped",
                           "reason": "time limit reached while screening"} for _, jr, jn in jobs[k:])
             break
-        trial = screen(tab, r, name, tried, deadline.cap(screen_budget(r, len(jobs)), floor=0.1), shapes)
+        trial = screen(tab, r, name, tried, deadline.cap(screen_budget(r, len(jobs)), floor=0.1), shapes,
+                       deadline.budget)
         if trial is not None:
             trials.append(trial)
             note(f"screening {k + 1}/{len(jobs)}, best {min(t.step for t in trials):.4g} s")

@@ -32,7 +32,7 @@ def baselines_section(best: "Trial", ev: "Evaluation", evaluate, labels, deadlin
         if label not in best.baselines:
             out[label] = {"step_time_s": None, "status": "infeasible"}
             continue
-        if deadline is not None and deadline.expired():
+        if deadline is not None and not deadline.affords(1):
             out[label] = {"step_time_s": None, "status": "skipped (time limit)"}
             continue
         bounds, _fits = best.baselines[label]

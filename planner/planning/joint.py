@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 from planner.core.errors import InfeasibleError
@@ -55,7 +56,7 @@ def joint_refine(trials: list[Trial], tried: list[dict],
     as_is = [replace(t, origin=f"{t.origin} (as is)") for t in finalists if t.origin != "screen"]
     info: dict = {"rounds": 0, "evaluated": 0, "finalists": []}
     for t in finalists:
-        if deadline is not None and deadline.expired():
+        if deadline is not None and not deadline.affords(2):
             break
         entry = {"phase": "joint", "microbatches": t.req.microbatches, "recompute": t.req.recompute,
                  "start": t.name, "origin": t.origin,
@@ -146,10 +147,13 @@ def polish_finalists(finalists: list[Trial], tried: list[dict],
         done.add(key)
         if best is not None and deadline is not None and deadline.expired():
             break
+        t0 = time.perf_counter()
         ev = evaluate(t.table, t.req, t.bounds, t.schedule)
+        if deadline is not None:
+            deadline.budget.measured(time.perf_counter() - t0)
         if ev.violations:
             continue
-        if deadline is not None and deadline.expired():  # keep the order as it is
+        if deadline is not None and not deadline.affords(2):  # keep the order as it is
             choice = as_chosen(t, ev)
         else:
             choice = choose_schedule(t, ev, _polish_limit(t, lead, len(hopeful)), polish=t in hopeful,

@@ -99,7 +99,7 @@ class Evaluation:
     def steady(self) -> SteadyState:
         """Steady-state timing of the schedule, computed on first use ([Note: steady state])."""
         if self._steady is None:
-            self._steady = steady_state(self.schedule, self.costs, self.microbatches)
+            self._steady = steady_state(self.schedule, self.costs, self.microbatches, compiled=self.sim.compiled)
         return self._steady
 
     def time_for(self, objective: str) -> float:

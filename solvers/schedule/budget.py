@@ -27,6 +27,10 @@ PHASE_SHARES = {"screen": 0.35, "joint": 0.6, "polish": 0.85, "baselines": 0.95}
 """Wall deadline of each phase as a share of the time limit, from the plan's start. What
 is left after ``baselines`` pays for validating and writing the plan."""
 
+RESERVE_UNITS = 1.5
+"""Evaluations' worth of time kept after every phase for assembling, validating and
+writing the plan (its steady-state timing, critical path and JSON scale with its size)."""
+
 MAX_TIME_LIMIT_S = 24 * 3600.0
 """Largest accepted ``--time-limit`` (a day, as the CLI option): beyond it a limit is a typo, not a budget."""
 
@@ -55,6 +59,10 @@ class WallBudget:
         """``perf_counter`` time the budget started."""
         self.cuts: list[str] = []
         """Phases stopped by their wall deadline, in order."""
+        self.unit_s = 0.0
+        """Seconds one evaluation (simulation + validation) of the plan's schedule took, once
+        measured (``measured``): what a late step needs, and the reserve kept for writing
+        the plan (every deadline ends ``RESERVE_UNITS`` of these before the limit)."""
         self.ends: dict[str, float] = {}
         """Seconds from the start at which each phase ended (``mark``; recorded under
         ``wall_s`` keys, which comparisons of plans for determinism leave out)."""
@@ -63,7 +71,8 @@ class WallBudget:
         """``perf_counter`` time by which ``phase`` must end (inf without a limit)."""
         if self.limit_s is None:
             return math.inf
-        return self.start + self.limit_s * PHASE_SHARES.get(phase, 1.0)
+        return self.start + min(self.limit_s * PHASE_SHARES.get(phase, 1.0),
+                                self.limit_s - RESERVE_UNITS * self.unit_s)
 
     def left(self, phase: str) -> float:
         """Seconds until ``phase``'s deadline (may be negative; inf without a limit)."""
@@ -84,6 +93,17 @@ class WallBudget:
             return seconds
         self.cut(phase)
         return max(floor, left)
+
+    def measured(self, seconds: float) -> None:
+        """Record what one evaluation of the plan's schedule took (``unit_s``)."""
+        self.unit_s = max(self.unit_s, seconds)
+
+    def affords(self, phase: str, units: float) -> bool:
+        """Whether ``units`` evaluations fit before ``phase``'s deadline; records a cut if not."""
+        if self.left(phase) >= units * self.unit_s and self.left(phase) > 0:
+            return True
+        self.cut(phase)
+        return False
 
     def phase(self, phase: str) -> "Deadline":
         """The deadline of ``phase``, to hand to a solver."""
@@ -137,3 +157,7 @@ class Deadline:
     def cut(self) -> None:
         """Record that the phase was stopped by the wall clock."""
         self.budget.cut(self.name)
+
+    def affords(self, units: float) -> bool:
+        """Whether ``units`` evaluations of the plan's schedule fit before the deadline."""
+        return self.budget.affords(self.name, units)
