@@ -79,8 +79,8 @@ def network_from_config(value: Any, *, where: str = "cluster.network") -> Networ
         if key not in known:
             raise InputError(f"{where}.{key}", "unknown field", f"known fields: {', '.join(known)}")
         if key in ("nvlink_gbps", "network_gbps") and (
-                isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0):
-            raise InputError(f"{where}.{key}", f"expected a positive number of GB/s, got {v!r}",
+                isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != v or v == float("inf")):
+            raise InputError(f"{where}.{key}", f"expected a positive number of GB/s (0: the GPU preset's), got {v!r}",
                              "give one direction per GPU, e.g. 50 for a 400 Gb/s NIC")
         if key in ("dispatcher", "description") and not isinstance(v, str):
             raise InputError(f"{where}.{key}", f"expected a string, got {v!r}")
