@@ -136,7 +136,7 @@ def load_routing(paths: list[str | Path], model: ModelSpec, *, ep: int, window: 
 
 
 def routing_format(paths: list[str | Path], fmt: str = "auto") -> str:
-    """``megatron``, ``jsonl``, ``json``, or ``single`` (each file tells ``jsonl`` from ``json``)."""
+    """``megatron``, ``jsonl``, ``json``, or ``single-file`` (each file tells ``jsonl`` from ``json``)."""
     if fmt not in FORMATS:
         raise InputError("--routing-format", f"unknown {fmt!r}", f"use one of {', '.join(FORMATS)}")
     files = [Path(p) for p in paths]
@@ -145,7 +145,7 @@ def routing_format(paths: list[str | Path], fmt: str = "auto") -> str:
             raise InputError("--routing", f"a folder is a Megatron log, not {fmt}", "pass --routing-format megatron")
         return "megatron"
     if fmt == "auto":
-        return "megatron" if is_megatron_log(files) else "single"
+        return "megatron" if is_megatron_log(files) else "single-file"
     return fmt
 
 

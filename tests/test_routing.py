@@ -157,7 +157,7 @@ def test_format_is_detected_or_forced(tmp_path):
     lines = _write_jsonl(tmp_path / "t.jsonl", _full(1, hot_layer=2))
     plain = tmp_path / "p.json"
     plain.write_text(json.dumps({"layers": {"2": HOT, "3": BAL, "4": BAL, "5": BAL}}))
-    assert routing_format([lines]) == routing_format([plain]) == "single"
+    assert routing_format([lines]) == routing_format([plain]) == "single-file"
     assert routing_format([tmp_path]) == routing_format([tmp_path / "rank3.jsonl"]) == "megatron"
     for fmt in ("jsonl", "auto"):
         assert load_routing([lines], _model(), ep=2, fmt=fmt).imbalance[2] == pytest.approx(1.6)
