@@ -40,7 +40,7 @@ from profiler.measure_routing import sample_imbalance
 from profiler.measure_worker import WorkerConfig, WorkerResult
 from profiler.routing import rank_imbalance
 
-__all__ = ["ProfileRequest", "measured_costs", "check_request", "DEVICES"]
+__all__ = ["ProfileRequest", "measured_costs", "check_request", "default_threads", "DEVICES"]
 
 DEVICES = ("cpu", "cuda")
 """Devices the profiler measures on."""
@@ -67,7 +67,7 @@ class ProfileRequest:
     seed: int = 0
     """Weights and inputs seed."""
     threads: int = 0
-    """torch threads per process (0: 1 per expert-parallel rank when ep > 1, else torch's default)."""
+    """torch threads per process (0: automatic, see ``default_threads``)."""
     imbalance: dict[int, float] | None = None
     """Per MoE layer index: busiest EP rank / mean, from a routing trace (None: sample tokens)."""
     routing_source: str = ""
@@ -135,20 +135,38 @@ def measured_costs(model: ModelSpec, req: ProfileRequest, *,
         if progress:
             progress(label, done[0], total)
 
-    threads = req.threads or (1 if req.ep > 1 else _default_threads())
+    threads = req.threads or default_threads(req.device, req.ep)
     cfg = WorkerConfig(model=model, scale=req.scale, ep=req.ep, device=req.device, seq_len=req.seq_len,
                        micro_batch=req.micro_batch, warmup=req.warmup, repeats=req.repeats,
                        seed=req.seed, threads=threads, timeout_s=req.timeout_s)
     result = launch(cfg, world, timeout_s=req.timeout_s, progress=report)
     table = assemble(model, req, result, imbalance)
     meta = dict(table.meta, routing=source, wall_s=round(time.monotonic() - t0, 3), processes=world)
+    meta["profiler"] = dict(meta["profiler"], threads=threads)
     return replace(table, meta=meta)
 
 
-def _default_threads() -> int:
+def default_threads(device: str, ep: int) -> int:
+    """torch threads per profiling process when ``--threads`` is 0.
+
+    [Note: CPU threads] On the CPU a pipeline rank's "device" is its share of the cores:
+    ``ppplan replay`` gives each of its ranks ``cores // ranks`` threads, and every rank
+    computes at once. The profiler measures with the share a rank of a two-rank replay
+    gets (``cores // 2``, at least 1; ``cores // ep`` with ``ep`` measuring processes),
+    not torch's default of every core: on the user's path (2 cores, pp 2) the profile
+    was taken with 2 threads and replayed with 1, and with other jobs on the machine
+    a 2-thread process waits for its descheduled thread at every parallel region
+    (measured: layer forwards 5-20x slower than with 1 thread). The count used is in
+    the table's ``meta.profiler.threads``; pass ``--threads`` to match another replay.
+    On a GPU the count only drives the host side and torch's default is kept.
+    """
+    import os
+
     import torch
 
-    return torch.get_num_threads()
+    if device == "cuda":
+        return torch.get_num_threads()
+    return max(1, (os.cpu_count() or 1) // max(2, ep))
 
 
 def _imbalance(layer: LayerSpec, imbalance: dict[int, float]) -> float:

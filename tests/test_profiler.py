@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -143,6 +144,8 @@ def test_measured_profile_has_every_pair_type(tiny_profile):
     path, table = tiny_profile
     model = load_model(QWEN)
     assert table.source == "measured" and table.device == "cpu" and table.scale == TINY
+    # [Note: CPU threads]: a rank's share of the cores in a two-rank replay, recorded
+    assert table.meta["profiler"]["threads"] == max(1, (os.cpu_count() or 1) // 2)
     assert load_costs(path).num_layers == model.num_layers
     types = model.type_keys()
     assert set(table.meta["pairs"]) == {f"{a} / {b}" for a in types for b in types}

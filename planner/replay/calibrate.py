@@ -62,7 +62,7 @@ from planner.replay.contention import simulate_shared
 from planner.replay.decompose import Sample, rank_samples
 from planner.replay.measure import action_timeline
 
-__all__ = ["Calibration", "measure_calibration", "calibrated_costs", "predict", "calibrated_plan", "KINDS"]
+__all__ = ["Calibration", "measure_calibration", "calibrated_costs", "predict", "calibrated_plan", "torch_first_stage", "KINDS"]
 
 KINDS = COMPUTE_KINDS
 _F, _I, _W, _B = ActionKind.F, ActionKind.I, ActionKind.W, ActionKind.B
@@ -203,10 +203,24 @@ def predict(schedule: Schedule, sc: StageCosts, cal: Calibration) -> tuple[float
     return sim.step_time + cal.step_overhead_s, sim
 
 
+def torch_first_stage(sc: StageCosts, schedule: Schedule) -> StageCosts:
+    """Stage costs as torch's runtime executes them ([Note: torch first stage] in ``predict``):
+    when ``schedule`` splits stage 0's backward, its I is a no-op and its W the whole backward."""
+    splits = any(p.stage == 0 and p.kind == _I for acts in schedule.values() for a in acts for p in a.parts)
+    if not splits or sc.i[0] == 0:
+        return sc
+    moved = sc.i[0]
+    fused = {k: (t - moved if k[1] == 0 else t) for k, t in sc.fused.items()}
+    return replace(sc, i=(0.0, *sc.i[1:]), w=(sc.w[0] + moved, *sc.w[1:]), fused=fused)
+
+
 def calibrated_plan(plan: Plan, cal: Calibration) -> Plan:
     """``plan`` whose prediction is the calibrated one (``plan.costs["calibration"]``; the
-    uncalibrated prediction kept beside it). Its stage costs stay the table's."""
-    step, sim = predict(plan.parsed_schedule(), plan.parsed_stage_costs(), cal)
+    uncalibrated prediction kept beside it). Its stage costs stay the table's; the
+    calibrated timeline runs them as torch does (``torch_first_stage``), as the
+    calibration's per-kind fit saw them."""
+    schedule = plan.parsed_schedule()
+    step, sim = predict(schedule, torch_first_stage(plan.parsed_stage_costs(), schedule), cal)
     predicted = {**plan.predicted, "step_time_s": step, "busy_s": sim.busy,
                  "bubble_fraction": sim.bubble_fraction,
                  "uncalibrated_step_time_s": plan.predicted.get("step_time_s")}

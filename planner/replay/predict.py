@@ -34,7 +34,7 @@ from planner.core.costs import CostTable
 from planner.core.plan import Plan
 from planner.core.simulate import SimResult, simulate
 from planner.core.stage_costs import StageCosts, stage_costs
-from planner.replay.calibrate import Calibration, predict
+from planner.replay.calibrate import Calibration, predict, torch_first_stage
 
 __all__ = ["is_exact_replay", "copied_prediction", "repredict", "REPREDICTED"]
 
@@ -64,9 +64,10 @@ def _timeline(plan: Plan, sc: StageCosts, cal: dict | None) -> tuple[float, SimR
 
 
 def copied_prediction(plan: Plan) -> tuple[dict[str, Any], SimResult]:
-    """The plan's prediction (and its simulated timeline, for the trace)."""
+    """The plan's prediction, and the simulated timeline of what torch executes (the trace and
+    the calibration compare actions with it; [Note: torch first stage])."""
     cal = plan.costs.get("calibration")
-    _, sim = _timeline(plan, plan.parsed_stage_costs(), cal)
+    _, sim = _timeline(plan, _torch_first_stage(plan.parsed_stage_costs(), plan), cal)
     pred = {**_summary(sim), "source": "plan (profile measured on this device at this scale"
             + (", calibrated)" if cal else ")")}
     for key in ("step_time_s", "bubble_fraction", "peak_memory_bytes", "busy_s"):
@@ -77,13 +78,7 @@ def copied_prediction(plan: Plan) -> tuple[dict[str, Any], SimResult]:
 
 def _torch_first_stage(sc: StageCosts, plan: Plan) -> StageCosts:
     """See [Note: torch first stage]."""
-    splits = any(p.stage == 0 and p.kind == "I" for acts in plan.parsed_schedule().values()
-                 for a in acts for p in a.parts)
-    if not splits or sc.i[0] == 0:
-        return sc
-    moved = sc.i[0]
-    fused = {k: (t - moved if k[1] == 0 else t) for k, t in sc.fused.items()}
-    return replace(sc, i=(0.0, *sc.i[1:]), w=(sc.w[0] + moved, *sc.w[1:]), fused=fused)
+    return torch_first_stage(sc, plan.parsed_schedule())
 
 
 def _full_backward(sc: StageCosts, plan: Plan, table: CostTable) -> StageCosts:

@@ -19,6 +19,7 @@ from typing import Any
 from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
 
+from planner.replay.layer_cuts import LayerCuts
 from profiler.timing import Clock  # the one clock (re-exported for the replay worker)
 
 __all__ = ["Clock", "Span", "Recorder", "TimedStage", "TimedRuntime"]
@@ -64,11 +65,22 @@ class Recorder:
 
 
 class TimedStage(PipelineStage):
-    """``PipelineStage`` whose compute calls leave spans in a ``Recorder``."""
+    """``PipelineStage`` whose compute calls leave spans in a ``Recorder``; with
+    ``cut_layers`` (default) and a submodule holding ``layers``, its backward runs layer by
+    layer (``layer_cuts``, [Note: layer cuts])."""
 
-    def __init__(self, *args: Any, recorder: Recorder, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, recorder: Recorder, cut_layers: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.recorder = recorder
+        layers = getattr(self.submod, "layers", None)
+        self.cuts = LayerCuts(list(layers.values())) if cut_layers and layers is not None else None
+        self._bwd_chunk: int | None = None
+
+    def backward_maybe_with_nosync(self, backward_type: str, bwd_kwargs: dict,
+                                   last_backward: bool = False) -> tuple[Any, Any]:
+        if self.cuts is None:
+            return super().backward_maybe_with_nosync(backward_type, bwd_kwargs, last_backward=last_backward)
+        return self.cuts.backward(self._bwd_chunk, backward_type, bwd_kwargs)
 
     def _timed(self, kind: str, mb: int, fn: Any, *args: Any, **kwargs: Any) -> Any:
         start = self.recorder.clock.mark()
@@ -77,15 +89,23 @@ class TimedStage(PipelineStage):
         return out
 
     def forward_one_chunk(self, fwd_chunk_id: int, *args: Any, **kwargs: Any) -> Any:
-        return self._timed("F", fwd_chunk_id, super().forward_one_chunk, fwd_chunk_id, *args, **kwargs)
+        if self.cuts is not None:
+            self.cuts.forward_chunk(fwd_chunk_id)
+        try:
+            return self._timed("F", fwd_chunk_id, super().forward_one_chunk, fwd_chunk_id, *args, **kwargs)
+        finally:
+            if self.cuts is not None:
+                self.cuts.forward_done()
 
     def backward_one_chunk(self, bwd_chunk_id: int, loss: Any = None, full_backward: bool = True,
                            last_backward: bool = False) -> None:
         kind = "B" if full_backward else "I"
+        self._bwd_chunk = bwd_chunk_id
         self._timed(kind, bwd_chunk_id, super().backward_one_chunk, bwd_chunk_id, loss=loss,
                     full_backward=full_backward, last_backward=last_backward)
 
     def backward_weight_one_chunk(self, bwd_chunk_id: int, last_backward: bool = False) -> None:
+        self._bwd_chunk = bwd_chunk_id
         self._timed("W", bwd_chunk_id, super().backward_weight_one_chunk, bwd_chunk_id,
                     last_backward=last_backward)
 
