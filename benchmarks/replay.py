@@ -1,38 +1,32 @@
 """Replay plans on this machine (gloo, one process per pipeline rank) and compare the
-measured step time and MFU with the prediction (issue 6's figures).
+measured step time and MFU with the prediction, on the path a user follows (issue 16).
 
-The flow is the one a user follows with ``ppplan profile`` -> ``ppplan plan --profile``
--> ``ppplan replay``, at a reduced width of Qwen3-Next-80B-A3B (heterogeneous: Gated
-DeltaNet + MoE, full attention + MoE, an MTP layer, embedding, head):
+1. *profile*: ``ppplan profile qwen3-next-80b-a3b --device cpu --scale S --seq-len T``, the
+   measured profiler (``profiler.measured``), at a reduced width of Qwen3-Next-80B-A3B
+   (Gated DeltaNet + MoE, full attention + MoE, an MTP layer, embedding, head);
+2. *plan*: ``ppplan plan qwen3-next-80b-a3b --profile p.json --pp 2 --microbatches M``
+   (the planner's own choice of partition and schedule), the same with ``--partition
+   serial`` and ``--partition uniform``, two contrasts (``--schedule 1f1b``; GPipe on the
+   uniform partition), and a *calibration plan* (uniform 1F1B);
+3. *replay* the calibration plan and the judged plans in one launch (``ppplan replay``'s
+   engine), their timed steps alternating (CAL A B C, CAL A B C, ...:
+   ``replay_interleaved``), so that load from other jobs falls on every plan alike;
+4. compare each judged plan's measured mean step with its *uncalibrated* prediction
+   (the plan's own, made from the profile) and with the prediction *calibrated* by the
+   calibration plan's replay (``planner.replay.calibrate``, [Note: runtime
+   calibration]: alone durations per kind relative to the profile, slowdown while ranks
+   share cores, runtime work between actions, message latency, step overhead).
 
-1. *profile here*: one replay of a uniform plan re-predicts it, which measures F, I, W
-   and the full backward B of every layer type on this CPU with torch's own pipeline
-   backward functions (``planner.replay.costs_here``), and the pipeline P2P link;
-2. *plan*: ``make_plan`` on that measured table (1F1B, which runs full backwards, so
-   each layer's I and W are scaled to sum to its measured B) with the overlap-aware
-   partition, and the same request with ``partition=serial`` and ``uniform``; two
-   contrasts (``JUDGED``): the first stage pinned to 16 decoder layers, and GPipe on
-   the uniform partition; plus a *calibration plan* (the uniform 1F1B plan again);
-3. *replay* the calibration plan and the judged plans in one launch, their
-   timed steps alternating (CAL A B C, CAL A B C, ...: ``replay_interleaved``), so
-   that load from other jobs falls on every plan alike;
-4. *predict* each judged plan with the calibration the calibration plan measured
-   (``planner.replay.calibrate``: alone durations relative to the table, slowdown
-   while the ranks share the cores, runtime work between actions, message latency,
-   step overhead; [Note: runtime calibration]) and compare. The prediction made in
-   advance, from the profiling replay's own calibration, and the uncalibrated one are
-   reported beside it.
+The calibration's per-kind alone scales (F, I, W relative to the profile) are the
+profiler-vs-replay agreement per kind: before the fixes of issue 16 ([Note: layer cuts],
+[Note: CPU threads], [Note: torch first stage]) W came out 9.7x the profile.
 
 The measured figure is the *mean* step over the alternating steps (the median too):
 with other jobs starting and stopping on a shared machine the step time is bimodal
 and its median jumps between the modes, and the calibration predicts means
 ([Note: mean durations]). Ordering: pairs are compared step by step (``TIE_RULE``).
-
-On this CPU nothing overlaps (torch runs ``OVERLAP_F_B`` halves one after the other,
-and with every expert local there is no all-to-all), so the measured table has no pair
-costs and the overlap-aware partition can only coincide with or tie ``serial_balanced``;
-``uniform`` is the baseline that differs. 4 stages would put 4 processes on 2 cores,
-which is not an honest timing, so they run only where the machine has 4 cores.
+4 stages would put 4 processes on 2 cores, which is not an honest timing, so they run
+only where the machine has 4 cores.
 
     python benchmarks/replay.py [--json] [--scale 0.03125] [--seq-len 128] [--microbatches 4] [--steps 20]
 """
@@ -45,7 +39,6 @@ import os
 import statistics
 import sys
 import time
-from dataclasses import replace
 from typing import Any
 
 # benchmarks/profiler.py would shadow the ``profiler`` package (the script's folder is
@@ -56,59 +49,37 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.getcwd()) != _HERE
 MODEL = "qwen3-next-80b-a3b"
 
 
-def _request(pp: int, m: int, partition: str, seq: int, *, schedule: str = "1f1b", first: int | None = None):
-    from planner.api import model_section
-    from planner.core.hf_config import load_model
-    from planner.planning import PlanRequest
-    from solvers.partition.pins import StagePins
-
-    spec = load_model(MODEL)
-    return PlanRequest(pp=pp, microbatches=m, schedule=schedule, partition=partition,
-                       model=model_section(spec), cluster={"training": {"seq_len": seq}},
-                       parallel={"tp": 1, "ep": 1, "dp": 1}, pins=StagePins(first=first))
+JUDGED = (("plan (user's path)", ()), ("serial_balanced", ("--partition", "serial")),
+          ("uniform", ("--partition", "uniform")), ("contrast: 1f1b", ("--schedule", "1f1b")),
+          ("contrast: gpipe, uniform", ("--partition", "uniform", "--schedule", "gpipe")))
+"""The judged plans: ``ppplan plan`` options added to the user's command."""
+CALIBRATOR = ("--partition", "uniform", "--schedule", "1f1b")
 
 
-JUDGED = (("plan (overlap-aware)", "overlap", {}), ("serial_balanced", "serial", {}), ("uniform", "uniform", {}),
-          ("contrast: first stage pinned to 16 decoder layers", "serial", {"first": 16}),
-          ("contrast: gpipe, uniform", "uniform", {"schedule": "gpipe"}))
-"""The judged plans: the issue's three, and two contrasts the calibration plan is not like
-(another partition; another schedule, whose ranks share the cores in another pattern),
-which also give the ordering check pairs whose predicted gaps exceed the resolution."""
+def _ppplan(*args: str, cwd: str) -> None:
+    """Run the ``ppplan`` CLI as a user would; its own error line on failure."""
+    import subprocess
+
+    run = subprocess.run([sys.executable, "-m", "planner.cli", *args, "--quiet"], cwd=cwd,
+                         capture_output=True, text=True, timeout=1800)
+    if run.returncode:
+        raise RuntimeError(f"ppplan {' '.join(args)} failed: {run.stderr.strip()}")
 
 
-def _uniform_plan(pp: int, m: int, seq: int):
-    """A plan to start from: uniform partition over unit costs (its costs say 'analytical')."""
-    from planner.core.costs import CostTable, LayerCost
-    from planner.core.hf_config import load_model
-    from planner.planning import make_plan
+def _user_path(pp: int, args: argparse.Namespace, work: str) -> tuple[Any, dict[str, Any], Any]:
+    """``ppplan profile`` then ``ppplan plan`` per judged variant: (table, plans, calibrator)."""
+    from planner.core.costs_io import load_costs
+    from planner.core.plan import load_plan_file
 
-    spec = load_model(MODEL)
-    layers = tuple(LayerCost(type=l.type_key, role=l.role, f=1.0, i=1.0, w=1.0) for l in spec.layers)
-    table = CostTable(model=MODEL, source="analytical", layers=layers, seq_len=seq, device="unit")
-    return make_plan(table, _request(pp, m, "uniform", seq))
-
-
-def _measured_table(report: dict[str, Any], scale: float, seq: int, cal: Any):
-    """The table the first replay measured, with I and W scaled to the full backward B, and
-    the P2P latency the runtime experienced (the calibration's)."""
-    from planner.core.costs import CostTable, LayerCost, P2PCost
-    from planner.core.hf_config import load_model
-    from planner.core.layer_math import layer_forward_flops
-    from profiler.layers import scaled_model
-
-    c = report["predicted"]["costs"]
-    spec = scaled_model(load_model(MODEL), scale)
-    layers = []
-    for l in spec.layers:
-        t = c["layer_types"][l.type_key]
-        k = t["b"] / (t["i"] + t["w"]) if t["i"] + t["w"] > 0 else 1.0
-        layers.append(LayerCost(type=l.type_key, role=l.role, f=t["f"], i=t["i"] * k, w=t["w"] * k,
-                                out_bytes=0 if l.role == "head" else seq * spec.hidden * 4,
-                                flops=3.0 * layer_forward_flops(l, spec, seq) * seq))
-    latency = c["p2p_latency_s"] if cal.p2p_latency_s is None else cal.p2p_latency_s
-    return CostTable(model=MODEL, source="measured", layers=tuple(layers), seq_len=seq, device=c["device"],
-                     scale=scale, p2p=P2PCost(latency_s=latency, bandwidth=c["p2p_bandwidth"]),
-                     meta={"calibration": cal.to_dict()})
+    _ppplan("profile", MODEL, "--device", "cpu", "--scale", str(args.scale), "--seq-len", str(args.seq_len),
+            "--threads", "1", "--repeats", str(args.profile_repeats), "--out", "p.json", cwd=work)
+    common = ("plan", MODEL, "--profile", "p.json", "--pp", str(pp), "--microbatches", str(args.microbatches),
+              "--seq-len", str(args.seq_len))
+    plans = {}
+    for j, (label, extra) in enumerate((*JUDGED, ("calibration", CALIBRATOR))):
+        _ppplan(*common, *extra, "--out", f"plan{j}.json", cwd=work)
+        plans[label] = load_plan_file(os.path.join(work, f"plan{j}.json"))
+    return load_costs(os.path.join(work, "p.json")), plans, plans.pop("calibration")
 
 
 _median = statistics.median
@@ -183,41 +154,45 @@ def replay_reports(plans: list[Any], opts: Any) -> list[dict[str, Any]]:
 
 
 def run_case(pp: int, args: argparse.Namespace) -> dict[str, Any]:
-    """Profile (table + first calibration), plan, then one launch replaying the calibration
-    plan and the judged plans with their timed steps alternating."""
-    from planner.planning import make_plan
+    """The user's path (profile, plan), then one launch replaying the calibration plan and
+    the judged plans with their timed steps alternating."""
+    import tempfile
+
     from planner.replay import ReplayOptions
     from planner.replay.calibrate import Calibration
 
-    opts = ReplayOptions(scale=args.scale, seq_len=args.seq_len, steps=args.steps, warmup=args.warmup,
-                         threads=1, timeout_s=120.0, deadline_s=1800.0)
     t0 = time.perf_counter()
-    start = _uniform_plan(pp, args.microbatches, args.seq_len)
-    profile = replay_reports([start], replace(opts, steps=args.profile_steps, grad_check=False))[0]
-    first = Calibration.from_dict(profile["calibration"])
-    table = _measured_table(profile, args.scale, args.seq_len, first)
-    plans = {label: make_plan(table, _request(pp, args.microbatches, partition, args.seq_len, **kw))
-             for label, partition, kw in JUDGED}
-    calibrator = make_plan(table, _request(pp, args.microbatches, "uniform", args.seq_len))
+    with tempfile.TemporaryDirectory(prefix="ppplan-replay-bench-") as work:
+        table, plans, calibrator = _user_path(pp, args, work)
+    opts = ReplayOptions(scale=args.scale, seq_len=args.seq_len, steps=args.steps, warmup=args.warmup,
+                         threads=1, timeout_s=120.0, deadline_s=3600.0)
     t1 = time.perf_counter()
     reports = replay_reports([calibrator, *plans.values()], opts)
     paired = Calibration.from_dict({**reports[0]["calibration"],
                                     "source": "calibration plan, its steps alternating with the judged plans'"})
-    cals = {"profile only": first, "interleaved": paired}
+    cals = {"interleaved": paired}
     rows = {k: _row(plans[k], rep, cals) for k, rep in zip(plans, reports[1:])}
     return {"pp": pp, "microbatches": args.microbatches, "timed_steps_per_plan": args.steps,
             "plans": rows, "ordering": _ordering(rows),
-            "max_abs_step_error": max(abs(r["step_error"]) for r in rows.values()),
-            "calibration": {"interleaved": paired.to_dict(), "profile only": first.to_dict(),
-                            "calibration plan (in-sample check; same partition and schedule as 'uniform')":
-                                _row(calibrator, reports[0], cals)},
-            "profile": {"uncalibrated_error": profile["prediction_error"]["step_time"],
-                        "measured_step_s": profile["measured"]["step_time_s"],
-                        "decomposition": profile["decomposition"],
-                        "layer_types": profile["predicted"]["costs"]["layer_types"],
-                        "ping_pong_p2p_latency_s": profile["predicted"]["costs"]["p2p_latency_s"]},
+            "max_abs_step_error": {"uncalibrated": max(abs(r["step_error_by_calibration"]["uncalibrated"])
+                                                       for r in rows.values()),
+                                   "calibrated": max(abs(r["step_error"]) for r in rows.values())},
+            "calibration": {"interleaved": paired.to_dict(),
+                            "calibration plan (in-sample check; same partition and schedule as 'contrast: 1f1b' "
+                            "on the uniform partition)": _row(calibrator, reports[0], cals)},
+            "profile": {"command": f"ppplan profile {MODEL} --device cpu --scale {args.scale} --seq-len "
+                                   f"{args.seq_len} --threads 1 --repeats {args.profile_repeats}",
+                        "layer_types": _type_costs(table), "threads": table.meta["profiler"].get("threads"),
+                        "wall_s": table.meta.get("wall_s")},
             "wall_s": {"profile_and_plan": t1 - t0, "interleaved_replay": time.perf_counter() - t1},
             "load_average_after": os.getloadavg()}
+
+
+def _type_costs(table: Any) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for lc in table.layers:
+        out.setdefault(lc.type, {"f": lc.f, "i": lc.i, "w": lc.w})
+    return out
 
 
 def _rounded(d: dict[str, float]) -> dict[str, float]:
@@ -236,8 +211,8 @@ def text(out: dict[str, Any]) -> str:
             e = r["step_error_by_calibration"]
             lines.append(f"  {name:50s} {r['stages']}  predicted {r['predicted_step_s'] * 1e3:7.1f} ms  measured "
                          f"mean {r['measured_step_s'] * 1e3:7.1f} ms (median {r['measured_median_step_s'] * 1e3:.1f}, "
-                         f"IQR {r['relative_iqr']:.0%})  error {r['step_error']:+.1%} (in advance "
-                         f"{e['profile only']:+.1%}, uncalibrated {e['uncalibrated']:+.1%})")
+                         f"IQR {r['relative_iqr']:.0%})  error calibrated {r['step_error']:+.1%}, "
+                         f"uncalibrated {e['uncalibrated']:+.1%}")
         k = next(k for k in case["calibration"] if k.startswith("calibration plan"))
         c = case["calibration"][k]
         lines.append(f"  {'(' + k + ')':50s} {c['stages']}  predicted {c['predicted_step_s'] * 1e3:7.1f} ms  "
@@ -249,7 +224,10 @@ def text(out: dict[str, Any]) -> str:
                          f"measured {p['measured_gap']:+.2%} +- {p['resolution']:.2%}")
         lines.append(f"  every resolved pair ordered correctly: {o['every_resolved_pair_ordered_correctly']} "
                      f"({o['resolved_pairs']} resolved); tie rule: {o['tie_rule']}")
-    lines.append(f"load average before {out['load_average_before']}, after {out['load_average']}")
+        m = case["max_abs_step_error"]
+        lines.append(f"  largest |step error| over the judged plans: uncalibrated {m['uncalibrated']:.1%}, "
+                     f"calibrated {m['calibrated']:.1%}")
+    lines.append(f"{out['note']}; load average before {out['load_average_before']}, after {out['load_average']}")
     return "\n".join(lines)
 
 
@@ -261,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--microbatches", type=int, default=4)
     ap.add_argument("--steps", type=int, default=20, help="timed steps per plan (alternating)")
     ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--profile-steps", type=int, default=8, help="timed steps of the profiling replay")
+    ap.add_argument("--profile-repeats", type=int, default=5, help="ppplan profile --repeats")
     args = ap.parse_args(argv)
     cores = os.cpu_count() or 1
     load_before = os.getloadavg()
@@ -271,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     out = {"model": MODEL, "scale": args.scale, "seq_len": args.seq_len, "cpu_cores": cores,
            "backend": "gloo", "threads_per_rank": 1, "cases": cases,
            "skipped": [] if cores >= 4 else [{"pp": 4, "reason": f"4 ranks on {cores} cores is not an honest timing"}],
-           "load_average_before": load_before, "load_average": os.getloadavg()}
+           "load_average_before": load_before, "load_average": os.getloadavg(),
+           "note": f"measured on this {cores}-core CPU machine, possibly shared with other jobs (see the load average)"}
     if args.json:
         print(json.dumps(out, indent=1))
     else:
