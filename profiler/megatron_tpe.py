@@ -301,7 +301,9 @@ def _check_iterations(per_rank: dict[int, dict[int, dict[TpeKey, _Rec]]], files:
                              f"{holder[lacking[0]]} has", "pass logs of the same saved iterations from every rank")
 
 
-def _check_duplicate(rank: int, peer: int, per_rank, files: dict[int, Path]) -> None:
+def _check_duplicate(rank: int, peer: int, per_rank: dict[int, dict[int, dict[TpeKey, _Rec]]],
+                     files: dict[int, Path]) -> None:
+    """An expert-tensor-parallel rank logged what its ETP-index-0 peer logged."""
     for it, recs in per_rank[rank].items():
         for key, rec in recs.items():
             if per_rank[peer][it][key].counts != rec.counts:
