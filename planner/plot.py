@@ -14,15 +14,16 @@ from typing import Any
 from planner.core.errors import InputError
 from planner.core.outputs import write_bytes_atomic
 from planner.core.plan import Plan
-from planner.core.schedule import OVERLAP
+from planner.core.schedule import OVERLAP, ActionKind
 from planner.core.simulate import SimResult, simulate
 
 __all__ = ["render_png", "png_bytes", "require_matplotlib", "COLORS"]
 
-COLORS = {"F": "#4C72B0", "I": "#DD8452", "W": "#55A868", "B": "#8172B2", OVERLAP: "#C44E52"}
+COLORS = {ActionKind.F: "#4C72B0", ActionKind.I: "#DD8452", ActionKind.W: "#55A868", ActionKind.B: "#8172B2",
+          OVERLAP: "#C44E52"}
 """Bar colour per action kind (B = I + W in one action; OVERLAP = fused F&B pair)."""
-_LABELS = {"F": "F forward", "I": "I input-grad", "W": "W weight-grad", "B": "B full backward",
-           OVERLAP: "F&B overlapped"}
+_LABELS = {ActionKind.F: "F forward", ActionKind.I: "I input-grad", ActionKind.W: "W weight-grad",
+           ActionKind.B: "B full backward", OVERLAP: "F&B overlapped"}
 _IDLE = "#ececec"
 _MS = 1e3
 

@@ -23,13 +23,13 @@ from operator import attrgetter
 import numpy as np
 
 from planner.core.p2p import crossed_boundary
-from planner.core.schedule import DEPENDENCIES, OVERLAP, Action, Schedule, predecessors
+from planner.core.schedule import DEPENDENCIES, OVERLAP, Action, ActionKind, Schedule, predecessors
 
 __all__ = ["Compiled", "DeadlockError", "compile_schedule", "KIND_CODES"]
 
 MAX_DEPS = 3
 """Most dependencies of one action: a fused (F;B) needs F(s-1), F(s') and I(s'+1)."""
-KIND_CODES = {"F": 0, "I": 1, "W": 2, "B": 3}
+KIND_CODES = {ActionKind.F: 0, ActionKind.I: 1, ActionKind.W: 2, ActionKind.B: 3}
 """Code of each plain kind in ``Compiled.units`` (``stage * 4 + code``)."""
 _CODE_OF = {**KIND_CODES, OVERLAP: -1}
 _ROW = np.array([0, 1, 2, 1])

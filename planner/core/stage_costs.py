@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from planner.core.costs import CostTable, P2PCost
+from planner.core.schedule import ActionKind
 
 __all__ = ["StageCosts", "stage_costs", "fused_range_cost"]
 
@@ -68,11 +69,11 @@ class StageCosts:
         every memory model shares (simulator, validator, list scheduler, CP-SAT). F frees
         nothing (it allocates ``act_bytes`` at its start); I frees all but the share W
         keeps (``act_w_bytes``); W frees that share; a full backward B frees everything."""
-        if kind == "I":
+        if kind == ActionKind.I:
             return self.act_bytes[stage] - self.act_w_bytes[stage]
-        if kind == "W":
+        if kind == ActionKind.W:
             return self.act_w_bytes[stage]
-        if kind == "B":
+        if kind == ActionKind.B:
             return self.act_bytes[stage]
         return 0
 

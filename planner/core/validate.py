@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.core.schedule import Key, Schedule, predecessors, provides, schedule_to_text
+from planner.core.schedule import ActionKind, Key, Schedule, predecessors, provides, schedule_to_text
 from planner.core.simulate import DeadlockError, SimResult, simulate
 from planner.core.stage_costs import StageCosts
 
@@ -80,7 +80,7 @@ def _check_coverage(schedule: Schedule, costs: StageCosts, m: int) -> list[Viola
                     seen[key] = (r, pos)
     for s in range(costs.num_stages):
         for mb in range(m):
-            for kind in ("F", "I", "W"):
+            for kind in (ActionKind.F, ActionKind.I, ActionKind.W):
                 if (s, kind, mb) not in seen:
                     out.append(Violation(f"{s}{kind}{mb} is never run (rank {costs.ranks[s]} should run it)"))
     return out

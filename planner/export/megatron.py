@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from planner.core.errors import InfeasibleError
 from planner.core.model import ROLE_LETTERS
 from planner.core.plan import Plan
-from planner.core.schedule import Schedule
+from planner.core.schedule import ActionKind, Schedule
 from planner.export.megatron_flags import RECOMPUTE_MODULES, companion_flags, recompute_args
 from planner.export.schedule import (ExportError, check_exportable, first_difference, has_fused,
                                      kind_order, merged_order, moved_w, placement_style, split_w)
@@ -157,7 +157,7 @@ def _check_schedule(plan: Plan, sched: Schedule, n_mtp: int) -> list[str]:
         ref = interleaved_1f1b(pp, vpp, plan.num_microbatches)
     except InfeasibleError as exc:
         raise ExportError(_FMT, f"Megatron's interleaved schedule cannot run this shape: {exc}") from None
-    views = [lambda a: kind_order(a, "F"), lambda a: kind_order(a, "B")] if fused else [merged_order]
+    views = [lambda a: kind_order(a, ActionKind.F), lambda a: kind_order(a, ActionKind.B)] if fused else [merged_order]
     for view in views:
         diff = first_difference(sched, ref, view=view)
         if diff:

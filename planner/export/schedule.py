@@ -11,7 +11,7 @@ from collections.abc import Callable
 from planner.core.errors import InputError
 from planner.core.placement import stage_ranks
 from planner.core.plan import Plan
-from planner.core.schedule import OVERLAP, Action, Schedule
+from planner.core.schedule import OVERLAP, Action, ActionKind, Schedule
 from planner.core.targets import target_for_format
 from planner.core.validate import validate
 
@@ -60,7 +60,7 @@ def has_fused(schedule: Schedule) -> bool:
 
 def split_w(schedule: Schedule) -> bool:
     """Whether backward is split into I and W anywhere."""
-    return any(p.kind == "W" for acts in schedule.values() for a in acts for p in a.parts)
+    return any(p.kind == ActionKind.W for acts in schedule.values() for a in acts for p in a.parts)
 
 
 def moved_w(schedule: Schedule) -> list[tuple[int, int, Action]]:
@@ -72,10 +72,10 @@ def moved_w(schedule: Schedule) -> list[tuple[int, int, Action]]:
     out = []
     for r, acts in schedule.items():
         for pos, a in enumerate(acts):
-            if a.kind != "W":
+            if a.kind != ActionKind.W:
                 continue
             prev = acts[pos - 1].parts if pos else ()
-            if not any(p.kind == "I" and p.stage == a.stage and p.microbatch == a.microbatch
+            if not any(p.kind == ActionKind.I and p.stage == a.stage and p.microbatch == a.microbatch
                        for p in prev):
                 out.append((r, pos, a))
     return out
@@ -89,9 +89,9 @@ def merged_order(acts: list[Action]) -> list[str]:
     out = []
     for a in acts:
         for p in a.parts:
-            if p.kind == "F":
+            if p.kind == ActionKind.F:
                 out.append(f"{p.stage}F{p.microbatch}")
-            elif p.kind in ("I", "B"):
+            elif p.kind in (ActionKind.I, ActionKind.B):
                 out.append(f"{p.stage}B{p.microbatch}")
     return out
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from planner.core.plan import Plan
-from planner.core.schedule import OVERLAP
+from planner.core.schedule import OVERLAP, ActionKind
 from planner.core.simulate import SimResult, simulate
 
 __all__ = ["trace_events", "chrome_trace"]
 
 _US = 1e6
-_CATEGORY = {"F": "forward", "I": "input-grad", "W": "weight-grad", "B": "backward", OVERLAP: "overlap"}
+_CATEGORY = {ActionKind.F: "forward", ActionKind.I: "input-grad", ActionKind.W: "weight-grad",
+             ActionKind.B: "backward", OVERLAP: "overlap"}
 
 
 def trace_events(plan: Plan, sim: SimResult) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ simulator's peak, for every choice of layer ranges, without simulating.
 
 from __future__ import annotations
 
-from planner.core.schedule import Schedule
+from planner.core.schedule import ActionKind, Schedule
 
 __all__ = ["max_in_flight", "memory_points", "peak_activation_bytes", "MemoryPoint"]
 
@@ -33,10 +33,10 @@ def max_in_flight(schedule: Schedule, num_stages: int) -> list[int]:
         held = [0] * num_stages
         for a in acts:
             for p in a.parts:
-                if p.kind == "F":
+                if p.kind == ActionKind.F:
                     held[p.stage] += 1
                     peak[p.stage] = max(peak[p.stage], held[p.stage])
-                elif p.kind in ("I", "B"):
+                elif p.kind in (ActionKind.I, ActionKind.B):
                     held[p.stage] -= 1
     return peak
 
@@ -53,13 +53,13 @@ def memory_points(schedule: Schedule) -> dict[int, list[MemoryPoint]]:
         for a in acts:
             for p in a.parts:
                 k = col[p.stage]
-                if p.kind == "F":
+                if p.kind == ActionKind.F:
                     full[k] += 1
                     seen.add(tuple(full) + tuple(w_only))
-                elif p.kind == "I":
+                elif p.kind == ActionKind.I:
                     full[k] -= 1
                     w_only[k] += 1
-                elif p.kind == "W":
+                elif p.kind == ActionKind.W:
                     w_only[k] -= 1
                 else:
                     full[k] -= 1

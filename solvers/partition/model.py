@@ -45,7 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.core.costs import CostTable
-from planner.core.schedule import Schedule
+from planner.core.schedule import ActionKind, Schedule
 from solvers.partition.inflight import MemoryPoint, memory_points
 from solvers.partition.overlap_cost import OverlapRangeCost
 from solvers.partition.ranges import Bounds, prefix_sums
@@ -85,14 +85,14 @@ def stage_shapes(schedule: Schedule, num_stages: int) -> list[StageShape]:
                 fw, bw = a.sub
                 cnt[fw.stage]["fused_f"] += 1
                 cnt[bw.stage]["fused_i"] += 1
-                cnt[bw.stage]["fused_w"] += bw.kind == "B"
+                cnt[bw.stage]["fused_w"] += bw.kind == ActionKind.B
                 started[bw.stage] = True
                 continue
             key = a.kind.lower()
             cnt[a.stage][key] += 1
-            if a.kind == "F" and not started[a.stage]:
+            if a.kind == ActionKind.F and not started[a.stage]:
                 cnt[a.stage]["warmup"] += 1
-            elif a.kind in ("I", "B"):
+            elif a.kind in (ActionKind.I, ActionKind.B):
                 started[a.stage] = True
     return [StageShape(**c) for c in cnt]
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 
 from planner.core.errors import InfeasibleError, InputError
-from planner.core.schedule import Action, Key, parse_action, predecessors
+from planner.core.p2p import crossed_boundary
+from planner.core.schedule import Action, ActionKind, Key, parse_action, predecessors
 from planner.core.stage_costs import StageCosts
 
 __all__ = ["parse_deadlines", "earliest_finish", "check_deadlines"]
@@ -33,14 +34,15 @@ def parse_deadlines(items: list[str] | tuple[str, ...], *, num_stages: int, micr
             raise InputError(field, f"{item!r}: deadline must be a finite number of seconds", "e.g. 0W3=0.8")
         if seconds <= 0:
             raise InputError(field, f"{item!r}: deadline must be positive", "give seconds > 0")
-        if task.strip() == "W":
-            out.update({(s, "W", m): seconds for s in range(num_stages) for m in range(microbatches)})
+        if task.strip() == ActionKind.W:
+            out.update({(s, ActionKind.W, m): seconds for s in range(num_stages) for m in range(microbatches)})
             continue
         try:
             a = parse_action(task)
         except ValueError:
             raise InputError(field, f"{item!r}: {task!r} is not a task", "e.g. 0W3=0.8 or W=1.5") from None
-        if a.kind not in ("F", "I", "W") or a.stage >= num_stages or a.microbatch >= microbatches:
+        if a.kind not in (ActionKind.F, ActionKind.I, ActionKind.W) or a.stage >= num_stages or \
+                a.microbatch >= microbatches:
             raise InputError(field, f"{item!r}: no such task", f"stages 0..{num_stages - 1}, "
                              f"microbatches 0..{microbatches - 1}, kinds F, I, W")
         out[(a.stage, a.kind, a.microbatch)] = seconds
@@ -50,10 +52,10 @@ def parse_deadlines(items: list[str] | tuple[str, ...], *, num_stages: int, micr
 def earliest_finish(costs: StageCosts, key: Key) -> float:
     """Longest chain of cheapest durations (plus P2P) that ends with ``key``."""
     memo: dict[Key, float] = {}
-    cheapest = {"F": list(costs.f), "I": list(costs.i), "W": list(costs.w)}
+    cheapest = {ActionKind.F: list(costs.f), ActionKind.I: list(costs.i), ActionKind.W: list(costs.w)}
     for (a, b), t in costs.fused.items():
-        cheapest["F"][a] = min(cheapest["F"][a], t)
-        cheapest["I"][b] = min(cheapest["I"][b], t)
+        cheapest[ActionKind.F][a] = min(cheapest[ActionKind.F][a], t)
+        cheapest[ActionKind.I][b] = min(cheapest[ActionKind.I][b], t)
 
     def finish(k: Key) -> float:
         if k not in memo:
@@ -62,7 +64,7 @@ def earliest_finish(costs: StageCosts, key: Key) -> float:
             for p in predecessors(Action(s, kind, m), costs.num_stages):
                 hop = 0.0
                 if costs.ranks[p[0]] != costs.ranks[s]:
-                    hop = costs.p2p_time(p[0] if p[1] == "F" else p[0] - 1)
+                    hop = costs.p2p_time(crossed_boundary(p[0], p[1]))
                 start = max(start, finish(p) + hop)
             memo[k] = start + cheapest[kind][s]
         return memo[k]

@@ -26,15 +26,15 @@ input a W-moving pass starts from.
 from __future__ import annotations
 
 from planner.core.errors import InfeasibleError
-from planner.core.schedule import Action, Schedule
+from planner.core.schedule import Action, ActionKind, Schedule
 
 __all__ = ["gpipe", "one_f_one_b", "interleaved_1f1b", "GENERATORS"]
 
 
 def _backward(stage: int, mb: int, split_w: bool) -> list[Action]:
     if split_w:
-        return [Action(stage, "I", mb), Action(stage, "W", mb)]
-    return [Action(stage, "B", mb)]
+        return [Action(stage, ActionKind.I, mb), Action(stage, ActionKind.W, mb)]
+    return [Action(stage, ActionKind.B, mb)]
 
 
 def _steady(fwd: Action, stage: int, mb: int, split_w: bool, fuse: bool) -> list[Action]:
@@ -48,7 +48,7 @@ def gpipe(pp: int, microbatches: int, *, split_w: bool = False) -> Schedule:
     """All forwards then all backwards, one stage per rank."""
     sched: Schedule = {}
     for r in range(pp):
-        acts = [Action(r, "F", m) for m in range(microbatches)]
+        acts = [Action(r, ActionKind.F, m) for m in range(microbatches)]
         for m in range(microbatches):
             acts += _backward(r, m, split_w)
         sched[r] = acts
@@ -60,9 +60,9 @@ def one_f_one_b(pp: int, microbatches: int, *, split_w: bool = False, fuse: bool
     sched: Schedule = {}
     for r in range(pp):
         warm = min(2 * (pp - r - 1) + 1 if fuse else pp - r - 1, microbatches)
-        acts = [Action(r, "F", m) for m in range(warm)]
+        acts = [Action(r, ActionKind.F, m) for m in range(warm)]
         for k in range(microbatches - warm):
-            acts += _steady(Action(r, "F", warm + k), r, k, split_w, fuse)
+            acts += _steady(Action(r, ActionKind.F, warm + k), r, k, split_w, fuse)
         for m in range(max(microbatches - warm, 0), microbatches):
             acts += _backward(r, m, split_w)
         sched[r] = acts
@@ -94,10 +94,10 @@ def interleaved_1f1b(pp: int, vpp: int, microbatches: int, *, split_w: bool = Fa
         acts: list[Action] = []
         for k in range(warm):
             c, m = unit(k, False)
-            acts.append(Action(c * pp + r, "F", m))
+            acts.append(Action(c * pp + r, ActionKind.F, m))
         for k in range(total - warm):
             c, m = unit(warm + k, False)
-            fwd = Action(c * pp + r, "F", m)
+            fwd = Action(c * pp + r, ActionKind.F, m)
             c, m = unit(k, True)
             acts += _steady(fwd, c * pp + r, m, split_w, fuse)
         for k in range(total - warm, total):

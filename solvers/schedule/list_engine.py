@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from planner.core.p2p import crossed_boundary
-from planner.core.schedule import DEPENDENCIES, OVERLAP, Action, Key, Schedule, predecessors, provides
+from planner.core.schedule import DEPENDENCIES, OVERLAP, Action, ActionKind, Key, Schedule, predecessors, provides
 from planner.core.stage_costs import StageCosts
 
 __all__ = ["Policy", "EngineResult", "run_engine", "duration", "allocates", "frees"]
@@ -61,13 +61,13 @@ def duration(action: Action, costs: StageCosts) -> float:
     """Seconds the action occupies its rank (the simulator's durations)."""
     if action.kind == OVERLAP:
         fw, bw = action.sub
-        return costs.fused_time(fw.stage, bw.stage) + (costs.w[bw.stage] if bw.kind == "B" else 0.0)
+        return costs.fused_time(fw.stage, bw.stage) + (costs.w[bw.stage] if bw.kind == ActionKind.B else 0.0)
     kind, s = action.kind, action.stage
-    if kind == "F":
+    if kind == ActionKind.F:
         return costs.f[s]
-    if kind == "I":
+    if kind == ActionKind.I:
         return costs.i[s]
-    if kind == "W":
+    if kind == ActionKind.W:
         return costs.w[s]
     return costs.i[s] + costs.w[s]  # B
 
@@ -75,8 +75,8 @@ def duration(action: Action, costs: StageCosts) -> float:
 def allocates(action: Action, costs: StageCosts) -> int:
     """Activation bytes the action allocates at its start (its forward parts)."""
     if action.kind != OVERLAP:
-        return costs.act_bytes[action.stage] if action.kind == "F" else 0
-    return sum(costs.act_bytes[p.stage] for p in action.parts if p.kind == "F")
+        return costs.act_bytes[action.stage] if action.kind == ActionKind.F else 0
+    return sum(costs.act_bytes[p.stage] for p in action.parts if p.kind == ActionKind.F)
 
 
 def frees(action: Action, costs: StageCosts) -> int:
@@ -165,12 +165,12 @@ def _commit(st: _State, rank: int, action: Action, x: float) -> None:
     st.free[rank] = e
     for key in gives:
         st.end[key] = e
-        if key[1] == "I" and not any(p.kind == "B" for p in action.parts):
-            st.pending[rank].append((key[0], "W", key[2]))
+        if key[1] == ActionKind.I and not any(p.kind == ActionKind.B for p in action.parts):
+            st.pending[rank].append((key[0], ActionKind.W, key[2]))
         for r2 in st.succ_ranks.get(key[:2], ()):
             if r2 != rank:
                 _push(st, r2, x)
-    if action.kind == "W":
+    if action.kind == ActionKind.W:
         st.pending[rank].remove(gives[0])
     _push(st, rank, e)
 
@@ -211,7 +211,7 @@ def _decide(st: _State, policy: Policy, rank: int, x: float) -> str | None:
         a = policy.pick(rank, now)
         w = _urgent_w(st, rank, x, duration(a, c))
         if w is not None:
-            _commit(st, rank, Action(w[0], "W", w[2]), x)
+            _commit(st, rank, Action(w[0], ActionKind.W, w[2]), x)
         else:
             policy.committed(rank, a)
             _commit(st, rank, a, x)
@@ -224,7 +224,7 @@ def _decide(st: _State, policy: Policy, rank: int, x: float) -> str | None:
         elif st.w_mode == "lazy":
             fits = next_t is None and not blocked and not cands
         if fits or blocked:
-            _commit(st, rank, Action(key[0], "W", key[2]), x)
+            _commit(st, rank, Action(key[0], ActionKind.W, key[2]), x)
             return None
     if blocked and next_t is None and not st.pending[rank]:
         return f"rank {rank}: activation memory full and nothing left to free it"
@@ -246,7 +246,7 @@ def run_engine(costs: StageCosts, policy: Policy, *, act_budget: list[int | None
                 deadlines=deadlines or {}, free=[0.0] * nr, held=[0] * nr, w_mode=w_mode,
                 pending=[[] for _ in range(nr)], out=[[] for _ in range(nr)], wake=[None] * nr)
     st.succ_ranks = _successor_ranks(costs)
-    st.times = {"F": costs.f, "I": costs.i, "W": costs.w}
+    st.times = {ActionKind.F: costs.f, ActionKind.I: costs.i, ActionKind.W: costs.w}
     st.p2p = [costs.p2p_time(s) for s in range(costs.num_stages)]
     st.deps = {kind: [[(s + off, k) for off, k in needs if 0 <= s + off < costs.num_stages]
                       for s in range(costs.num_stages)] for kind, needs in DEPENDENCIES.items()}

@@ -20,7 +20,7 @@ ICLR 2024, section 3), on V placement ZB-V; the same rules adapt to unequal stag
 from __future__ import annotations
 
 from planner.core.costs import P2PCost
-from planner.core.schedule import OVERLAP, Action, Key, Schedule
+from planner.core.schedule import OVERLAP, Action, ActionKind, Key, Schedule
 from planner.core.stage_costs import StageCosts
 from solvers.schedule.list_engine import EngineResult, run_engine
 from solvers.schedule.memory_limit import rank_activation
@@ -48,20 +48,20 @@ class _Greedy:
         out = []
         for s in reversed(self.stages_of[rank]):
             if self.next_i[s] < self.next_f[s]:
-                out.append(Action(s, "I", self.next_i[s]))
+                out.append(Action(s, ActionKind.I, self.next_i[s]))
         for s in reversed(self.stages_of[rank]):
             if self.next_f[s] < self.m:
-                out.append(Action(s, "F", self.next_f[s]))
+                out.append(Action(s, ActionKind.F, self.next_f[s]))
         return out
 
     def admit(self, rank: int, action: Action, held: int, budget: int | None) -> bool:
-        if budget is None or action.kind != "F" or action.microbatch <= self.entered[rank]:
+        if budget is None or action.kind != ActionKind.F or action.microbatch <= self.entered[rank]:
             return True
         return held + self.reserved[rank] + self.total[rank] <= budget
 
     def committed(self, rank: int, action: Action) -> None:
         for p in action.parts:
-            if p.kind == "I":
+            if p.kind == ActionKind.I:
                 self.next_i[p.stage] += 1
                 continue
             self.next_f[p.stage] += 1
@@ -76,8 +76,8 @@ class _Greedy:
         def order(a: Action) -> tuple[int, int]:
             return (a.microbatch, -a.stage)
 
-        bwd = min((a for a in ready if a.kind == "I"), key=order, default=None)
-        fwd = min((a for a in ready if a.kind == "F"), key=order, default=None)
+        bwd = min((a for a in ready if a.kind == ActionKind.I), key=order, default=None)
+        fwd = min((a for a in ready if a.kind == ActionKind.F), key=order, default=None)
         if self.fuse and bwd and fwd and bwd.microbatch != fwd.microbatch:
             c = self.costs
             if c.fused_time(fwd.stage, bwd.stage) < c.f[fwd.stage] + c.i[bwd.stage] - 1e-15:

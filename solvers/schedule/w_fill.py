@@ -14,7 +14,7 @@ uniform F = B = W picture.
 
 from __future__ import annotations
 
-from planner.core.schedule import OVERLAP, Action, Key, Schedule
+from planner.core.schedule import OVERLAP, Action, ActionKind, Key, Schedule
 from planner.core.stage_costs import StageCosts
 from solvers.schedule.list_engine import allocates, run_engine
 
@@ -27,13 +27,13 @@ def split_order(schedule: Schedule) -> dict[int, list[Action]]:
     for r, acts in schedule.items():
         row = []
         for a in acts:
-            if a.kind == "W":
+            if a.kind == ActionKind.W:
                 continue
-            if a.kind == "B":
-                row.append(Action(a.stage, "I", a.microbatch))
-            elif a.kind == OVERLAP and a.sub[1].kind == "B":
+            if a.kind == ActionKind.B:
+                row.append(Action(a.stage, ActionKind.I, a.microbatch))
+            elif a.kind == OVERLAP and a.sub[1].kind == ActionKind.B:
                 fw, bw = a.sub
-                row.append(Action.fused(fw, Action(bw.stage, "I", bw.microbatch)))
+                row.append(Action.fused(fw, Action(bw.stage, ActionKind.I, bw.microbatch)))
             else:
                 row.append(a)
         out[r] = row

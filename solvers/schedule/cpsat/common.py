@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from planner.core.p2p import crossed_boundary
-from planner.core.schedule import OVERLAP, Action, Key, Schedule, predecessors, provides
+from planner.core.schedule import OVERLAP, Action, ActionKind, Key, Schedule, predecessors, provides
 from planner.core.stage_costs import StageCosts
 from solvers.schedule.list_engine import duration
 
@@ -70,11 +70,12 @@ def split_b(schedule: Schedule) -> Schedule:
     for r, acts in schedule.items():
         row: list[Action] = []
         for a in acts:
-            if a.kind == "B":
-                row += [Action(a.stage, "I", a.microbatch), Action(a.stage, "W", a.microbatch)]
-            elif a.kind == OVERLAP and a.sub[1].kind == "B":
+            if a.kind == ActionKind.B:
+                row += [Action(a.stage, ActionKind.I, a.microbatch), Action(a.stage, ActionKind.W, a.microbatch)]
+            elif a.kind == OVERLAP and a.sub[1].kind == ActionKind.B:
                 f, b = a.sub
-                row += [Action.fused(f, Action(b.stage, "I", b.microbatch)), Action(b.stage, "W", b.microbatch)]
+                row += [Action.fused(f, Action(b.stage, ActionKind.I, b.microbatch)),
+                        Action(b.stage, ActionKind.W, b.microbatch)]
             else:
                 row.append(a)
         out[r] = row
@@ -127,8 +128,8 @@ def retime(schedule: Schedule, ticks: Ticks) -> Timed:
 def sort_key(action: Action, start: int, end: int, num_stages: int) -> tuple[int, int, int]:
     """Order of actions on a rank by start time; ties (zero-length work) in DAG order."""
     p = action.parts[-1]
-    level = {"F": p.stage, "I": 2 * num_stages - p.stage, "W": 3 * num_stages - p.stage,
-             "B": 2 * num_stages - p.stage}[p.kind]
+    level = {ActionKind.F: p.stage, ActionKind.I: 2 * num_stages - p.stage, ActionKind.W: 3 * num_stages - p.stage,
+             ActionKind.B: 2 * num_stages - p.stage}[p.kind]
     return (start, end, level)
 
 

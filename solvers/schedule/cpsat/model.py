@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
-from planner.core.schedule import OVERLAP, Action, Key, Schedule, predecessors, provides
+from planner.core.schedule import OVERLAP, Action, ActionKind, Key, Schedule, predecessors, provides
 from planner.core.simulate import simulate
 from planner.core.stage_costs import StageCosts
 from solvers.schedule.cpsat.common import ACCEPTED, Ticks, configure, retime, sort_key, split_b
@@ -118,7 +118,7 @@ def _fusable(c: StageCosts) -> set[tuple[int, str]]:
     out: set[tuple[int, str]] = set()
     for (a, b), t in c.fused.items():
         if c.ranks[a] == c.ranks[b] and t < c.f[a] + c.i[b]:
-            out |= {(a, "F"), (b, "I")}
+            out |= {(a, ActionKind.F), (b, ActionKind.I)}
     return out
 
 
@@ -153,7 +153,7 @@ def _pairs(model, data: ScheduleData, ticks: Ticks, horizon: int, tasks: dict[Ke
         d = ticks.of(t)
         for m1 in range(m):
             for m2 in sorted(m1 - o for o in offsets if 0 <= m1 - o < m and o != 0):
-                fk, ik = (a, "F", m1), (b, "I", m2)
+                fk, ik = (a, ActionKind.F, m1), (b, ActionKind.I, m2)
                 name = f"{a}F{m1}_{b}I{m2}"
                 on = model.new_bool_var(f"fuse_{name}")
                 start = model.new_int_var(0, horizon - d, f"pstart_{name}")
@@ -203,8 +203,9 @@ def _memory(model, c: StageCosts, m: int, tasks: dict[Key, Task], budget: list[i
         lifetimes, demands = [], []
         for s in (s for s in range(c.num_stages) if c.ranks[s] == r):
             for mb in range(m):
-                f = tasks[(s, "F", mb)]
-                for kind, demand in (("I", c.released("I", s)), ("W", c.released("W", s))):
+                f = tasks[(s, ActionKind.F, mb)]
+                for kind in (ActionKind.I, ActionKind.W):
+                    demand = c.released(kind, s)
                     if demand > 0:
                         end = tasks[(s, kind, mb)].end
                         size = model.new_int_var(0, horizon, f"held_{s}{kind}{mb}")
@@ -219,7 +220,7 @@ def _hint(sm: ScheduleModel, timed: dict[int, list[tuple[Action, int, int]]], ho
         for a, start, end in row:
             if a.kind == OVERLAP:
                 f, b = a.sub
-                fused_on.add(((f.stage, "F", f.microbatch), (b.stage, "I", b.microbatch)))
+                fused_on.add(((f.stage, ActionKind.F, f.microbatch), (b.stage, ActionKind.I, b.microbatch)))
             for p in a.parts:
                 t = sm.tasks[(p.stage, p.kind, p.microbatch)]
                 sm.model.add_hint(t.start, start)
