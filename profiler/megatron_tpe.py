@@ -14,7 +14,10 @@ What Megatron writes (Megatron-LM ``megatron/training/activation_logging.py``,
 - ``tpe`` has one row per forward call of that layer since the last save, each the
   ``m_splits`` the grouped expert GEMM received: token counts of the rank's *local*
   experts. The hook ignores the model-chunk name, so with virtual stages the chunks of
-  one rank that share a local index land in one record.
+  one rank that share a local index land in one record. Under ``--fp8`` the GEMM receives
+  counts padded up to the FP8 alignment (16 or 32, ``Fp8Padding`` in
+  ``megatron/core/transformer/moe/experts.py``, ``TEGroupedMLP.forward``): ppplan reads them
+  as logged, which overstates each expert by less than one alignment per microbatch.
 
 How ppplan reads it (the layout, built from the plan by
 ``planner.replanning.megatron_layout``, says which rank holds what):
