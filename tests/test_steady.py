@@ -88,3 +88,21 @@ def test_unknown_objective_is_refused():
 
     with pytest.raises(InputError, match="--objective"):
         plan("llama3-8b", objective="throughput")
+
+
+def test_cli_objective_steady_is_recorded(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from planner.cli import cli
+
+    out = tmp_path / "p.json"
+    res = CliRunner().invoke(cli, ["plan", "llama3-8b", "--pp", "4", "--objective", "steady",
+                                   "--time-limit", "3", "--quiet", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    assert data["solver"]["objective"] == "steady"
+    assert 0 < data["predicted"]["steady_step_time_s"] <= data["predicted"]["step_time_s"] * (1 + 1e-9)
+    bad = CliRunner().invoke(cli, ["plan", "llama3-8b", "--objective", "fast", "--out", str(tmp_path / "q.json")])
+    assert bad.exit_code == 2 and not (tmp_path / "q.json").exists()
