@@ -83,12 +83,18 @@ def run_pair(forward: Callable[[], Any], backward: Callable[[], None], *, timeou
     (the backward first: Megatron's combined 1F1B starts with the backward's combine).
     ``install(hook)`` sets the comm-point wait hook and returns the previous one. Returns
     what ``forward`` returns; re-raises the first failure of either half."""
+    import torch
+
     baton = Baton(first=BACKWARD_PARTY, timeout_s=timeout_s)
     errors: list[BaseException] = []
+    threads = torch.get_num_threads()
 
     def helper() -> None:
         failed = False
         try:
+            # [Note: helper threads] OpenMP's thread count is per calling thread: a new
+            # thread would start with one OpenMP worker per core and oversubscribe the CPU
+            torch.set_num_threads(threads)
             baton.acquire(BACKWARD_PARTY)
             backward()
         except BaseException as exc:  # handed to the calling thread, which re-raises it

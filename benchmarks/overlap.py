@@ -1,0 +1,170 @@
+"""Does the overlap runtime hide what the planner says it hides? (issue 16)
+
+Measured on this machine with gloo and an EMULATED expert-parallel link (each
+all-to-all is a local copy of the same rows held to a set time, ``planner.replay.link``,
+``profiler.layers.program.EmulatedLink``), scaled so that the all-to-alls are the share
+of each MoE layer that the analytical profile gives them on the GPU. Compute is real.
+
+(a) per fused pair type (``overlap_pairs``): layer a's forward beside layer b's
+    input-gradient, alone and fused through ``planner.runtime``; measured hidden share
+    ``1 - fused / (F + I)`` beside the analytical pair cost's prediction.
+(b) three plans of Qwen3-Next-80B-A3B (pp 2, 4 microbatches) replayed in one launch,
+    their steps alternating (``replay_interleaved``), 20 timed steps each: the
+    overlap-aware partition with the fused schedule (1f1b-overlap), the serially
+    balanced partition with the same schedule, and the overlap-aware partition with
+    unfused 1F1B. The plans' predictions are for the GPU (analytical costs), so they
+    are compared as ratios to the first plan (and the fusion gain), beside the measured
+    ratios; ``resolution`` is twice the standard error of the paired step differences.
+(c) one row with the REAL gloo link on pp 2 x ep 2: 4 processes on this machine's
+    cores (oversubscribed on 2 cores), fused against unfused.
+
+    python benchmarks/overlap.py [--json] [--scale 0.03125] [--seq-len 64] [--steps 20] [--skip-real]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import replace
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]  # benchmarks/profiler.py would shadow profiler/
+sys.path.insert(0, os.path.dirname(HERE))
+
+import torch  # noqa: E402
+
+MODEL = "qwen3-next-80b-a3b"
+PAIRS = ((1, 1), (1, 4), (4, 1), (4, 4), (49, 1), (1, 50))
+"""Layer indices (F layer, I layer): linear+moe, gqa+moe, mtp:gqa+moe, head."""
+
+
+def _table(cluster_plan: Any) -> Any:
+    from planner.core.cluster import cluster_from_dict
+    from planner.core.hf_config import load_model
+    from profiler.analytical import analytical_costs
+
+    par = {k: cluster_plan.parallel[k] for k in ("pp", "tp", "ep", "dp") if k in cluster_plan.parallel}
+    cluster = cluster_from_dict({**cluster_plan.cluster, "parallel": {**cluster_plan.cluster.get("parallel", {}), **par}})
+    return analytical_costs(load_model(MODEL), cluster)
+
+
+def _plans(microbatches: int, time_limit: float) -> list[tuple[str, Any]]:
+    from planner import plan
+    from planner.core.schedule import format_schedule
+    from planner.core.simulate import simulate
+    from solvers.schedule.generators import one_f_one_b
+
+    aware = plan(MODEL, pp=2, microbatches=microbatches, schedule="1f1b-overlap", partition="overlap",
+                 time_limit=time_limit)
+    serial = plan(MODEL, pp=2, microbatches=microbatches, schedule="1f1b-overlap", partition="serial",
+                  time_limit=time_limit)
+    sched = one_f_one_b(2, microbatches)
+    sim = simulate(sched, aware.parsed_stage_costs())
+    unfused = replace(aware, schedule=format_schedule(sched),
+                      predicted={**aware.predicted, "step_time_s": sim.step_time, "busy_s": sim.busy},
+                      solver={**aware.solver, "schedule": "1f1b"})
+    return [("overlap-aware partition + 1f1b-overlap", aware),
+            ("serially balanced partition + 1f1b-overlap", serial),
+            ("overlap-aware partition + unfused 1f1b", unfused)]
+
+
+def _link_scale(spec: Any, table: Any, plan: Any, scale: float, seq: int) -> tuple[float, float]:
+    """``--link-scale`` giving the emulated link the GPU share of a linear+moe layer here,
+    and the forward compute time it was fitted on."""
+    from overlap_pairs import compute_only
+    from profiler.layers import scaled_model
+
+    c_f, _ = compute_only(spec, 1, scale, seq, reps=7)
+    small = scaled_model(spec, scale)
+    plan_seq = int(plan.cluster.get("training", {}).get("seq_len") or seq)
+    bytes_factor = (small.hidden / spec.hidden) * seq / plan_seq
+    return (c_f / table.layers[1].f) / bytes_factor, c_f
+
+
+def _rows(results: list, names: list[str], preds: list[float]) -> list[dict[str, Any]]:
+    steps = [r.report["measured"]["step_times_s"] for r in results]
+    base = steps[0]
+    out = []
+    for name, s, pred, res in zip(names, steps, preds, results):
+        diffs = [a - b for a, b in zip(s, base)]
+        res_s = 2 * statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 and any(diffs) else 0.0
+        out.append({"plan": name, "measured_step_s": statistics.median(s), "measured_mean_step_s": statistics.fmean(s),
+                    "measured_vs_first": statistics.median(s) / statistics.median(base),
+                    "predicted_step_s_gpu": pred, "predicted_vs_first": pred / preds[0],
+                    "paired_difference_s": statistics.fmean(diffs), "resolution_s": res_s,
+                    "replay_reprediction_s": res.report["predicted"]["step_time_s"],
+                    "stages": res.report["plan"]["stages"], "link": res.report["replay"]["expert_parallel"]})
+    return out
+
+
+def _replay(plans: list, opts: Any) -> list:
+    from planner.replay import replay_interleaved
+
+    return replay_interleaved(plans, opts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--scale", type=float, default=0.03125)
+    parser.add_argument("--seq-len", type=int, default=64)
+    parser.add_argument("--pair-scale", type=float, default=0.05)
+    parser.add_argument("--pair-seq-len", type=int, default=128)
+    parser.add_argument("--reps", type=int, default=15, help="repetitions per pair (a)")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--microbatches", type=int, default=4)
+    parser.add_argument("--time-limit", type=float, default=5.0)
+    parser.add_argument("--skip-real", action="store_true", help="skip (c), the oversubscribed real-link row")
+    args = parser.parse_args(argv)
+    sys.path.append(HERE)  # for overlap_pairs (after the repository root, so profiler/ wins)
+    from overlap_pairs import measure_pair
+
+    from planner.core.hf_config import load_model
+    from planner.replay import ReplayOptions
+
+    torch.set_num_threads(1)
+    started = time.perf_counter()
+    spec = load_model(MODEL)
+    plans = _plans(args.microbatches, args.time_limit)
+    table = _table(plans[0][1])
+    pairs = [measure_pair(spec, table, a, b, scale=args.pair_scale, seq=args.pair_seq_len,
+                          reps=args.reps) for a, b in PAIRS]
+    link_scale, c_f = _link_scale(spec, table, plans[0][1], args.scale, args.seq_len)
+    opts = ReplayOptions(scale=args.scale, seq_len=args.seq_len, steps=args.steps, warmup=2, threads=1,
+                         grad_check=False, link="emulated", link_scale=link_scale, deadline_s=3000.0)
+    results = _replay([p for _, p in plans], opts)
+    rows = _rows(results, [n for n, _ in plans], [p.predicted["step_time_s"] for _, p in plans])
+    fusion = {"predicted_gain": rows[2]["predicted_vs_first"] - 1, "measured_gain": rows[2]["measured_vs_first"] - 1}
+    fusion["relative_error"] = (fusion["measured_gain"] - fusion["predicted_gain"]) / fusion["predicted_gain"] \
+        if fusion["predicted_gain"] else None
+    real = None
+    if not args.skip_real:
+        ropts = replace(opts, link="real", ep=2, steps=5, warmup=1)
+        rres = _replay([plans[0][1], plans[2][1]], ropts)
+        real = {"label": "REAL gloo link, pp 2 x ep 2 = 4 processes: OVERSUBSCRIBED on this machine's cores",
+                "rows": _rows(rres, [plans[0][0], plans[2][0]], [plans[0][1].predicted["step_time_s"],
+                                                                 plans[2][1].predicted["step_time_s"]])}
+    out = {"label": "EMULATED expert-parallel link (a, b); measured on a shared machine",
+           "cpu_cores": os.cpu_count(), "torch_threads_per_rank": 1,
+           "pairs": {"scale": args.pair_scale, "seq_len": args.pair_seq_len, "reps": args.reps, "rows": pairs},
+           "plans": {"scale": args.scale, "seq_len": args.seq_len, "steps": args.steps, "microbatches": args.microbatches,
+                     "link_scale": link_scale, "linear_moe_forward_here_s": c_f, "rows": rows, "fusion": fusion},
+           "real_link": real, "wall_s": time.perf_counter() - started}
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        for p in pairs:
+            print(f"{p['pair']:<34} hidden measured {p['measured_hidden']:+.3f} predicted {p['predicted_hidden']:+.3f}")
+        for r in rows:
+            print(f"{r['plan']:<45} measured x{r['measured_vs_first']:.3f}  predicted x{r['predicted_vs_first']:.3f}")
+        print(f"fusion gain measured {fusion['measured_gain']:+.3f} predicted {fusion['predicted_gain']:+.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
