@@ -262,3 +262,31 @@ def test_ctrl_c_stops_plan_within_a_second(tmp_path):
     assert err == "interrupted; no output written\n"
     assert latency < 1.5, latency
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_killed_replay_rank_is_one_line(tmp_path):
+    """A replay rank that dies: the survivor's torch schedule grid is not dumped; one line, exit 3."""
+    from test_replay_run import make_plan, one_f_one_b, tiny_config
+
+    path = tmp_path / "plan.json"
+    make_plan(tiny_config(tmp_path), one_f_one_b(2, 4), [(0, 4), (4, 7)]).save(path)
+    for fault in ("die:0", "die:1"):
+        run = subprocess.run([sys.executable, "-m", "planner.cli", "replay", str(path), "--fault", fault,
+                              "--timeout", "5", "--out", str(tmp_path / "r.json")],
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == 3, run.stderr
+        assert run.stderr.count("\n") == 1 and run.stderr.startswith("error: replay failed: rank"), run.stderr
+        assert not (tmp_path / "r.json").exists()
+
+
+def test_summary_explains_notation_and_byo_costs(ppplan):
+    """The README's bring-your-own-costs example: no 'None' baseline, MFU says why it is absent."""
+    example = Path(__file__).resolve().parent.parent / "examples" / "costs" / "four_stages.json"
+    result = ppplan("plan", "--profile", str(example), "--pp", "4", "--microbatches", "12", "--memory-limit",
+                    "4mb", "--time-limit", "1")
+    assert result.code == 0, result.err
+    assert "None" not in result.out and "MFU 0.0%" not in result.out
+    assert "MFU n/a (the costs carry no FLOP counts)" in result.out
+    assert "legend: microbatches M x S = M microbatches of S sequences" in result.out
+    assert "E embedding, t decoder layer, m MTP module, L loss head" in result.out

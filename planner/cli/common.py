@@ -56,6 +56,10 @@ def run_guarded(group: click.Group, argv: list[str] | None) -> int:
         return 2
     except CommandFailed as exc:
         return exc.code
+    except BrokenPipeError:  # ``ppplan plan | head``: the reader left; stop quietly like other tools
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush does not fail again
+        return 141  # 128 + SIGPIPE, what a shell reports for a pipe writer that was cut off
     except Exception as exc:  # noqa: BLE001 - the last resort: a bug, said as such
         if os.environ.get("PPPLAN_DEBUG", "") not in ("", "0"):
             raise

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from planner.core.plan import Plan
 
-__all__ = ["plan_summary", "gib"]
+__all__ = ["plan_summary", "gib", "LEGEND"]
 
 
 def gib(nbytes: float | None) -> str:
@@ -36,14 +36,17 @@ def plan_summary(plan: Plan) -> str:
         lines.append(f"{r:>4} {gib(peak):>9} {gib(pred['memory_limit_bytes']):>9} "
                      f"{busy if busy is None else f'{busy:8.3f}'}")
     lines += ["", f"predicted step {pred['step_time_s']:.4f} s   bubble {pred['bubble_fraction']:.1%}"
-                  f"   MFU {pred['mfu']:.1%}"
+                  f"   MFU {_mfu_text(plan)}"
               + (f"   lower bound {pred['lower_bound_s']:.4f} s" if "lower_bound_s" in pred else ""), ""]
     lines.append(f"{'baseline':<16} {'step s':>9} {'vs plan':>8}")
     for name, b in plan.baselines.items():
         t = b.get("step_time_s")
-        ratio = f"{t / pred['step_time_s']:.3f}x" if t else "-"
+        if t is None:  # no valid schedule for this baseline: say why instead of "None"
+            lines.append(f"{name:<16} {'-':>9} {'-':>8}  ({b.get('status', 'not evaluated')})")
+            continue
+        ratio = f"{t / pred['step_time_s']:.3f}x" if pred["step_time_s"] else "-"
         note = "" if b.get("fits_memory", True) else "  (exceeds memory)"
-        lines.append(f"{name:<16} {t if t is None else f'{t:9.4f}'} {ratio:>8}{note}")
+        lines.append(f"{name:<16} {t:9.4f} {ratio:>8}{note}")
     sched = plan.solver.get("schedule_solver", {})
     sched_text = (f", schedule {sched['status']} (gap to lower bound {sched['gap']:.1%})"
                   if sched.get("gap") is not None else "")
@@ -54,4 +57,18 @@ def plan_summary(plan: Plan) -> str:
     from planner.export.targets import runs_on_line
 
     lines.append(f"target: {runs_on_line(plan)}")
+    lines.append(LEGEND)
     return "\n".join(lines)
+
+
+LEGEND = ("\nlegend: microbatches M x S = M microbatches of S sequences each, per step and data-parallel replica\n"
+          "        layers: E embedding, t decoder layer, m MTP module, L loss head (Megatron's layout letters)\n"
+          "        F/I/W ms: forward, input-gradient, weight-gradient time of one microbatch on the stage")
+"""The lines under every summary that explain its notation."""
+
+
+def _mfu_text(plan: Plan) -> str:
+    """MFU, or why there is none (a cost table without FLOP counts, e.g. bring-your-own costs)."""
+    if not any(plan.stage_costs.get("flops", ())):
+        return "n/a (the costs carry no FLOP counts)"
+    return f"{plan.predicted['mfu']:.1%}"

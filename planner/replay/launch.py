@@ -15,6 +15,7 @@ Under ``torchrun`` (``RANK`` and ``WORLD_SIZE`` set): this process is one rank;
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import queue
 import signal
@@ -113,6 +114,10 @@ def _die_with_parent() -> None:
 
 def _child(rank: int, world: int, port: int, plans_data: list[dict], opts: ReplayOptions, results: Any) -> None:
     _die_with_parent()
+    # torch's _PipelineScheduleRuntime logs the whole rank x step grid at ERROR when an action
+    # raises (torch/distributed/pipelining/schedules.py); this rank's failure reaches the user
+    # as one line through the parent, so the grid stays out of the terminal
+    logging.getLogger("torch.distributed.pipelining.schedules").setLevel(logging.CRITICAL)
     try:
         out = _rank_main(plans_data, opts, rank=rank, world_size=world, local_rank=rank,
                          init_method=f"tcp://127.0.0.1:{port}")
