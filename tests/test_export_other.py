@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import types
 
 import pytest
 
 from planner.cli import cli
 from planner.cli.common import run_guarded
 from planner.export import DEFAULT_OUT, FORMATS, ExportError, export_plan
-from planner.export.deepspeed import deepspeed_parts, deepspeed_snippet
+from planner.export.deepspeed import deepspeed_parts
 from planner.export.trace import chrome_trace
 from test_export_plans import CASES, case_plan
 
@@ -22,34 +21,6 @@ def test_deepspeed_parts_are_the_stage_bounds(name):
     plan = case_plan(name)
     parts = deepspeed_parts(plan)
     assert parts == [a for a, _ in plan.bounds()] + [plan.model["num_layers"]]
-
-
-def test_deepspeed_snippet_partitions_like_the_plan(monkeypatch):
-    """STAND-IN: runs the snippet against a fake ``deepspeed.pipe.PipelineModule`` holding only
-    what the snippet touches (``_layer_specs``, ``_topo``, ``_set_bounds``), modelled on
-    deepspeed/runtime/pipe/module.py; it shows the snippet's bounds, not that DeepSpeed accepts it."""
-    plan = case_plan("uneven")
-    calls = []
-
-    class PipelineModule:  # the part of deepspeed's class the snippet relies on
-        def __init__(self, stage_id):
-            self._layer_specs = [None] * plan.model["num_layers"]
-            self.global_rank = stage_id
-            self._topo = types.SimpleNamespace(get_dim=lambda axis: plan.pp,
-                                               get_coord=lambda rank: types.SimpleNamespace(pipe=rank))
-
-        def _set_bounds(self, start, stop):
-            calls.append((start, stop))
-
-    fake = types.ModuleType("deepspeed.pipe")
-    fake.PipelineModule = PipelineModule
-    monkeypatch.setitem(sys.modules, "deepspeed", types.ModuleType("deepspeed"))
-    monkeypatch.setitem(sys.modules, "deepspeed.pipe", fake)
-    namespace: dict = {}
-    exec(compile(deepspeed_snippet(plan), "deepspeed_pipeline.py", "exec"), namespace)
-    for stage in range(plan.pp):
-        namespace["PlannedPipelineModule"](stage)._partition_layers()
-    assert calls == plan.bounds()
 
 
 @pytest.mark.parametrize("name, match", [

@@ -87,9 +87,10 @@ def _megatron(plan: Plan, path: str) -> tuple[dict[str, str], dict[str, Any]]:
 
 
 def _deepspeed(plan: Plan, path: str) -> tuple[dict[str, str], dict[str, Any]]:
-    from planner.export.deepspeed import deepspeed_parts, deepspeed_snippet
+    from planner.export.deepspeed import checkpoint_interval, deepspeed_parts, deepspeed_snippet
 
-    return {path: deepspeed_snippet(plan)}, {"parts": deepspeed_parts(plan)}
+    return {path: deepspeed_snippet(plan)}, {"parts": deepspeed_parts(plan),
+                                            "activation_checkpoint_interval": checkpoint_interval(plan)}
 
 
 def _trace(plan: Plan, path: str) -> tuple[dict[str, str], dict[str, Any]]:

@@ -5,7 +5,8 @@ layers ``[parts[s], parts[s + 1])``) and offers no argument for an explicit list
 export is a subclass overriding ``_partition_layers``. DeepSpeed holds one stage per
 pipeline rank (stage s on rank s) and always runs its own 1F1B ``TrainSchedule`` with a
 full backward: virtual stages, V placement, fused F&B pairs, moved W and orders other
-than 1F1B are refused.
+than 1F1B are refused. Recomputation is ``activation_checkpoint_interval`` (whole layers:
+full recomputation); a selectively recomputing plan is refused.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from planner.export.schedule import (ExportError, check_exportable, first_differ
                                      moved_w, placement_style)
 from solvers.schedule.generators import one_f_one_b
 
-__all__ = ["deepspeed_parts", "deepspeed_snippet"]
+__all__ = ["deepspeed_parts", "deepspeed_snippet", "checkpoint_interval"]
 
 _FMT = "deepspeed"
 
@@ -30,9 +31,17 @@ from deepspeed.pipe import PipelineModule
 PARTS = {parts}
 """Stage s owns layers [PARTS[s], PARTS[s + 1])."""
 
+ACTIVATION_CHECKPOINT_INTERVAL = {interval}
+"""The plan's recomputation ({recompute}): 1 recomputes every layer's forward in the backward
+(full recomputation), 0 keeps all activations."""
+
 
 class PlannedPipelineModule(PipelineModule):
-    """``PipelineModule`` with the plan's stage boundaries instead of a partition method."""
+    """``PipelineModule`` with the plan's stage boundaries and activation checkpointing."""
+
+    def __init__(self, layers, **kwargs):
+        kwargs.setdefault("activation_checkpoint_interval", ACTIVATION_CHECKPOINT_INTERVAL)
+        super().__init__(layers, **kwargs)
 
     def _partition_layers(self, method="uniform"):
         num_stages = self._topo.get_dim("pipe")
@@ -80,5 +89,21 @@ def deepspeed_snippet(plan: Plan) -> str:
     size = int(plan.microbatches.get("size", 1))
     config = (f'{{"train_micro_batch_size_per_gpu": {size}, '
               f'"gradient_accumulation_steps": {plan.num_microbatches}}}, num_stages={plan.pp}')
+    mode = plan.cluster.get("training", {}).get("recompute") or "none"
     return _SNIPPET.format(name=plan.model.get("name", "?"), layout_note=note, config=config,
-                           parts=parts)
+                           parts=parts, interval=checkpoint_interval(plan), recompute=mode)
+
+
+def checkpoint_interval(plan: Plan) -> int:
+    """``PipelineModule(activation_checkpoint_interval=...)`` for the plan's recomputation mode.
+
+    DeepSpeed checkpoints whole runs of ``interval`` layers (``deepspeed/runtime/pipe/module.py``,
+    ``forward``: ``activation_checkpoint_func(exec_range_func(start, end), ...)``), so it has
+    full recomputation (interval 1: each layer from its input, what the plan's ``full`` costs)
+    and none, but no selective mode.
+    """
+    mode = plan.cluster.get("training", {}).get("recompute") or "none"
+    if mode == "selective":
+        raise ExportError(_FMT, "the plan recomputes selectively (attention core, activations); DeepSpeed's "
+                          "PipelineModule only checkpoints whole layers", "plan with --recompute full or none")
+    return 1 if mode == "full" else 0
