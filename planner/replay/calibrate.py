@@ -186,10 +186,10 @@ def calibrated_costs(sc: StageCosts, cal: Calibration) -> StageCosts:
     is I + W), and the measured P2P latency."""
     a = {k: cal.alone(k) for k in KINDS}
     g = cal.between_actions_s
-    g_w = g if "W" in cal.alone_scale else 0.0
-    f = tuple(a["F"] * x + g for x in sc.f)
-    i = tuple(a["I"] * x + g for x in sc.i)
-    w = tuple(a["W"] * x + g_w for x in sc.w)
+    g_w = g if ActionKind.W in cal.alone_scale else 0.0
+    f = tuple(a[ActionKind.F] * x + g for x in sc.f)
+    i = tuple(a[ActionKind.I] * x + g for x in sc.i)
+    w = tuple(a[ActionKind.W] * x + g_w for x in sc.w)
     fused = {(fs, bs): t - sc.f[fs] - sc.i[bs] + f[fs] + i[bs] - g for (fs, bs), t in sc.fused.items()}
     p2p = sc.p2p if cal.p2p_latency_s is None else P2PCost(latency_s=cal.p2p_latency_s,
                                                           bandwidth=sc.p2p.bandwidth)

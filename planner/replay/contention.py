@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from planner.core.schedule import Schedule
+from planner.core.schedule import ActionKind, Schedule
 from planner.core.simulate import SimResult, simulate
 from planner.core.stage_costs import StageCosts
 
@@ -45,7 +45,7 @@ def simulate_shared(schedule: Schedule, costs: StageCosts, slowdown: dict[str, f
     work = [base.end[k] - base.start[k] for k in range(n)]
     delay = [costs.p2p_time(s) for s in range(costs.num_stages)] + [0.0]
     ranks = len(comp.order)
-    extra = [slowdown.get(a.kind, slowdown.get("F", 1.0)) - 1.0 for a in comp.actions]
+    extra = [slowdown.get(a.kind, slowdown.get(ActionKind.F, 1.0)) - 1.0 for a in comp.actions]
     start, end = [0.0] * n, [float("inf")] * n
     pos = [0] * ranks
     running: dict[int, int] = {}  # rank -> node

@@ -34,6 +34,7 @@ from planner.core.costs import CostTable
 from planner.core.plan import Plan
 from planner.core.simulate import SimResult, simulate
 from planner.core.stage_costs import StageCosts, stage_costs
+from planner.core.schedule import ActionKind
 from planner.replay.calibrate import Calibration, predict, torch_first_stage
 
 __all__ = ["is_exact_replay", "copied_prediction", "repredict", "REPREDICTED"]
@@ -88,11 +89,11 @@ def _full_backward(sc: StageCosts, plan: Plan, table: CostTable) -> StageCosts:
     for acts in plan.parsed_schedule().values():
         for a in acts:
             for p in a.parts:
-                if p.kind in ("B", "I"):
+                if p.kind in (ActionKind.B, ActionKind.I):
                     kinds.setdefault(p.stage, set()).add(p.kind)
     i, w = list(sc.i), list(sc.w)
     for s, (lo, hi) in enumerate(plan.bounds()):
-        if kinds.get(s) != {"B"} or not b_of:
+        if kinds.get(s) != {ActionKind.B} or not b_of:
             continue
         b = sum(b_of[table.layers[k].type] for k in range(lo, hi))
         ratio = b / (i[s] + w[s]) if i[s] + w[s] > 0 else 1.0

@@ -19,6 +19,7 @@ from typing import Any
 from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
 
+from planner.core.schedule import ActionKind
 from planner.replay.layer_cuts import LayerCuts
 from profiler.timing import Clock  # the one clock (re-exported for the replay worker)
 
@@ -92,21 +93,21 @@ class TimedStage(PipelineStage):
         if self.cuts is not None:
             self.cuts.forward_chunk(fwd_chunk_id)
         try:
-            return self._timed("F", fwd_chunk_id, super().forward_one_chunk, fwd_chunk_id, *args, **kwargs)
+            return self._timed(ActionKind.F, fwd_chunk_id, super().forward_one_chunk, fwd_chunk_id, *args, **kwargs)
         finally:
             if self.cuts is not None:
                 self.cuts.forward_done()
 
     def backward_one_chunk(self, bwd_chunk_id: int, loss: Any = None, full_backward: bool = True,
                            last_backward: bool = False) -> None:
-        kind = "B" if full_backward else "I"
+        kind = ActionKind.B if full_backward else ActionKind.I
         self._bwd_chunk = bwd_chunk_id
         self._timed(kind, bwd_chunk_id, super().backward_one_chunk, bwd_chunk_id, loss=loss,
                     full_backward=full_backward, last_backward=last_backward)
 
     def backward_weight_one_chunk(self, bwd_chunk_id: int, last_backward: bool = False) -> None:
         self._bwd_chunk = bwd_chunk_id
-        self._timed("W", bwd_chunk_id, super().backward_weight_one_chunk, bwd_chunk_id,
+        self._timed(ActionKind.W, bwd_chunk_id, super().backward_weight_one_chunk, bwd_chunk_id,
                     last_backward=last_backward)
 
 

@@ -34,6 +34,7 @@ import torch
 import torch.distributed as dist
 
 from planner.core.plan import Plan
+from planner.core.schedule import ActionKind
 from planner.replay import device as dev
 from planner.replay.lowering import to_torch_actions
 from planner.replay.model import ReplayModel, build_stage, loss_fn, make_batch, replay_model
@@ -163,8 +164,8 @@ def _attach_timed(runtime: TimedRuntime, recorder: Recorder, opts: ReplayOptions
         start = recorder.clock.mark()
         overlap_f_b(action, ctx, timeout_s=opts.timeout_s)
         end = recorder.clock.mark()
-        b_kind = "B" if b_act.computation_type.name == "FULL_BACKWARD" else "I"
-        recorder.open[first:] = [(f_act.stage_index, "F", f_act.microbatch_index, start, end),
+        b_kind = ActionKind.B if b_act.computation_type.name == "FULL_BACKWARD" else ActionKind.I
+        recorder.open[first:] = [(f_act.stage_index, ActionKind.F, f_act.microbatch_index, start, end),
                                  (b_act.stage_index, b_kind, b_act.microbatch_index, end, end)]
 
     runtime.register_custom_function(OVERLAP_F_B, timed)
