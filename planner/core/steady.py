@@ -91,7 +91,7 @@ def steady_state(schedule: Schedule, costs: StageCosts, microbatches: int, *,
     delay = [costs.p2p_time(s) for s in range(costs.num_stages)] + [0.0]
     gated = _rank_gated(comp)
     ready = [0.0] * nr
-    ends, offset = [], 0.0
+    ends: list[float] = []
     start = [0.0] * n
     for _ in range(steps):
         end = [0.0] * (n + 1) + ready

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from itertools import zip_longest
 from dataclasses import replace
 
 from planner.core.costs import CostTable
@@ -88,10 +89,12 @@ def _make_plan(table: CostTable, req: PlanRequest, variants: Sequence[tuple[Cost
     t0 = time.perf_counter()
     tried: list[dict] = []
     budget.mark("costs")
-    jobs = [(tab, replace(breq, microbatches=opt.count, microbatch_size=opt.size), name)
-            for base, breq in _leanest_first([(table, req), *variants]) for opt in _options(breq)
-            for tab in [table_for(base, opt)]
-            for name in candidate_schedules(breq.schedule, tab, vpp=breq.vpp, placement=breq.placement)]
+    per_table = [[(tab, replace(breq, microbatches=opt.count, microbatch_size=opt.size), name)
+                  for opt in _options(breq) for tab in [table_for(base, opt)]
+                  for name in candidate_schedules(breq.schedule, tab, vpp=breq.vpp, placement=breq.placement)]
+                 for base, breq in _screen_order([(table, req), *variants])]
+    # round-robin over the tables: a screening cut short has tried each table's first jobs
+    jobs = [job for group in zip_longest(*per_table) for job in group if job is not None]
     phase("screening")
     trials = _screen_all(jobs, tried, budget.phase("screen"))
     budget.mark("screen")
@@ -144,9 +147,22 @@ def _screen_all(jobs: list, tried: list[dict], deadline: Deadline) -> list[Trial
     return trials
 
 
-def _leanest_first(pairs: list[tuple[CostTable, PlanRequest]]) -> list[tuple[CostTable, PlanRequest]]:
-    """The (table, request) pairs, least activation memory per microbatch first (e.g. full
-    recomputation before none): the screening then finds a plan that fits memory early,
-    which matters when its wall deadline cuts it short ([Note: kept budget]); with time
-    for every job the order only breaks exact ties."""
-    return sorted(pairs, key=lambda p: sum(lc.act_bytes for lc in p[0].layers))
+def _screen_order(pairs: list[tuple[CostTable, PlanRequest]]) -> list[tuple[CostTable, PlanRequest]]:
+    """The (table, request) pairs in screening order: the least compute (e.g. no
+    recomputation: the fastest plan when it fits), then the least activation memory per
+    microbatch (e.g. full recomputation: the likeliest to fit), then the rest as given.
+    Jobs are taken round-robin over the tables in this order, so when the screening's wall
+    deadline cuts it short ([Note: kept budget]) both the likely fastest and the likely
+    fitting table have been screened; with time for every job the order only breaks
+    exact ties."""
+    if len(pairs) < 3:
+        return sorted(pairs, key=lambda p: _compute(p[0]))
+    fast = min(range(len(pairs)), key=lambda k: (_compute(pairs[k][0]), k))
+    lean = min((k for k in range(len(pairs)) if k != fast),
+               key=lambda k: (sum(lc.act_bytes for lc in pairs[k][0].layers), k))
+    return [pairs[fast], pairs[lean]] + [p for k, p in enumerate(pairs) if k not in (fast, lean)]
+
+
+def _compute(table: CostTable) -> float:
+    """Serial compute of one microbatch through every layer (F + I + W)."""
+    return sum(lc.f + lc.i + lc.w for lc in table.layers)
