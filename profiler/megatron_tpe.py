@@ -34,12 +34,16 @@ How ppplan reads it (the layout, built from the plan by
   single-file formats (the per-microbatch mean is that over M; the imbalance ratios are
   the same either way);
 - [Note: virtual stages] with virtual stages a shared local index holds the rows of
-  every chunk that has an MoE layer there, in the order the rank ran their forwards:
-  Megatron's schedule table (``megatron/core/pipeline_parallel/schedules.py``,
+  every chunk that has an MoE layer there, in the order the rank ran them. Forwards run in
+  Megatron's schedule-table order (``megatron/core/pipeline_parallel/schedules.py``,
   ``get_schedule_table``: groups of ``--microbatch-group-size-per-virtual-pipeline-stage``
-  microbatches, chunk by chunk), the same on every pipeline rank. ppplan splits the rows by
-  that order. Recomputed forwards run inside the backward, at places the schedule decides,
-  so a merged record with recomputation rows cannot be split: it is refused.
+  microbatches, chunk by chunk); with every forward recomputed (full recomputation, what
+  ppplan exports) the re-runs come inside the backwards, which
+  ``forward_backward_pipelining_with_interleaving`` runs after the rank's warm-up forwards
+  ((pp - rank - 1) x 2 + (vpp - 1) x group, ``get_pp_rank_microbatches``) one per steady
+  step, after that step's forward, backward k on chunk vpp - 1 - (the table's chunk k).
+  ppplan splits the rows by that order (M rows per chunk, or 2M with recomputation); any
+  other row count is refused, since the merged rows cannot then be told apart.
 """
 
 from __future__ import annotations
@@ -95,8 +99,11 @@ class TpeLayout:
     """Experts per expert-parallel rank (length of every ``tpe`` row)."""
     microbatches: int
     """Microbatches per step (M)."""
-    forward_chunks: tuple[int, ...]
-    """Model chunk of each forward call on a rank, in order (Megatron's schedule table)."""
+    forward_calls: tuple[tuple[int, int], ...]
+    """(microbatch, chunk) of each forward on a rank, in order (Megatron's schedule table)."""
+    recompute_calls: tuple[tuple[tuple[int, int], ...], ...]
+    """Per pipeline rank: (microbatch, chunk) of each forward call, re-runs included, when every
+    forward is recomputed before its backward (see [Note: virtual stages])."""
     moe_layers: tuple[dict[TpeKey, tuple[tuple[int, int], ...]], ...]
     """Per pipeline rank: key -> ((chunk, ModelSpec layer index), ...) of its MoE layers."""
     block_sizes: tuple[dict[str, int], ...]
@@ -202,7 +209,7 @@ def _read_rank(path: Path, pp: int, model: ModelSpec, layout: TpeLayout) -> dict
             raise InputError(where, f"second record for iteration {it}, {_name(key)}",
                              "log each layer once per iteration")
         chunks = _chunks(key, pp, model, layout, where)
-        recs[key] = _Rec(line=lineno, counts=_split_rows(rec.get("tpe"), chunks, layout, where))
+        recs[key] = _Rec(line=lineno, counts=_split_rows(rec.get("tpe"), chunks, layout, pp, where))
     if not out:
         raise InputError(f"{path}:1", "empty log (no records)", "pass the logs of a run that saved tokens per expert")
     expected = set(layout.moe_layers[pp])
@@ -254,7 +261,7 @@ def _chunks(key: TpeKey, pp: int, model: ModelSpec, layout: TpeLayout, where: st
                      f"({model.name})", "pass the plan of the run that wrote the logs")
 
 
-def _split_rows(tpe: Any, chunks: tuple[tuple[int, int], ...], layout: TpeLayout, where: str
+def _split_rows(tpe: Any, chunks: tuple[tuple[int, int], ...], layout: TpeLayout, pp: int, where: str
                 ) -> tuple[tuple[float, ...], ...]:
     """Local-expert counts of the iteration per chunk (see [Note: rows per microbatch])."""
     n = layout.local_experts
@@ -274,17 +281,19 @@ def _split_rows(tpe: Any, chunks: tuple[tuple[int, int], ...], layout: TpeLayout
                              " (each forward re-run for recomputation)",
                              "save tokens per expert every N steps of the run this plan describes")
         return (tuple(sum(col) / (rows // m) for col in zip(*tpe)),)
-    if rows != len(chunks) * m:
-        raise InputError(f"{where}: tpe", f"{rows} rows for a local index that {len(chunks)} model chunks "
-                         f"share, expected {len(chunks) * m} (one per chunk and microbatch); Megatron's log "
-                         "merges the chunks and recomputed forwards cannot be told apart",
-                         "log with recomputation off, or without virtual stages")
+    k = len(chunks)
+    if rows not in (k * m, 2 * k * m):
+        raise InputError(f"{where}: tpe", f"{rows} rows for a local index that {k} model chunks share, "
+                         f"expected {k * m} (one per chunk and microbatch) or {2 * k * m} (every forward "
+                         "recomputed); Megatron's log merges the chunks, other counts cannot be split",
+                         "log with full recomputation or none, or without virtual stages")
     wanted = {c for c, _ in chunks}
-    order = [c for c in layout.forward_chunks if c in wanted]
+    calls = layout.forward_calls if rows == k * m else layout.recompute_calls[pp]
+    order = [c for _, c in calls if c in wanted]
     sums = {c: [0.0] * n for c in wanted}
     for chunk, row in zip(order, tpe):
         sums[chunk] = [a + b for a, b in zip(sums[chunk], row)]
-    return tuple(tuple(sums[c]) for c, _ in chunks)
+    return tuple(tuple(x / (rows // (k * m)) for x in sums[c]) for c, _ in chunks)
 
 
 def _check_iterations(per_rank: dict[int, dict[int, dict[TpeKey, _Rec]]], files: dict[int, Path]) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from planner.core.errors import InputError
-from planner.replanning.megatron_layout import ORDERS, rank_coords, schedule_table, tpe_layout
+from planner.replanning.megatron_layout import ORDERS, rank_coords, recompute_calls, schedule_table, tpe_layout
 from profiler.megatron_tpe import TpeLayout, read_megatron
 from profiler.routing import load_routing
 from test_routing import _model
@@ -90,10 +90,12 @@ def test_logs_read_back_to_the_iteration_counts(tmp_path, kw):
     assert read_megatron([tmp_path], _model(), layout) == read_megatron(sorted(folder.iterdir()), _model(), layout)
 
 
-def test_recomputed_forwards_are_not_counted_twice(tmp_path):
-    layout = _layout()
+@pytest.mark.parametrize("vpp", [1, 2])
+def test_recomputed_forwards_are_not_counted_twice(tmp_path, vpp):
+    layout = _layout(vpp=vpp)
     folder = _logs(tmp_path, layout, recompute=True)
-    assert len(json.loads((folder / "rank0.jsonl").read_text().splitlines()[0])["tpe"]) == 8
+    rows = [len(json.loads(line)["tpe"]) for line in (folder / "rank4.jsonl").read_text().splitlines()]
+    assert rows[0] == (8 if vpp == 1 else 16)  # vpp 2: local decoder 0 holds layers 2 and 4
     assert read_megatron([folder], _model(), layout) == {k: [float(x) for x in v] for k, v in _counts().items()}
 
 
@@ -101,7 +103,7 @@ def test_virtual_chunks_sharing_a_local_index_split_by_forward_order(tmp_path):
     layout = _layout(tp=1, dp=2, ep=2, vpp=2, microbatches=2)
     # rank 1: chunk 0 = layer 2 (local 0), chunk 1 = layers 4 (local 0), MTP, head.
     assert layout.moe_layers[1][("decoder", -1, 0)] == ((0, 2), (1, 4))
-    assert layout.forward_chunks == (0, 0, 1, 1)
+    assert [ch for _, ch in layout.forward_calls] == [0, 0, 1, 1]
     a, b = [1, 0, 0, 0], [0, 0, 0, 1]
     lines = {0: [{"iter": 1, "block": "decoder", "layer": 0, "tpe": [a, a]}],  # rank 0: layer 3 (chunk 1)
              1: [{"iter": 1, "block": "decoder", "layer": 0, "tpe": [a, a, b, b]},
@@ -111,11 +113,21 @@ def test_virtual_chunks_sharing_a_local_index_split_by_forward_order(tmp_path):
     out = read_megatron([tmp_path], _model(), layout)
     assert out[(1, 2)] == [2.0, 0, 0, 0, 2.0, 0, 0, 0]  # EP ranks 0 and 1 both logged [a, a] for chunk 0
     assert out[(1, 4)] == [0, 0, 0, 2.0, 0, 0, 0, 2.0]
-    bad = {"iter": 1, "block": "decoder", "layer": 0, "tpe": [a] * 8}
+    bad = {"iter": 1, "block": "decoder", "layer": 0, "tpe": [a] * 6}
     (tmp_path / "rank2.jsonl").write_text(json.dumps(bad) + "\n")  # ranks 2 and 3 are pipeline rank 1
-    with pytest.raises(InputError, match=r"rank2\.jsonl:1: tpe: 8 rows for a local index that 2 model chunks "
-                       r"share, expected 4 .*merges the chunks"):
+    with pytest.raises(InputError, match=r"rank2\.jsonl:1: tpe: 6 rows for a local index that 2 model chunks "
+                       r"share, expected 4 .* or 8 .*merges the chunks"):
         read_megatron([tmp_path], _model(), layout)
+
+
+def test_recompute_calls_follow_megatrons_interleaved_schedule():
+    # pp 2, vpp 2, 4 microbatches, group 2: table (0,0) (1,0) (0,1) (1,1) (2,0) (3,0) (2,1) (3,1).
+    # Rank 0 warms up (2-0-1)*2 + 1*2 = 4 forwards, rank 1 2; backward k runs chunk 1 - table chunk.
+    assert recompute_calls(4, 2, 2, 0) == [(0, 0), (1, 0), (0, 1), (1, 1), (2, 0), (0, 1), (3, 0), (1, 1),
+                                           (2, 1), (0, 0), (3, 1), (1, 0), (2, 1), (3, 1), (2, 0), (3, 0)]
+    assert recompute_calls(4, 2, 2, 1) == [(0, 0), (1, 0), (0, 1), (0, 1), (1, 1), (1, 1), (2, 0), (0, 0),
+                                           (3, 0), (1, 0), (2, 1), (2, 1), (3, 1), (3, 1), (2, 0), (3, 0)]
+    assert recompute_calls(3, 1, 4, 0) == [(0, 0), (1, 0), (2, 0), (0, 0), (1, 0), (2, 0)]  # warm-up 3 of 3
 
 
 def _edit(folder: Path, rank: int, line: int, **changes) -> None:

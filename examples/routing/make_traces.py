@@ -118,8 +118,9 @@ def write_megatron_logs(out_dir: Path, layout: TpeLayout, counts: dict[tuple[int
     One ``rank<R>.jsonl`` per global rank holding MoE layers, in Megatron's ``save_tpe``
     form: rank-local layer indices, one row per forward call of local-expert counts. Each
     count is split at random over the microbatches and expert-data-parallel replicas (a
-    multinomial, seeded), ETP peers get identical rows, ``recompute`` repeats every row
-    (a second forward per microbatch).
+    multinomial, seeded), ETP peers get identical rows, ``recompute`` re-runs every forward
+    before its backward (Megatron's full recomputation: each row twice, in the order the
+    interleaved schedule runs them).
     """
     rng = np.random.default_rng([seed, 6])
     edp = 1 + max(c.edp for c in layout.ranks)
@@ -133,13 +134,9 @@ def write_megatron_logs(out_dir: Path, layout: TpeLayout, counts: dict[tuple[int
         for it in iters:
             for key in keys:
                 chunks = dict(layout.moe_layers[c.pp][key])
-                seen = dict.fromkeys(chunks, 0)
-                rows = []
-                for chunk in (ch for ch in layout.forward_chunks if ch in chunks):
-                    cell = cells[(it, chunks[chunk])][c.ep * n:(c.ep + 1) * n, seen[chunk] * edp + c.edp]
-                    seen[chunk] += 1
-                    rows.append(cell.tolist())
-                rows += rows if recompute else []
+                calls = layout.recompute_calls[c.pp] if recompute else layout.forward_calls
+                rows = [cells[(it, chunks[ch])][c.ep * n:(c.ep + 1) * n, mb * edp + c.edp].tolist()
+                        for mb, ch in calls if ch in chunks]
                 block, mtp_idx, layer = key
                 rec = {"iter": it, "block": block, **({"mtp_idx": mtp_idx} if block == "mtp" else {}),
                        "layer": layer, "tpe": rows}

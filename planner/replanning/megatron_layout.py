@@ -15,7 +15,10 @@ Layers: stage i of ``--pipeline-model-parallel-layout`` is model chunk i // pp o
 rank i % pp (loop placement); each chunk has its own decoder block whose layers are
 numbered from 0 (dense layers included), and its own MTP block. Forward calls on a rank
 follow ``get_schedule_table(M, vpp, group)`` in ``megatron/core/pipeline_parallel/schedules.py``
-with the group size ppplan's export sets (``--microbatch-group-size-per-virtual-pipeline-stage pp``).
+with the group size ppplan's export sets (``--microbatch-group-size-per-virtual-pipeline-stage pp``);
+``forward_backward_pipelining_with_interleaving`` runs ``get_pp_rank_microbatches``' warm-up
+forwards, then one forward and one backward per steady step, then the remaining backwards
+(backward k on chunk ``vpp - 1 -`` the table's chunk k, ``get_model_chunk_id(k, forward=False)``).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from planner.core.model import ModelSpec
 from planner.core.plan import Plan
 from profiler.megatron_tpe import RankCoords, TpeKey, TpeLayout
 
-__all__ = ["ORDERS", "megatron_layout", "tpe_layout", "rank_coords", "schedule_table"]
+__all__ = ["ORDERS", "megatron_layout", "tpe_layout", "rank_coords", "schedule_table", "recompute_calls"]
 
 ORDERS = {False: "tp-cp-ep-dp-pp", True: "tp-cp-ep-pp-dp"}
 """Megatron's rank order without / with ``--use-tp-pp-dp-mapping``."""
@@ -90,7 +93,8 @@ def tpe_layout(model: ModelSpec, *, bounds: list[tuple[int, int]], pp: int, vpp:
     describe = f"pp {pp} x tp {tp} x cp {cp} x dp {dp}, ep {ep}, expert tp {etp}, expert dp {edp}, order {order}"
     return TpeLayout(world_size=world, describe=describe, ranks=ranks,
                      local_experts=model.moe.num_experts // ep, microbatches=microbatches,
-                     forward_chunks=tuple(ch for _, ch in schedule_table(microbatches, vpp, pp)),
+                     forward_calls=tuple(schedule_table(microbatches, vpp, pp)),
+                     recompute_calls=tuple(tuple(recompute_calls(microbatches, vpp, pp, rank)) for rank in range(pp)),
                      moe_layers=tuple({k: tuple(v) for k, v in m.items()} for m in moe), block_sizes=tuple(block))
 
 
@@ -110,3 +114,18 @@ def schedule_table(microbatches: int, chunks: int, group: int) -> list[tuple[int
         high = microbatches if low + group >= microbatches else low + group
         table += [(mb, ch) for ch in range(chunks) for mb in range(low, high)]
     return table
+
+
+def recompute_calls(microbatches: int, chunks: int, pp: int, rank: int) -> list[tuple[int, int]]:
+    """(microbatch, chunk) of every forward call on pipeline ``rank`` when each backward first
+    re-runs its forward (full recomputation), in Megatron's interleaved order (module doc)."""
+    table = schedule_table(microbatches, chunks, pp)
+    total = len(table)
+    # Without virtual stages Megatron runs forward_backward_pipelining_without_interleaving:
+    # pp - rank - 1 warm-up forwards.
+    warmup = min(total, (pp - rank - 1) * 2 + (chunks - 1) * pp if chunks > 1 else pp - rank - 1)
+    backward = [(mb, chunks - 1 - ch) for mb, ch in table]
+    calls = table[:warmup]
+    for k in range(total - warmup):
+        calls += [table[warmup + k], backward[k]]
+    return calls + backward[total - warmup:]
