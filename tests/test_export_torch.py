@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import csv
 import io
-import tomllib
 import types
 
 import pytest
@@ -14,7 +13,7 @@ from torch.distributed.pipelining.schedules import (_Action, _add_send_recv, _Pi
 
 from planner.core.placement import stage_ranks
 from planner.export import ExportError, export_plan
-from planner.export.pipelining import module_fqns, torchtitan_schedule_name, torchtitan_toml
+from planner.export.pipelining import module_fqns, torchtitan_schedule_name
 from test_export_plans import CASES, SHIPPED, build_plan, case_plan, default_plan, staged_gpipe
 
 
@@ -98,21 +97,29 @@ def test_module_fqns_follow_the_partition(name):
     plan = case_plan(name)
     parts = module_fqns(plan)
     assert len(parts) == plan.num_stages
-    assert parts[0][0] == "tok_embeddings" and parts[-1][-2:] == ["norm", "output"]
+    assert parts[0][0] == "tok_embeddings" and parts[-1][-2:] == ["norm", "lm_head"]
     flat = [n for part in parts for n in part if n.startswith("layers.")]
     assert flat == [f"layers.{k}" for k in range(plan.model["layout"].count("t"))]
     for part, (a, b) in zip(parts, plan.bounds()):
         layout = plan.model["layout"][a:b]
-        assert len(part) == b - a + layout.count("L")  # the head is norm + output
+        assert len(part) == b - a + layout.count("L")  # the head is norm + lm_head
 
 
-def test_torchtitan_files_and_toml(tmp_path):
+def _assigned(source: str) -> dict:
+    """Top-level ``NAME = literal`` assignments of a Python module."""
+    import ast
+
+    return {node.targets[0].id: ast.literal_eval(node.value) for node in ast.parse(source).body
+            if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Dict, ast.Constant))}
+
+
+def test_torchtitan_files_and_config(tmp_path):
     plan = case_plan("v")
-    out = export_plan(plan, "torchtitan", out=tmp_path / "tt.toml")
-    toml_path, csv_path = list(out.files)
+    out = export_plan(plan, "torchtitan", out=tmp_path / "tt.py")
+    module_path, csv_path = list(out.files)
     assert csv_path == str(tmp_path / "tt.csv")
     assert out.files[csv_path] == plan.torch_csv()
-    cfg = tomllib.loads(out.files[toml_path])
+    cfg = {k.lower(): v for k, v in _assigned(out.files[module_path]).items()}
     par = cfg["parallelism"]
     assert par["pipeline_parallel_schedule"] == "ZBVZeroBubble"
     assert par["pipeline_parallel_schedule_csv"] == csv_path
@@ -120,4 +127,4 @@ def test_torchtitan_files_and_toml(tmp_path):
     assert par["module_fqns_per_model_part"] == module_fqns(plan)
     assert cfg["training"]["local_batch_size"] == plan.num_microbatches * plan.microbatches["size"]
     assert "--parallelism.pipeline_parallel_schedule" in out.summary["overrides"]
-    assert torchtitan_toml(plan.torchtitan_options(csv_path=csv_path)).count("[") >= 2
+    assert cfg["activation_checkpoint"] == out.summary["activation_checkpoint"]

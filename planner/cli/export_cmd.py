@@ -16,7 +16,7 @@ __all__ = ["COMMANDS"]
               help="torch-csv (_PipelineScheduleRuntime CSV), torchtitan (TOML + CSV), megatron "
                    "(arguments), deepspeed (PipelineModule subclass), trace (Chrome/Perfetto JSON).")
 @click.option("--out", type=click.Path(dir_okay=False),
-              help="Main output file (default: schedule.csv, torchtitan.toml, megatron_args.txt, "
+              help="Main output file (default: schedule.csv, torchtitan_config.py, megatron_args.txt, "
                    "deepspeed_pipeline.py or trace.json), '-' for stdout; torchtitan writes its "
                    "CSV beside it.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was exported as JSON.")

@@ -25,7 +25,7 @@ __all__ = ["FORMATS", "DEFAULT_OUT", "Export", "ExportError", "export_plan", "wr
            "LaunchPlan", "as_launch_plan"]
 
 FORMATS = ("torch-csv", "torchtitan", "megatron", "deepspeed", "trace")
-DEFAULT_OUT = {"torch-csv": "schedule.csv", "torchtitan": "torchtitan.toml",
+DEFAULT_OUT = {"torch-csv": "schedule.csv", "torchtitan": "torchtitan_config.py",
                "megatron": "megatron_args.txt", "deepspeed": "deepspeed_pipeline.py",
                "trace": "trace.json"}
 """Output file per format when ``--out`` is not given."""
@@ -66,15 +66,17 @@ def _torch_csv(plan: Plan, path: str) -> tuple[dict[str, str], dict[str, Any]]:
 
 
 def _torchtitan(plan: Plan, path: str) -> tuple[dict[str, str], dict[str, Any]]:
-    from planner.export.pipelining import torch_csv, torchtitan_options, torchtitan_overrides, torchtitan_toml
+    from planner.export.pipelining import torch_csv, torchtitan_options, torchtitan_overrides
+    from planner.export.torchtitan import activation_checkpoint, torchtitan_config_py
 
     csv_path = str(Path(path).with_suffix(".csv"))
     if csv_path == path:
         csv_path = path + ".csv"
     options = torchtitan_options(plan, csv_path=csv_path)
-    toml = torchtitan_toml(options, title=f"torchtitan options for ppplan plan {plan.model.get('name', '')}")
-    return ({path: toml, csv_path: torch_csv(plan, fmt="torchtitan")},
-            {"options": options, "overrides": torchtitan_overrides(options)})
+    module = torchtitan_config_py(plan, csv_path=csv_path)
+    return ({path: module, csv_path: torch_csv(plan, fmt="torchtitan")},
+            {"options": options, "overrides": torchtitan_overrides(options),
+             "activation_checkpoint": activation_checkpoint(plan)})
 
 
 def _megatron(plan: Plan, path: str) -> tuple[dict[str, str], dict[str, Any]]:

@@ -24,7 +24,7 @@ from planner.core.plan import Plan
 from planner.export.schedule import ExportError, check_exportable, has_fused, placement_style, split_w
 
 __all__ = ["torch_csv", "torchtitan_options", "torchtitan_schedule_name", "module_fqns",
-           "torchtitan_toml", "torchtitan_overrides"]
+           "torchtitan_overrides"]
 
 
 def torch_csv(plan: Plan, *, fmt: str = "torch-csv") -> str:
@@ -64,7 +64,8 @@ def torchtitan_schedule_name(plan: Plan) -> str:
 
 
 def module_fqns(plan: Plan, *, fmt: str = "torchtitan") -> list[list[str]]:
-    """torchtitan module FQNs per stage: tok_embeddings, layers.N, norm + output."""
+    """torchtitan module FQNs per stage: tok_embeddings, layers.N, norm + lm_head (0.3; 0.2 named
+    the head ``output``)."""
     layout = str(plan.model.get("layout", ""))
     if len(layout) != int(plan.model["num_layers"]):
         raise ExportError(fmt, "plan.model.layout is missing or does not have one letter per layer",
@@ -73,7 +74,7 @@ def module_fqns(plan: Plan, *, fmt: str = "torchtitan") -> list[list[str]]:
         raise ExportError(fmt, f"layer {layout.index('m')} is an MTP layer and torchtitan models "
                           "have no MTP module", "plan a config without MTP layers "
                           "(num_nextn_predict_layers: 0) or use --format megatron")
-    names = {"E": ["tok_embeddings"], "L": ["norm", "output"]}
+    names = {"E": ["tok_embeddings"], "L": ["norm", "lm_head"]}  # torchtitan 0.3 models/common/decoder.py
     out, decoder = [], 0
     for a, b in plan.bounds():
         part: list[str] = []
@@ -88,7 +89,7 @@ def module_fqns(plan: Plan, *, fmt: str = "torchtitan") -> list[list[str]]:
 
 
 def torchtitan_options(plan: Plan, *, csv_path: str = "schedule.csv") -> dict[str, dict[str, Any]]:
-    """torchtitan job-config sections (``parallelism``, ``training``) that run ``plan``.
+    """torchtitan 0.3 config fields (``parallelism``, ``training``) that run ``plan``.
 
     The schedule CSV itself is ``torch_csv(plan)``, to be written at ``csv_path``.
     """
@@ -111,30 +112,8 @@ def torchtitan_options(plan: Plan, *, csv_path: str = "schedule.csv") -> dict[st
     return {"parallelism": par, "training": training}
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, list):
-        if value and isinstance(value[0], list):
-            return "[\n" + "".join(f"  {_toml_value(v)},\n" for v in value) + "]"
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return str(value)
-
-
-def torchtitan_toml(options: dict[str, dict[str, Any]], *, title: str = "") -> str:
-    """The options as TOML sections to merge into a torchtitan job config."""
-    lines = [f"# {title}"] if title else []
-    for section, values in options.items():
-        lines.append(f"[{section}]")
-        lines += [f"{key} = {_toml_value(v)}" for key, v in values.items()]
-        lines.append("")
-    return "\n".join(lines)
-
-
 def torchtitan_overrides(options: dict[str, dict[str, Any]]) -> list[str]:
-    """Command-line overrides for the scalar options (FQN lists live in the TOML only)."""
+    """Command-line overrides for the scalar options (FQN lists live in the config module only)."""
     out = []
     for section, values in options.items():
         for key, v in values.items():
