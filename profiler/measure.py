@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
-from profiler.layers.program import Exchange
+from profiler.layers.program import Exchange, group_rank
 from profiler.measure_run import LayerRun, Task, run_serial
 from profiler.timing import Clock, Stat, summarize
 
@@ -114,7 +113,7 @@ def _a2a_bytes(module: nn.Module, run: LayerRun) -> int:
     for step in module.program():
         if isinstance(step, Exchange):
             in_splits = run.ctx[step.splits][0]
-            me = dist.get_rank(step.group)
+            me = group_rank(step.group)
             rows = sum(in_splits) - in_splits[me]
             src = run.state[step.src]
             total += rows * src[0].numel() * src.element_size() if src.shape[0] else 0

@@ -23,7 +23,7 @@ from profiler.measure import LayerTiming, measure_layer
 from profiler.pairs import PairTiming, measure_pair
 from profiler.timing import Clock, Stat
 
-__all__ = ["WorkerConfig", "WorkerResult", "profile_rank", "representatives"]
+__all__ = ["WorkerConfig", "WorkerResult", "BuiltTypes", "profile_rank", "measure_types", "representatives"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,8 +115,23 @@ def profile_rank(rank: int, world: int, port: int, cfg: WorkerConfig,
     return WorkerResult(layers=mine[0], pairs=mine[1], p2p=p2p, a2a=a2a, device_name=name)
 
 
-def _measure(rank: int, cfg: WorkerConfig, device: torch.device, group: Any,
-             report: Callable[[str], None]):
+@dataclass(frozen=True, kw_only=True)
+class BuiltTypes:
+    """One module, input and loss per layer type, as the measurements used them."""
+
+    modules: dict[str, Any]
+    """Layer type -> module (on the device)."""
+    inputs: dict[str, torch.Tensor]
+    """Layer type -> sample input."""
+    losses: dict[str, Callable | None]
+    """Layer type -> loss on its output (the head's), else None."""
+
+
+def measure_types(cfg: WorkerConfig, device: torch.device, group: Any, report: Callable[[str], None], *,
+                  rank: int = 0) -> tuple[dict[str, LayerTiming], dict, BuiltTypes]:
+    """Every layer type of ``cfg.model`` timed alone, then every type pair overlapped (when
+    ``cfg.pairs``); ``group``: the expert-parallel group (a process group, an
+    ``EmulatedLink``, or None for all experts local)."""
     clock = Clock(device)
     reps = representatives(cfg.model)
     mods, inputs, losses, timings = {}, {}, {}, {}
@@ -138,6 +153,12 @@ def _measure(rank: int, cfg: WorkerConfig, device: torch.device, group: Any,
                                                warmup=0, repeats=cfg.repeats,
                                                loss_a=losses[ta], loss_b=losses[tb], seed=cfg.seed)
                 report(f"pair {ta} / {tb}")
+    return timings, pairs, BuiltTypes(modules=mods, inputs=inputs, losses=losses)
+
+
+def _measure(rank: int, cfg: WorkerConfig, device: torch.device, group: Any,
+             report: Callable[[str], None]):
+    timings, pairs, _ = measure_types(cfg, device, group, report, rank=rank)
     return timings, pairs
 
 

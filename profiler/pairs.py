@@ -30,7 +30,7 @@ from profiler.measure import grad_seed
 from profiler.measure_run import LayerRun, Task, run_serial
 from profiler.timing import Clock, Stat, summarize
 
-__all__ = ["PairTiming", "run_overlapped", "measure_pair"]
+__all__ = ["PairTiming", "run_overlapped", "measure_pair", "measure_stage_pairs"]
 
 
 def _advance(queue: deque[Task], pending: list[Any], side: int) -> None:
@@ -109,5 +109,29 @@ def measure_pair(a: nn.Module, x_a: torch.Tensor, b: nn.Module, x_b: torch.Tenso
         if r >= warmup:
             ov.append(t[True])
             serial.append(t[False])
+    ratios = [o / s for o, s in zip(ov, serial) if s > 0] or [1.0]
+    return PairTiming(ov=summarize(ov), serial=summarize(serial), ratio=summarize(ratios))
+
+
+Member = tuple[nn.Module, torch.Tensor, "Callable | None"]
+"""(module, sample input, loss or None) of one layer."""
+
+
+def measure_stage_pairs(pairs: list[tuple[Member, Member]], *, clock: Clock, repeats: int,
+                        seed: int = 0) -> PairTiming:
+    """A stage's steady state as the planner models it: for each (forward layer, backward
+    layer) in ``pairs`` (F of layer s+j beside I of layer e-1-j), the two overlapped, then
+    the same two serial; per repeat the sums over the stage, so ``ov`` is the stage's
+    measured fused time and ``serial`` its unfused one. Each backward layer's forward
+    runs untimed first (on a GPU the marks are events, so it is excluded there too)."""
+    ov, serial = [], []
+    for r in range(repeats):
+        order = (True, False) if r % 2 else (False, True)
+        sums = {True: 0.0, False: 0.0}
+        for (a, x_a, loss_a), (b, x_b, loss_b) in pairs:
+            for o in order:
+                sums[o] += _timed_pair(a, x_a, b, x_b, clock, (loss_a, loss_b), seed, o)
+        ov.append(sums[True])
+        serial.append(sums[False])
     ratios = [o / s for o, s in zip(ov, serial) if s > 0] or [1.0]
     return PairTiming(ov=summarize(ov), serial=summarize(serial), ratio=summarize(ratios))

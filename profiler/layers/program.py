@@ -27,7 +27,7 @@ copies would eat the overlap).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Union
 
 import threading
@@ -36,7 +36,7 @@ import time
 import torch
 import torch.distributed as dist
 
-__all__ = ["Compute", "Exchange", "Step", "Ctx", "State", "all_to_all", "run_program", "EmulatedLink",
+__all__ = ["Compute", "Exchange", "Step", "Ctx", "State", "all_to_all", "run_program", "EmulatedLink", "SideStreamLink",
            "group_size", "group_rank", "wait_for", "set_wait_hook"]
 
 State = dict[str, torch.Tensor]
@@ -88,6 +88,52 @@ class EmulatedLink:
 
     seconds: dict[str, float]
     """Link time of each exchange of one layer, in seconds."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SideStreamLink(EmulatedLink):
+    """A one-process stand-in for an expert-parallel group on one GPU (NCCL refuses two
+    ranks on one device): each all-to-all is a device-to-device copy of the same bytes on
+    a side stream, so it costs memory bandwidth and can overlap compute as NCCL's own
+    stream would; ``wait`` orders the current stream after it. On the CPU a plain copy.
+    Used by ``benchmarks/gpu_check.py``."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Unused (the copy takes what it takes)."""
+
+
+class _StreamWork:
+    """A copy queued on a side stream; ``wait`` makes the current stream wait for it."""
+
+    def __init__(self, event: Any) -> None:
+        self.event = event
+
+    def wait(self, timeout: Any = None) -> bool:
+        if self.event is not None:
+            torch.cuda.current_stream().wait_event(self.event)
+        return True
+
+    def is_completed(self) -> bool:
+        return self.event is None or self.event.query()
+
+
+def _side_stream_copy(x: torch.Tensor) -> tuple[torch.Tensor, _StreamWork]:
+    if not x.is_cuda:
+        return x.detach().clone(), _StreamWork(None)
+    if x.device not in _SIDE_STREAMS:
+        _SIDE_STREAMS[x.device] = torch.cuda.Stream(device=x.device)
+    side = _SIDE_STREAMS[x.device]
+    side.wait_stream(torch.cuda.current_stream(x.device))
+    x.record_stream(side)  # x stays allocated until the side stream has read it
+    with torch.cuda.stream(side):
+        out = x.detach().clone()
+        event = torch.cuda.Event()
+        event.record(side)
+    out.record_stream(torch.cuda.current_stream(x.device))
+    return out, _StreamWork(event)
+
+
+_SIDE_STREAMS: dict[Any, Any] = {}
 
 
 class _DeadlineWork:
@@ -142,6 +188,11 @@ def all_to_all(x: torch.Tensor, in_splits: list[int], out_splits: list[int], gro
     """Rows of ``x`` split by ``in_splits`` go to each rank; returns (received, work or None).
     On an ``EmulatedLink`` the rows are copied locally and the work ends after the link's
     time for ``name``."""
+    if isinstance(group, SideStreamLink):
+        out, work = _side_stream_copy(x)
+        if not async_op:
+            work.wait()
+        return out, (work if async_op else None)
     if isinstance(group, EmulatedLink):
         issued = time.perf_counter()
         out = x.detach().clone()
