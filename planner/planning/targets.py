@@ -128,13 +128,15 @@ def plan_for_target(target: Target, tables: ModeTables, req: PlanRequest,
             _check_exports(target, plan)
         except InfeasibleError as exc:
             record.append({"schedule": run.schedule, "recompute": list(run.modes), "status": str(exc)})
-            errors.append(str(exc))
+            errors.append(exc)
             continue
         record.append({"schedule": run.schedule, "recompute": list(run.modes),
                        "step_time_s": plan.predicted["step_time_s"], "status": "valid"})
         if best is None or plan.predicted["step_time_s"] < best.predicted["step_time_s"] * (1 - 1e-12):
             best = plan
     if best is None:
+        if len(runs) == 1:
+            raise errors[0]  # one run (torch, torchtitan): the search's own reason, unchanged
         raise InfeasibleError(f"no plan {target.name} runs fits: {errors[0]}")
     best.extra["target"] = target.name
     if target.families is not None:
