@@ -3,10 +3,11 @@
     python examples/megatron_launcher.py                    # print the torchrun command
     python examples/megatron_launcher.py --model qwen3-next-80b-a3b --json
 
-The plan fixes the pipeline layout (``--pipeline-model-parallel-layout``), microbatch
-sizes and the flags its schedule needs; the launcher adds what is the job's own (paths,
-node topology). If Megatron cannot run the plan as planned (V placement, moved W, ...),
-``megatron_args()`` raises with the reason and nothing is launched.
+The plan is made with ``target="megatron"`` (only what Megatron executes is searched), so
+it fixes the pipeline layout (``--pipeline-model-parallel-layout``), microbatch sizes,
+recomputation and the companion flags Megatron's checks need; the launcher adds what is
+the job's own (paths, node topology). A ``--schedule`` Megatron does not run is refused
+with the reason and nothing is launched.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ def build_command(*, model: str, nodes: int, gpus_per_node: int, data_path: str,
     """torchrun + pretrain_gpt.py argument list for ``model``, planned by ppplan."""
     from planner import plan
 
-    p = plan(model, **plan_options)
+    p = plan(model, target="megatron", **plan_options)
     return ["torchrun", f"--nnodes={nodes}", f"--nproc-per-node={gpus_per_node}",
-            "pretrain_gpt.py", *p.megatron_args(), "--data-path", data_path, "--bf16"]
+            "pretrain_gpt.py", *p.megatron_args(), "--data-path", data_path]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,8 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="llama3-8b")
     parser.add_argument("--pp", type=int)
     parser.add_argument("--vpp", type=int)
-    parser.add_argument("--schedule", help="default: the order Megatron runs (1f1b, or interleaved "
-                        "with --vpp > 1); 'auto' may pick an order Megatron cannot express")
+    parser.add_argument("--schedule", default="auto", help="a family Megatron runs (1f1b, interleaved, "
+                        "interleaved-overlap) or auto: the fastest of them")
     parser.add_argument("--nodes", type=int, default=2)
     parser.add_argument("--gpus-per-node", type=int, default=8)
     parser.add_argument("--data-path", default="/data/my-corpus_text_document")
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cmd = build_command(model=opts.model, nodes=opts.nodes, gpus_per_node=opts.gpus_per_node,
                             data_path=opts.data_path, pp=opts.pp, vpp=opts.vpp,
-                            schedule=opts.schedule or ("interleaved" if (opts.vpp or 1) > 1 else "1f1b"),
+                            schedule=opts.schedule,
                             time_limit=5.0)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -45,7 +45,7 @@ def test_megatron_launcher_refuses_what_megatron_cannot_run():
     run = _run([str(EXAMPLES / "megatron_launcher.py"), "--model", "qwen3-30b-a3b",
                 "--schedule", "1f1b-overlap", "--pp", "4"], timeout=180)
     assert run.returncode == 2 and run.stdout == ""
-    assert "Megatron runs only with virtual stages when pp > 1" in run.stderr
+    assert "1f1b-overlap fuses F&B pairs, which megatron runs only with virtual stages when pp > 1" in run.stderr
 
 
 @pytest.mark.slow

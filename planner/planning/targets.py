@@ -90,7 +90,11 @@ def target_runs(target: Target, table: CostTable, *, schedule: str, pp: int, vpp
     for name in names:
         run_modes = modes
         if SCHEDULES[name].fused:
-            if (target.fused_needs_vpp and pp > 1 and vpp == 1) or (target.fused_needs_ep and ep < 2):
+            blocker = _fused_blocker(target, pp=pp, vpp=vpp, ep=ep)
+            if blocker is not None and name == schedule:
+                raise InputError("--schedule", f"{name} fuses F&B pairs, which {target.name} runs {blocker}",
+                                 "use --vpp 2 or more and --ep 2 or more, or re-plan with --target torch")
+            if blocker is not None:
                 continue
             run_modes = tuple(m for m in modes if m in target.fused_recompute)
         if run_modes:
@@ -99,6 +103,15 @@ def target_runs(target: Target, table: CostTable, *, schedule: str, pp: int, vpp
         raise InputError("--target", f"{target.name} runs no schedule for pp {pp} vpp {vpp} "
                          f"placement {placement}", "change --vpp/--placement or use --target torch")
     return runs
+
+
+def _fused_blocker(target: Target, *, pp: int, vpp: int, ep: int) -> str | None:
+    """Why the target cannot run fused pairs at this shape (None when it can)."""
+    if target.fused_needs_vpp and pp > 1 and vpp == 1:
+        return "only with virtual stages when pp > 1"
+    if target.fused_needs_ep and ep < 2:
+        return "only with expert parallelism (ep > 1)"
+    return None
 
 
 def _without_pairs(table: CostTable) -> CostTable:
