@@ -73,7 +73,7 @@ def _decoder_tasks(ctx: CostContext, layer: LayerSpec, imbalance: float):
         per_expert = copies * etp * ctx.ep / moe.num_experts
         inter = moe.expert_intermediate / etp
         e_flops = 2 * copies * 3 * h * moe.expert_intermediate
-        experts = ctx.gemm(e_flops, per_expert, inter, h)
+        experts = ctx.gemm(e_flops, per_expert, inter, h, grouped=True)
         permute = ctx.mem(2 * (local + copies) * h * ctx.bpe) + ctx.cal.moe_layer_overhead_s
         mlp_f = experts + ctx.mem(3 * copies * inter * ctx.bpe) + ctx.etp_comm(copies)
         router = ctx.gemm(2 * local * h * moe.num_experts, local, moe.num_experts, h, block=False)

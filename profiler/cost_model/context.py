@@ -62,13 +62,16 @@ class CostContext:
         """Tokens one GPU holds between GEMMs (sequence parallel)."""
         return self.tokens / self.tp
 
-    def gemm(self, flops: float, m: float, n: float, k: float, *, block: bool = True) -> float:
-        """GEMM seconds; ``block`` GEMMs run in FP8 when the recipe does."""
+    def gemm(self, flops: float, m: float, n: float, k: float, *, block: bool = True,
+             grouped: bool = False) -> float:
+        """GEMM seconds; ``block`` GEMMs run in FP8 when the recipe does; ``grouped`` ones
+        (routed experts) at ``Calibration.grouped_gemm_eff`` of a dense GEMM's efficiency."""
         gpu = self.cluster.gpu
+        share = self.cal.grouped_gemm_eff if grouped else 1.0
         if block and self.fp8 and gpu.fp8_peak_flops:
-            return gemm_seconds(flops, m, n, k, peak=gpu.fp8_peak_flops * self.cal.fp8_eff_ratio, cal=self.cal,
+            return gemm_seconds(flops, m, n, k, peak=gpu.fp8_peak_flops * share, cal=self.cal,
                                 cast_seconds_per_byte=1.0 / (gpu.hbm_bandwidth * HBM_EFF))
-        return gemm_seconds(flops, m, n, k, peak=gpu.peak_flops, cal=self.cal)
+        return gemm_seconds(flops, m, n, k, peak=gpu.peak_flops * share, cal=self.cal)
 
     def mem(self, nbytes: float) -> float:
         """Seconds of memory-bound work moving ``nbytes``."""
