@@ -73,7 +73,8 @@ def module_fqns(plan: Plan, *, fmt: str = "torchtitan") -> list[list[str]]:
     if "m" in layout:
         raise ExportError(fmt, f"layer {layout.index('m')} is an MTP layer and torchtitan models "
                           "have no MTP module", "plan a config without MTP layers "
-                          "(num_nextn_predict_layers: 0) or use --format megatron")
+                          "(num_nextn_predict_layers: 0), or use --format megatron / torch-csv",
+                          replan=False)  # no --target makes torchtitan run an MTP layer
     names = {"E": ["tok_embeddings"], "L": ["norm", "lm_head"]}  # torchtitan 0.3 models/common/decoder.py
     out, decoder = [], 0
     for a, b in plan.bounds():
