@@ -57,7 +57,7 @@ CASES: list[tuple[str, list[str], float]] = [
     ("deepseek-v3", ["--pp", "16"], 3.0),
     ("deepseek-v3", ["--pp", "16"], 10.0),
     ("deepseek-v3", ["--vpp", "2", "--placement", "v"], 3.0),
-    ("deepseek-v3", ["--pp", "8", "--vpp", "2"], 5.0),
+    ("deepseek-v3", ["--pp", "8", "--vpp", "2", "--microbatches", "64", "--global-batch", "16384"], 5.0),
     ("deepseek-v3", ["--pp", "32", "--microbatches", "512", "--global-batch", "32768"], 10.0),
     ("deepseek-v3", ["--pp", "32", "--microbatches", "256", "--global-batch", "16384"], 5.0),
     ("deepseek-v3", ["--pp", "32", "--vpp", "2", "--microbatches", "1024", "--global-batch", "65536"], 10.0),
