@@ -46,6 +46,20 @@ def plan_for_gpus(plan_fn: Callable[..., Plan], model_name: str, spec: ModelSpec
     if best is None:
         raise InfeasibleError(f"none of the {len(planned)} best degree choices for {gpus} GPUs could be planned "
                               "within memory; lower the global batch or add GPUs")
-    best.solver["degrees"] = {"gpus": gpus, "table": degree_table(ranked), "why": why_first(ranked),
+    best.solver["degrees"] = {"gpus": gpus, "table": degree_table(ranked), "why": _why(ranked, planned),
                               "fully_planned": planned, "screen_s": round(screen_s, 2)}
     return best
+
+
+def _why(ranked: list, planned: list[dict]) -> str:
+    """Why the plan's configuration won: the full plans' simulated steps, then the screen's reason."""
+    done = sorted((p for p in planned if p["step_time_s"] is not None), key=lambda p: p["step_time_s"])
+    if len(done) < 2:
+        return why_first(ranked)
+    first, second = done[0], done[1]
+    lead = (f"{first['config']} won on its fully planned step ({first['step_time_s']:.3f} s vs "
+            f"{second['step_time_s']:.3f} s for {second['config']})")
+    if first["config"] == ranked[0].label:
+        return f"{lead}; the estimate agrees: {why_first(ranked)}"
+    return (f"{lead}, reversing the closed-form estimate, which put {ranked[0].label} first "
+            "(the full search found a better partition and schedule for the runner-up)")
