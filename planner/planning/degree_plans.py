@@ -62,4 +62,4 @@ def _why(ranked: list, planned: list[dict]) -> str:
     if first["config"] == ranked[0].label:
         return f"{lead}; the estimate agrees: {why_first(ranked)}"
     return (f"{lead}, reversing the closed-form estimate, which put {ranked[0].label} first "
-            "(the full search found a better partition and schedule for the runner-up)")
+            "(its even partition and bubble formula differ from the simulated plans)")
