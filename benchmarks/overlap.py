@@ -18,7 +18,7 @@ of each MoE layer that the analytical profile gives them on the GPU. Compute is 
 (c) one row with the REAL gloo link on pp 2 x ep 2: 4 processes on this machine's
     cores (oversubscribed on 2 cores), fused against unfused.
 
-    python benchmarks/overlap.py [--json] [--scale 0.03125] [--seq-len 64] [--steps 20] [--skip-real]
+    python benchmarks/overlap.py [--json] [--scale 0.03125] [--seq-len 64] [--steps 20] [--skip-real] [--real-steps 5]
 """
 
 from __future__ import annotations
@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--microbatches", type=int, default=4)
     parser.add_argument("--time-limit", type=float, default=5.0)
     parser.add_argument("--skip-real", action="store_true", help="skip (c), the oversubscribed real-link row")
+    parser.add_argument("--real-steps", type=int, default=5, help="timed steps of (c)")
     args = parser.parse_args(argv)
     sys.path.append(HERE)  # for overlap_pairs (after the repository root, so profiler/ wins)
     from overlap_pairs import measure_pair
@@ -144,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         if fusion["predicted_gain"] else None
     real = None
     if not args.skip_real:
-        ropts = replace(opts, link="real", ep=2, steps=5, warmup=1)
+        ropts = replace(opts, link="real", ep=2, steps=args.real_steps, warmup=1)
         rres = _replay([plans[0][1], plans[2][1]], ropts)
         real = {"label": "REAL gloo link, pp 2 x ep 2 = 4 processes: OVERSUBSCRIBED on this machine's cores",
                 "rows": _rows(rres, [plans[0][0], plans[2][0]], [plans[0][1].predicted["step_time_s"],

@@ -34,11 +34,11 @@ import torch
 import torch.distributed as dist
 
 from planner.core.plan import Plan
-from planner.core.schedule import ActionKind
 from planner.replay import device as dev
 from planner.replay.lowering import to_torch_actions
 from planner.replay.model import ReplayModel, build_stage, loss_fn, make_batch, replay_model
 from planner.replay.expert_parallel import Layout, make_layout, merge_ranks, sync_gradients
+from planner.replay.fused_pairs import attach_timed
 from planner.replay.options import ReplayOptions
 from planner.replay.timing import Clock, Recorder, TimedRuntime, TimedStage
 
@@ -131,44 +131,8 @@ def _build(plan: Plan, rm: ReplayModel, layout: Layout, device: torch.device, re
     runtime = TimedRuntime(stages, plan.num_microbatches, loss_fn=loss_fn, scale_grads=True,
                            recorder=recorder)
     runtime._prepare_schedule_with_comms(to_torch_actions(plan.parsed_schedule()))
-    _attach_timed(runtime, recorder, opts, layout.rank)
+    attach_timed(runtime, recorder, opts, layout.rank)
     return mods, runtime
-
-
-def _pair_fault(runtime: TimedRuntime, b_act: Any, opts: ReplayOptions, rank: int) -> None:
-    """``pair-die`` / ``pair-raise`` (tests): the backward half of this rank's next pair
-    exits the process or raises, while the forward half runs."""
-    kind, _, target = (opts.fault or "").partition(":")
-    if not kind.startswith("pair-") or int(target) != rank:
-        return
-    stage = next(st for st in runtime._stages if st.stage_index == b_act.stage_index)
-
-    def broken(*args: Any, **kwargs: Any) -> None:
-        if kind == "pair-die":
-            os._exit(17)
-        raise RuntimeError("injected fault in the backward half of a fused pair")
-    stage.backward_one_chunk = broken  # type: ignore[method-assign]
-
-
-def _attach_timed(runtime: TimedRuntime, recorder: Recorder, opts: ReplayOptions, rank: int) -> None:
-    """Register the overlap runtime; each pair leaves its two spans in plan order (forward
-    part: the whole pair; backward part: zero length at its end)."""
-    from torch.distributed.pipelining.schedules import OVERLAP_F_B
-
-    from planner.runtime import overlap_f_b, split_pair
-
-    def timed(action: Any, ctx: Any) -> None:
-        f_act, b_act = split_pair(action)
-        _pair_fault(runtime, b_act, opts, rank)
-        first = len(recorder.open)
-        start = recorder.clock.mark()
-        overlap_f_b(action, ctx, timeout_s=opts.timeout_s)
-        end = recorder.clock.mark()
-        b_kind = ActionKind.B if b_act.computation_type.name == "FULL_BACKWARD" else ActionKind.I
-        recorder.open[first:] = [(f_act.stage_index, ActionKind.F, f_act.microbatch_index, start, end),
-                                 (b_act.stage_index, b_kind, b_act.microbatch_index, end, end)]
-
-    runtime.register_custom_function(OVERLAP_F_B, timed)
 
 
 def _step(runtime: TimedRuntime, rank_args: tuple, target: torch.Tensor, mods: list) -> list:
