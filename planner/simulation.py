@@ -10,7 +10,7 @@ from planner.core.plan import Plan, load_plan_file
 from planner.core.simulate import simulate
 from planner.core.validate import render_violation, validate
 
-__all__ = ["simulate_plan", "validate_plan", "plan_mfu"]
+__all__ = ["simulate_plan", "validate_plan", "plan_mfu", "require_valid"]
 
 
 def plan_mfu(plan: Plan, step_time: float) -> float:
@@ -25,11 +25,7 @@ def plan_mfu(plan: Plan, step_time: float) -> float:
 
 def simulate_plan(path: str | Path | Plan) -> dict[str, Any]:
     """Simulation summary of a plan file (or ``Plan``)."""
-    plan = path if isinstance(path, Plan) else load_plan_file(path)
-    problems = validate_plan(plan)  # [issue 15] the same verdict as ``ppplan validate``
-    if problems:
-        raise InputError("plan.schedule", f"invalid, so not simulated: {problems[0].splitlines()[0]}",
-                         "see ppplan validate PLAN")
+    plan = require_valid(path, "simulated")
     sim = simulate(plan.parsed_schedule(), plan.parsed_stage_costs())
     return {"step_time_s": sim.step_time, "bubble_fraction": sim.bubble_fraction,
             "mfu": plan_mfu(plan, sim.step_time), "busy_s": sim.busy,
@@ -37,6 +33,17 @@ def simulate_plan(path: str | Path | Plan) -> dict[str, Any]:
             "memory_limit_bytes": plan.memory_limit_bytes,
             "critical_path": sim.critical_path_text(),
             "predicted_step_time_s": plan.predicted.get("step_time_s")}
+
+
+def require_valid(path: str | Path | Plan, doing: str) -> Plan:
+    """[issue 15] The plan, or an ``InputError`` with ``ppplan validate``'s first finding: a
+    verb that runs the schedule (simulate, replan, replay) gives the same verdict as validate."""
+    plan = path if isinstance(path, Plan) else load_plan_file(path)
+    problems = validate_plan(plan)
+    if problems:
+        raise InputError("plan.schedule", f"invalid, so not {doing}: {problems[0].splitlines()[0]}",
+                         "see ppplan validate PLAN")
+    return plan
 
 
 def validate_plan(path: str | Path | Plan) -> list[str]:

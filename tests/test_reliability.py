@@ -17,6 +17,8 @@ import pytest
 
 from planner.core.paths import MODELS_DIR
 
+ROUTING = Path(__file__).resolve().parent.parent / "examples" / "routing"
+
 
 def _contract(result, pattern: str, *, outputs=(), inputs: dict[Path, bytes] | None = None) -> None:
     assert result.code == 2, (result.code, result.err)
@@ -137,22 +139,23 @@ def test_unwritable_folder(ppplan, tmp_path, good, verb):
 
 
 def test_png_and_plan_written_together_or_not_at_all(ppplan, tmp_path, monkeypatch):
-    """A PNG that cannot be written leaves no plan.json either (they are renamed last, together)."""
+    """A PNG that cannot be written (a read-only folder, as root can still write there: the
+    temporary file is refused) leaves no plan.json and no temporary file: every output's
+    temporary file is written before any rename."""
     pytest.importorskip("matplotlib")
     import planner.core.outputs as outputs
 
-    real = os.replace
+    real = outputs.tempfile.mkstemp
 
-    def fail_png(src, dst, *a, **k):
-        if str(dst).endswith(".png"):
+    def refuse_png(*args, prefix="", **kwargs):
+        if prefix.endswith(".png."):
             raise PermissionError(13, "Permission denied")
-        return real(src, dst, *a, **k)
+        return real(*args, prefix=prefix, **kwargs)
 
-    monkeypatch.setattr(outputs.os, "replace", fail_png)
+    monkeypatch.setattr(outputs.tempfile, "mkstemp", refuse_png)
     result = ppplan("plan", "llama3-8b", "--time-limit", "1", "--out", "p.json", "--png", "p.png")
     assert result.code == 2 and "cannot write" in result.err and "Traceback" not in result.err
-    assert sorted(p.name for p in tmp_path.iterdir()) in ([], ["p.json"])  # no temporary file left
-    assert not (tmp_path / "p.png").exists()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_output_mode_is_the_usual_one(ppplan, tmp_path):
@@ -180,6 +183,9 @@ FILE_ROWS = [
         k, [0] * len(d["stage_costs"][k])) for k in "fiw"]))[0]], r"plan\.stage_costs: every F time"),
     ("simulate", lambda t, g: [_dump(t, "p.json", _edited_plan(g, lambda d: d["microbatches"].__setitem__(
         "count", d["microbatches"]["count"] - 1)))[0]], r"plan\.schedule: invalid, so not simulated: .*out of range"),
+    ("replan", lambda t, g: [_dump(t, "p.json", _edited_plan(g, lambda d: d["schedule"].pop("0")))[0],
+                             "--routing", str(ROUTING / "hot_late.jsonl"), "--out", "o.json"],
+     r"plan\.schedule: invalid, so not re-planned: "),
     ("plan", lambda t, g: ["llama3-8b", "--profile", _dump(t, "c.json", _edited_profile(g, "f", float("nan")))[0]],
      r"profile\.layers\[1\]\.f: is nan"),
     ("plan", lambda t, g: ["llama3-8b", "--profile", _dump(t, "c.json", _edited_profile(g, "f", float("inf")))[0]],

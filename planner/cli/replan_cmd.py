@@ -40,6 +40,9 @@ def replan_command(plan_path: str, routing: tuple[str, ...], then: tuple[str, ..
     from planner.replanning.report import render_report
 
     check_outputs({"--out": out}, inputs=[plan_path, *routing, *then, options.get("profile")])
+    from planner.simulation import require_valid
+
+    require_valid(plan_path, "re-planned")
     result = replan(plan_path, list(routing), then=list(then) or None, **options)
     result.plan.save(out)
     if as_json:

@@ -40,7 +40,9 @@ def replay_command(plan_path: str, out: str, trace: str | None, as_json: bool, n
     from planner.replay.report import text_summary
 
     check_outputs({"--out": out, "--trace": trace}, inputs=[plan_path])
-    plan = load_plan(plan_path)
+    from planner.simulation import require_valid
+
+    plan = require_valid(load_plan(plan_path), "replayed")
     try:
         result = replay(plan, ReplayOptions(grad_check=not no_grad_check, **options))
     except ReplayFailed as exc:
