@@ -172,6 +172,32 @@ def _check_consistency(plan: Plan, what: str) -> None:
                              f"entries for {n} stages")
     _check_times(plan.stage_costs, what)
     _check_cluster_section(plan.cluster, f"{what}.cluster")
+    _check_optional_fields(plan, what)
+
+
+# [issue 15] Optional fields that replan, replay and the exports read, with their types and
+# smallest values (the schema leaves ``solver`` open and ``costs`` untyped).
+_OPTIONAL: tuple[tuple[str, str, type | tuple[type, ...], float], ...] = (
+    ("solver", "seed", int, 0), ("solver", "partition", str, 0), ("solver", "schedule", str, 0),
+    ("costs", "seq_len", int, 0), ("costs", "microbatch_size", int, 1), ("costs", "scale", (int, float), 1e-9),
+    ("costs", "source", str, 0), ("costs", "device", str, 0),
+)
+
+
+def _check_optional_fields(plan: Plan, what: str) -> None:
+    for section, key, kind, low in _OPTIONAL:
+        data = getattr(plan, section)
+        if not isinstance(data, dict) or key not in data:
+            continue
+        value = data[key]
+        if isinstance(value, bool) or not isinstance(value, kind) or (kind is not str and value < low):
+            expected = "text" if kind is str else f"a number >= {low:g}"
+            raise InputError(f"{what}.{section}.{key}", f"expected {expected}, got {value!r:.40}")
+    training = plan.cluster.get("training", {})
+    for key in ("seq_len", "micro_batch_size", "global_batch"):
+        value = training.get(key, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"{what}.cluster.training.{key}", f"expected a positive integer, got {value!r:.40}")
 
 
 def _check_cluster_section(cl: Any, where: str) -> None:
