@@ -53,11 +53,19 @@ def test_ep_not_dividing_experts_is_one_line_exit_2(ppplan, tmp_path):
     assert not out.exists()
 
 
+def test_ep_with_pp_above_1_is_refused_in_one_line(ppplan, tmp_path):
+    plan = make_plan(tiny_config(tmp_path), one_f_one_b(2, 4, fuse=True), [(0, 4), (4, 7)])
+    path = tmp_path / "plan.json"
+    plan.save(path)
+    res = ppplan("replay", str(path), "--ep", "2", "--out", str(tmp_path / "r.json"))
+    assert res.code == 2 and len(res.err.strip().splitlines()) == 1 and "--ep" in res.err, res.err
+
+
 def test_torchrun_world_not_pp_times_ep_is_an_input_error(tmp_path, monkeypatch):
     from planner.core.errors import InputError
     from planner.replay import replay
 
-    plan = make_plan(tiny_config(tmp_path), one_f_one_b(2, 4, fuse=True), [(0, 4), (4, 7)])
+    plan = make_plan(tiny_config(tmp_path), one_f_one_b(1, 4, fuse=True), [(0, 7)], pp=1)
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "3")
     with pytest.raises(InputError, match="WORLD_SIZE"):
