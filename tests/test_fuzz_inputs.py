@@ -32,6 +32,8 @@ from planner.core.paths import CLUSTERS_DIR, MODELS_DIR
 ROUTING = Path(__file__).resolve().parent.parent / "examples" / "routing"
 EXAMPLES = int(os.environ.get("PPPLAN_FUZZ_EXAMPLES", "60"))
 """Examples per (verb, input type); CI uses the default (a few seconds each)."""
+REPLAN_EXAMPLES = int(os.environ.get("PPPLAN_FUZZ_REPLAN_EXAMPLES", "15"))
+"""Examples for the two replan rows (a valid mutation costs a re-planning search, ~2 s)."""
 
 MUTATIONS = ("type", "sign", "nan", "inf", "huge", "zero", "drop", "extra", "truncate", "empty")
 _WRONG_TYPES = ("text", [], {}, True, None, 1.5, [1, 2])
@@ -161,7 +163,7 @@ def test_fuzzed_inputs_meet_the_contract(bases, tmp_path, verb, kind):
     (tmp_path / "good_plan.json").write_text(json.dumps(bases["plan"][0]))
     paths = _paths(data)
 
-    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+    @settings(max_examples=REPLAN_EXAMPLES if verb == "replan" else EXAMPLES, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck))
     @given(kind_=st.sampled_from(MUTATIONS), where=st.integers(0, len(paths) - 1), pick=st.integers(0, 99))
     def one(kind_: str, where: int, pick: int) -> None:
