@@ -50,6 +50,10 @@ def test_same_inputs_same_plan(ppplan, tmp_path):
     second = ppplan("plan", "qwen3-30b-a3b", "--out", "b.json", "--json")
     assert first.code == second.code == 0
     a, b = (without_wall_s(json.loads((tmp_path / f).read_text())) for f in ("a.json", "b.json"))
+    if a["solver"].get("budget", {}).get("bound") or b["solver"].get("budget", {}).get("bound"):
+        pytest.skip("the wall-clock --time-limit cut the search on this machine: the plan depends on its speed")
+    for d in (a, b):
+        d["solver"].pop("budget", None)
     assert a == b
     assert json.loads(first.out)["schedule"] == a["schedule"]
 

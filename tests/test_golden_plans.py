@@ -86,6 +86,10 @@ def test_default_plan_matches_golden(model: str, tmp_path: Path) -> None:
         tmp.replace(golden)
         return
     assert golden.exists(), f"{golden} missing: run PPPLAN_REGEN_GOLDEN=1 pytest {__file__}"
+    bound = [json.loads(s).get("solver", {}).get("budget", {}).get("bound") for s in (golden.read_text(), text)]
+    if any(bound):
+        pytest.skip(f"{model}: the wall-clock --time-limit cut the search on this machine (solver.budget.bound), "
+                    "so the plan depends on machine speed and is not comparable")
     diff = differences(stable(json.loads(golden.read_text())), stable(json.loads(text)))
     assert not diff, (f"default plan of {model} changed ({len(diff)} fields); if intended, "
                       f"rewrite with PPPLAN_REGEN_GOLDEN=1 pytest tests/test_golden_plans.py:\n"
