@@ -32,7 +32,7 @@ def test_plan_is_never_slower_than_a_baseline_that_fits(model, pp, memory_gib):
 def test_overlap_aware_plan_beats_serial_balanced_when_overlap_is_on():
     """Qwen3-Next with room for the fused schedule: the MTP/head stage hides little."""
     p = plan("qwen3-next-80b-a3b", pp=8, memory_gib=4096.0)
-    assert p.solver["schedule"].startswith("1f1b-overlap")  # possibly with W moved into gaps
+    assert "1f1b-overlap" in p.solver["schedule"]  # the fused family, possibly polished (cpsat-lns(...)) or W-filled
     assert p.baselines["serial_balanced"]["step_time_s"] > 1.05 * p.predicted["step_time_s"]
 
 
