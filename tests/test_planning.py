@@ -33,7 +33,8 @@ def test_overlap_aware_plan_beats_serial_balanced_when_overlap_is_on():
     """Qwen3-Next with room for the fused schedule: the MTP/head stage hides little."""
     p = plan("qwen3-next-80b-a3b", pp=8, memory_gib=4096.0)
     assert "1f1b-overlap" in p.solver["schedule"]  # the fused family, possibly polished (cpsat-lns(...)) or W-filled
-    assert p.baselines["serial_balanced"]["step_time_s"] > 1.05 * p.predicted["step_time_s"]
+    # 3.6% faster under the issue-18 cost model (5%+ before it: narrower expert GEMMs shrink the hidden share)
+    assert p.baselines["serial_balanced"]["step_time_s"] > 1.02 * p.predicted["step_time_s"]
 
 
 def test_microbatch_search_reports_every_candidate():
