@@ -196,7 +196,7 @@ def test_cli_bad_device_exits_2_with_one_line(tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["--ep", "3"], "error: --ep: 3 does not divide"),
-    (["--scale", "2"], "error: --scale: must be in (0, 1]"),
+    (["--scale", "2"], "error: Invalid value for '--scale': 2.0 is not in the range 0<x<=1"),
     (["--routing", "missing.jsonl", "--ep", "2"], "error: "),
 ])
 def test_cli_bad_input_is_one_line(tmp_path, capsys, args, message):
