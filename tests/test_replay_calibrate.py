@@ -167,3 +167,22 @@ def test_calibrated_plan_and_reprediction_use_the_calibration(tmp_path):
     assert with_cal["step_time_s"] == pytest.approx(sim.step_time + STEP_EDGES)
     assert with_cal["step_time_s"] < base["step_time_s"]  # alone scales below 1 outweigh the slowdown here
     assert with_cal["calibration"]["alone_scale"] == ALONE
+
+
+def test_calibration_of_a_pp1_plan_with_an_iw_split_skips_the_no_op_i(tmp_path):
+    """torch runs stage 0's I as a no-op ([Note: torch first stage]): on a pp 1 plan every
+    I is predicted 0 s, so I has nothing to fit and takes its fallback (was StatisticsError)."""
+    from planner.replay.calibrate import _line, measure_calibration
+    from planner.replay.predict import copied_prediction
+
+    assert _line([]) is None and _line([{"others_busy": 0.0, "pred": 0.0, "dur": 1e-4}]) is None
+    plan = make_plan(tiny_config(tmp_path), one_f_one_b(1, 3, split_w=True), [(0, 7)], pp=1, microbatches=3)
+    _, sim = copied_prediction(plan)
+    row = sim.compiled.order[0]
+    assert any(sim.end[n] == sim.start[n] for n in row)  # the no-op I actions
+    spans = [(p.stage, p.kind, p.microbatch, sim.start[n], sim.start[n] + 0.5 * (sim.end[n] - sim.start[n]))
+             for n in row for p in sim.actions[n].parts]
+    ranks = [{"rank": 0, "steps": [{"step_s": sim.step_time, "base_s": 10.0, "spans": spans}] * 2}]
+    cal = measure_calibration(plan, sim, ranks, source="synthetic")
+    assert "I" not in cal.alone_scale and cal.alone("I") == cal.alone_scale["F"] == pytest.approx(0.5)
+    assert cal.alone_scale["W"] == pytest.approx(0.5) and cal.samples["I"] == 6

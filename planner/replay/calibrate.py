@@ -123,9 +123,13 @@ def _lookup(table: dict[str, float], kind: str) -> float:
     return next((table[k] for k in _FALLBACK.get(kind, (kind,)) if k in table), 1.0)
 
 
-def _line(samples: list[Sample]) -> tuple[float, float]:
-    """(alone scale, slowdown): least squares of measured / predicted against others_busy."""
+def _line(samples: list[Sample]) -> tuple[float, float] | None:
+    """(alone scale, slowdown): least squares of measured / predicted against others_busy;
+    None when no sample has a predicted duration (a kind torch runs as a no-op, such as
+    stage 0's I on a pp 1 plan with an I/W split: [Note: torch first stage])."""
     pts = [(s["others_busy"] or 0.0, s["dur"] / s["pred"]) for s in samples if s["pred"] > 0]
+    if not pts:
+        return None
     xs, ys = [x for x, _ in pts], [y for _, y in pts]
     flat = statistics.fmean(ys), 1.0
     if len(pts) < 3 or statistics.pvariance(xs) < 1e-4:
@@ -155,7 +159,8 @@ def measure_calibration(plan: Plan, sim: SimResult, ranks: list[dict[str, Any]],
                 if j and aligned:
                     (after_ready if s["waited"] else between).append(s["gap"] - s["wait"])
         edges.append(_step_edges(steps, timelines, bases))
-    lines = {k: _line(v) for k, v in by_kind.items() if k in KINDS}
+    fits = {k: _line(v) for k, v in by_kind.items() if k in KINDS}
+    lines = {k: fit for k, fit in fits.items() if fit is not None}  # else the fallback kind's
     gap = statistics.fmean(between) if between else 0.0
     latency = None
     if after_ready and plan.num_stages > 1:
