@@ -10,8 +10,12 @@ cores are as busy as during the replay, and the medians are averaged over ranks.
 
 Pipeline send/receive is measured too: a ping-pong between ranks 0 and 1 with a
 1-element tensor (latency) and with one stage-boundary activation (bandwidth).
-No pair (OVERLAP) costs are recorded: torch runs the two halves of an
-``OVERLAP_F_B`` action one after the other, so OV = serial is what it executes.
+No pair (OVERLAP) costs are recorded, so a fused pair is re-predicted as its two halves
+one after the other. The replay runs it with the overlap runtime (``planner.runtime``,
+registered by ``fused_pairs``): the two halves run concurrently and take turns at each
+MoE all-to-all, so a pair hides only the all-to-alls, and with every expert local
+(``--ep 1``, this table's setting) there are none: serial is what it costs. Hiding with
+``--ep > 1`` or an emulated link is measured by ``benchmarks/overlap.py``.
 """
 
 from __future__ import annotations
