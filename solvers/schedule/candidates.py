@@ -95,7 +95,8 @@ def limits(schedule: Schedule, costs: StageCosts, budget: list[int] | None,
     try:
         sim = simulate(schedule, costs)
     except ValueError:  # a deadlock or a missing unit of work (compile_schedule)
-        found = validate(schedule, costs)
+        m = 1 + max((p.microbatch for row in schedule.values() for a in row for p in a.parts), default=-1)
+        found = validate(schedule, costs, num_microbatches=m)
         return None, str(found[0]) if found else "cannot be simulated"
     if deadlines:
         ends = {k: sim.end[n] for n, a in enumerate(sim.actions) for k in provides(a)}

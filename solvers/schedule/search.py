@@ -31,6 +31,8 @@ from solvers.schedule.budget import Deadline, check_time_limit
 from solvers.schedule.deadlines import check_deadlines
 from solvers.schedule.lower_bound import step_lower_bound
 from solvers.schedule.memory_limit import MemoryLimit
+from solvers.schedule.steady_order import steady_lower_bound, steady_orders
+from solvers.schedule.steady_search import improve_period
 from solvers.schedule.candidates import clear_memo, from_start, limits, simulated, verdict
 from solvers.schedule.families import (EXACT_FAMILIES, SCHEDULE_CHOICES, SCHEDULES, ScheduleKind,
                                        candidate_schedules, check_schedule_option, fuses, generate)
@@ -121,6 +123,29 @@ def _polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule], budget
     return status, best
 
 
+STEADY_WORK_PER_S = 400_000
+"""Simulated actions per second of ``time_limit`` the period search may spend ([Note:
+period search]): a reproducible budget, about that many seconds on the 2-core reference
+machine (each move re-times the schedule over ``planner.core.steady.STEPS`` steps)."""
+
+
+def _steady_polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule], budget, deadlines, *,
+                   limit: float, seed: int, tried: list[dict], wall: Deadline | None):
+    """The period search from ``best`` ([Note: period search]) unless its period is at
+    ``steady_lower_bound`` already; returns the better valid one of the two."""
+    name, t, sched = best
+    if steady_state(sched, costs, m).period_s <= steady_lower_bound(costs, m) * (1 + 1e-9):
+        return best
+    found = improve_period(sched, costs, m, act_budget=budget, work=int(limit * STEADY_WORK_PER_S),
+                           seed=seed, deadline=wall)
+    if found.period_s >= found.start_period_s:
+        return best
+    t2, why = _check(found.schedule, costs, m, budget, deadlines)
+    tried.append({"schedule": f"steady-ls({name})", "step_time_s": t2, "status": why,
+                  "steady_step_time_s": found.period_s})
+    return (f"steady-ls({name})", t2, found.schedule) if t2 is not None else best
+
+
 def _until(items, wall: Deadline | None, *, keep: int):
     """``items`` (a lazy iterable) until ``wall`` expires, always the first ``keep``."""
     for k, item in enumerate(items):
@@ -152,6 +177,8 @@ def _best_candidate(costs: StageCosts, m: int, budget, deadlines, method: str,
             simulated(costs, m, budget, deadlines, families, greedy, wall)
     else:  # the start is the best heuristic already
         own, pool = [start], []
+    if objective == "steady" and greedy and (heuristics or start is None):
+        own = [*own, *steady_orders(costs, m, budget)]  # [Note: steady tail]
     own = [(name, sched, *verdict(sched, costs, budget, deadlines)) for name, sched in
            _until(own, wall, keep=1 if start is not None else 0)]
     for name, sched, t, why in own + pool:
@@ -216,7 +243,12 @@ def best_schedule(costs: StageCosts, *, microbatches: int, memory_limit: MemoryL
     status = "OPTIMAL" if at_bound else "HEURISTIC"  # at the lower bound: nothing to search
     limit = 0.0 if at_bound or not polish else time_limit if method == "cpsat" else \
         time_limit if method == "auto" and t > 1.01 * lb else 0.0
-    if objective == "steady" or limit > 0 and deadline is not None and deadline.expired():
+    if objective == "steady":
+        if polish and method in ("auto", "cpsat"):
+            name, t, sched = _steady_polish(costs, microbatches, (name, t, sched), budget, deadlines,
+                                            limit=time_limit, seed=seed, tried=tried, wall=deadline)
+        limit = 0.0
+    elif limit > 0 and deadline is not None and deadline.expired():
         limit = 0.0
     if limit > 0:
         status, (name, t, sched) = _polish(costs, microbatches, (name, t, sched), budget, deadlines,
