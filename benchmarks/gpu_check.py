@@ -22,6 +22,10 @@ For Qwen3-Next-80B-A3B and DeepSeek-V3, on one GPU (one H200: budget 8 minutes):
 
 ``--dry-run`` runs the same code on the CPU at a tiny width (a test runs it in CI).
 
+On an H200 (torch 2.11) the Qwen3-Next profile alone took 340 s at full width with 5
+repeats: the profiler's MoE runs its 512 local experts in a Python loop, launch-bound on a
+GPU (README, GPU check); hence 3 repeats and ``--budget-s``.
+
     python benchmarks/gpu_check.py --out benchmarks/results/gpu_check_h200.json
     python benchmarks/gpu_check.py --dry-run --out /tmp/gpu_check.json
 """
@@ -35,6 +39,7 @@ import statistics
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -73,7 +78,7 @@ class Settings:
     """``ppplan plan --time-limit``."""
 
 
-GPU = Settings(device="cuda", scale=None, seq_len=4096, warmup=1, repeats=5, pp=4, microbatches=8, time_limit=10.0)
+GPU = Settings(device="cuda", scale=None, seq_len=4096, warmup=1, repeats=3, pp=4, microbatches=8, time_limit=10.0)
 DRY = Settings(device="cpu", scale=0.01, seq_len=16, warmup=1, repeats=1, pp=2, microbatches=4, time_limit=0.5)
 
 
@@ -199,32 +204,122 @@ def _measured_types(table: Any) -> dict[str, Any]:
     return types
 
 
-def check_model(name: str, settings: Settings, work: str) -> dict[str, Any]:
-    """Everything the module doc lists, for one model."""
+GEMM_SHAPES = (
+    (4096, 7168, 7168, "DeepSeek-V3 dense projection, 4096-token microbatch"),
+    (4096, 18432, 7168, "DeepSeek-V3 dense MLP up"),
+    (4096, 2048, 2048, "Qwen3-Next attention projection"),
+    (512, 4096, 7168, "DeepSeek-V3 expert gate+up, 512 rows"),
+    (128, 4096, 7168, "DeepSeek-V3 expert gate+up, 128 rows (4096 x 8 / 256: even routing)"),
+    (128, 7168, 2048, "DeepSeek-V3 expert down, 128 rows"),
+    (4096, 1536, 2048, "Qwen3-30B-A3B expert gate+up, 4096 rows"),
+    (320, 1024, 2048, "Qwen3-Next expert gate+up, 320 rows"),
+    (4096, 151936, 2048, "Qwen3 output head"),
+)
+"""(m, n, k, what): GEMM shapes of the shipped models, timed in BF16 by ``_gemms``."""
+
+
+def _gemms(settings: Settings) -> list[dict[str, Any]]:
+    """BF16 (and FP8 where torch offers ``_scaled_mm``) time of each ``GEMM_SHAPES`` entry,
+    as a share of the H100/H200 dense peak (989 TFLOP/s BF16, 1979 FP8: NVIDIA H200 datasheet),
+    beside the cost model's ``gemm_efficiency`` for the same shape (``profiler.cost_model``)."""
+    import torch
+
+    from profiler.cost_model.calibration import FITTED
+    from profiler.cost_model.gemm import gemm_efficiency
+
+    device = torch.device(settings.device)
+    div = 64 if settings.device == "cpu" else 1  # the dry run: the same code on tiny shapes
+    peak = {"bf16": 989e12, "fp8": 1979e12}
+    rows = []
+    for m, n, k, what in GEMM_SHAPES:
+        m, n, k = max(16, m // div), max(16, n // div), max(16, k // div)
+        row: dict[str, Any] = {"m": m, "n": n, "k": k, "what": what,
+                               "model_efficiency": gemm_efficiency(m, n, k, FITTED)}
+        a = torch.randn(m, k, device=device, dtype=torch.bfloat16)
+        b = torch.randn(n, k, device=device, dtype=torch.bfloat16)
+        runs = {"bf16": lambda: a @ b.t()}
+        if settings.device == "cuda" and hasattr(torch, "_scaled_mm"):
+            a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)
+            one = torch.ones((), device=device)
+            runs["fp8"] = lambda: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        for kind, fn in runs.items():
+            try:
+                seconds = _time(fn, device, repeats=10 if settings.device == "cuda" else 2)
+            except Exception as exc:  # FP8 needs (16-aligned) shapes and a new enough cuBLAS
+                row[kind] = f"failed: {type(exc).__name__}: {exc}"[:200]
+                continue
+            tflops = 2.0 * m * n * k / seconds / 1e12
+            row[kind] = {"seconds": seconds, "tflops": tflops, "share_of_peak": tflops * 1e12 / peak[kind]}
+        rows.append(row)
+    return rows
+
+
+def _time(fn: Any, device: Any, *, repeats: int) -> float:
+    """Median seconds of ``fn`` after 3 warm-ups (CUDA events on a GPU)."""
+    import torch
+
+    from profiler.timing import Clock
+
+    clock = Clock(device)
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(repeats):
+        a = clock.mark()
+        fn()
+        times.append(clock.seconds(a, clock.mark()))
+    return statistics.median(times)
+
+
+def check_model(name: str, settings: Settings, work: str, result: dict[str, Any], *,
+                deadline: float, save: Any) -> None:
+    """Everything the module doc lists, for one model, written into ``result`` section by
+    section (``save`` after each, so a run cut by the device's time limit keeps what it
+    measured). Stage-pair timings are skipped, saying so, once ``deadline`` has passed."""
     import torch
 
     from planner.core.hf_config import load_model
 
     model = load_model(name)
+    result["analytical"] = _analytical(model)
     scale = _pick_scale(model, settings)
+    result.update(scale=scale, seq_len=settings.seq_len, dtype="float32", plans={})
+    _log(f"{name}: measured profile at scale {scale}")
     table, built = _profile(model, scale, settings)
+    result["measured"] = {"layer_types": _measured_types(table), "pairs": table.meta["pairs"],
+                          "cv": table.meta["cv"], "link": table.meta["link"], "wall_s": table.meta["wall_s"]}
+    save()
+    _log(f"{name}: profile took {table.meta['wall_s']:.1f} s; planning both partitions")
     plans = _plans(name, table, settings, work)
-    result = {"scale": scale, "seq_len": settings.seq_len, "dtype": "float32",
-              "measured": {"layer_types": _measured_types(table), "pairs": table.meta["pairs"],
-                           "cv": table.meta["cv"], "link": table.meta["link"], "wall_s": table.meta["wall_s"]},
-              "analytical": _analytical(model), "plans": {}}
     for partition, (plan, sim) in plans.items():
         result["plans"][partition] = {
             "stages": [list(b) for b in plan.bounds()], "schedule": plan.solver.get("schedule", ""),
-            "simulate": {k: sim[k] for k in ("step_time_s", "bubble_fraction", "busy_s")},
-            "stage_pairs": _stage_pairs(plan, table, built, model, settings)}
+            "simulate": {k: sim[k] for k in ("step_time_s", "bubble_fraction", "busy_s")}}
     sims = {k: v["simulate"]["step_time_s"] for k, v in result["plans"].items()}
     result["overlap_vs_serial_simulated"] = sims["overlap"] / sims["serial"] - 1 if sims["serial"] else None
+    save()
+    for partition, (plan, _) in plans.items():
+        if time.perf_counter() > deadline:
+            result["plans"][partition]["stage_pairs"] = "skipped: the run's time budget (--budget-s) was spent"
+            continue
+        _log(f"{name}: timing the fused pairs of the {partition} partition's stages")
+        result["plans"][partition]["stage_pairs"] = _stage_pairs(plan, table, built, model, settings)
+        save()
     if torch.cuda.is_available() and settings.device == "cuda":
         result["max_memory_allocated_bytes"] = torch.cuda.max_memory_allocated()
         torch.cuda.reset_peak_memory_stats()
     del built
-    return result
+
+
+def _log(text: str) -> None:
+    print(f"gpu_check: {text}", file=sys.stderr, flush=True)
+
+
+def _write(out: dict[str, Any], path: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(out, fh, indent=1)
+    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -232,7 +327,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="JSON file to write")
     ap.add_argument("--dry-run", action="store_true", help="CPU, tiny width: the same code, for CI")
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated model ids")
+    ap.add_argument("--budget-s", type=float, default=420.0,
+                    help="after this many seconds, skip the remaining stage-pair timings (the JSON says so)")
     args = ap.parse_args(argv)
+    try:  # the planner's own needs, checked before minutes of profiling, not after
+        import jsonschema  # noqa: F401
+        import ortools  # noqa: F401
+    except ImportError as exc:
+        print(f"gpu_check: {exc}; install ppplan's requirements (pip install -e .) first", file=sys.stderr)
+        return 2
     import torch
 
     settings = DRY if args.dry_run else GPU
@@ -241,25 +344,42 @@ def main(argv: list[str] | None = None) -> int:
     if settings.device == "cuda" and not torch.cuda.is_available():
         print("gpu_check: no CUDA device; run with --dry-run on a CPU", file=sys.stderr)
         return 2
+    if settings.device == "cuda":
+        # FP32 weights, TF32 matmuls: what an FP32 module gets from cuBLAS on Hopper when
+        # allowed (the layers have no BF16 path); every figure carries this label.
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     t0 = time.perf_counter()
     out: dict[str, Any] = {"dry_run": args.dry_run, "settings": asdict(settings), "torch": torch.__version__,
                            "device": torch.cuda.get_device_name() if settings.device == "cuda" else "cpu",
+                           "matmul": "tf32" if settings.device == "cuda" else "fp32",
                            "link": LINK_LABEL, "models": {}}
+    try:
+        out["gemms"] = _gemms(settings)
+    except Exception as exc:
+        out["gemms"] = f"failed: {type(exc).__name__}: {exc}"
+    _write(out, args.out)
     with tempfile.TemporaryDirectory(prefix="ppplan-gpu-check-") as work:
         for name in args.models.split(","):
             t = time.perf_counter()
-            out["models"][name] = {**check_model(name, settings, work), "wall_s": time.perf_counter() - t}
+            result: dict[str, Any] = {}
+            out["models"][name] = result
+            try:
+                check_model(name, settings, work, result, deadline=t0 + args.budget_s,
+                            save=lambda: _write(out, args.out))
+            except Exception as exc:  # keep the other model's figures; the JSON names the failure
+                result["error"] = f"{type(exc).__name__}: {exc}"
+                result["traceback"] = traceback.format_exc()[-4000:]
+                _log(f"{name}: FAILED\n{result['traceback']}")
+            result["wall_s"] = time.perf_counter() - t
+            out["wall_s"] = time.perf_counter() - t0
+            _write(out, args.out)
             if settings.device == "cuda":
                 torch.cuda.empty_cache()
-    out["wall_s"] = time.perf_counter() - t0
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(out, fh, indent=1)
-    os.replace(tmp, args.out)
-    sims = {m: r["overlap_vs_serial_simulated"] for m, r in out["models"].items()}
+    sims = {m: r.get("overlap_vs_serial_simulated") for m, r in out["models"].items()}
     print(f"wrote {args.out} ({out['wall_s']:.0f} s); simulated overlap-aware vs serial: "
           + ", ".join(f"{m} {v:+.1%}" for m, v in sims.items() if v is not None))
-    return 0
+    return 1 if any("error" in r for r in out["models"].values()) else 0
 
 
 if __name__ == "__main__":

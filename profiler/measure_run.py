@@ -119,7 +119,15 @@ class LayerRun:
 
         def compute() -> None:
             names = [n for n, t in self.outputs[k].items() if n in self.grads and t.requires_grad]
-            outs = [self.outputs[k][n] for n in names]
+            # [Note: fresh outputs] torch's stage_backward_input ends with ``t.detach_()`` on
+            # each output it is given. A segment output can also be an input the segment
+            # itself saved for its weight gradient (x1 feeds norm2: CUDA's fused rms_norm
+            # saves its input for the weight gradient), and the W task then fails with
+            # "Trying to use a saved tensor that has been detached in-place" (seen on an
+            # H200, torch 2.11; CPU's native layer_norm does the same: tests/test_measure_run.py).
+            # So hand torch a copy of each output, joined to the graph by
+            # CloneBackward (which saves nothing): one elementwise pass per output.
+            outs = [self.outputs[k][n].clone() for n in names]
             leaves = self.leaves[k]
             inputs = [leaves[n] for n in leaves]
             if not any(t.requires_grad for t in inputs):
