@@ -305,6 +305,7 @@ def _topological(order: list[list[int]], blockers: list[list[int]], sentinel: in
     done[sentinel] = 1
     c0, c1, c2 = blockers if len(blockers) == 3 else (*blockers, blockers[-1])
     topo: list[int] = []
+    push = topo.append
     ptr = [0] * len(order)
     waiting: list[list[int] | None] = [None] * (sentinel + 1)
     stack = list(range(len(order) - 1, -1, -1))
@@ -316,19 +317,25 @@ def _topological(order: list[list[int]], blockers: list[list[int]], sentinel: in
         lo, hi = row[0], row[-1] + 1
         n = lo + ptr[r]
         while n < hi:
-            d = c0[n] if not done[c0[n]] else c1[n] if not done[c1[n]] else c2[n] if not done[c2[n]] else -1
-            if d >= 0:
-                if waiting[d] is None:
-                    waiting[d] = [r]
-                else:
-                    waiting[d].append(r)
-                break
-            done[n] = 1
-            topo.append(n)
-            w = waiting[n]
-            if w is not None:
-                stack.extend(w)
-                waiting[n] = None
-            n += 1
+            d = c0[n]
+            if done[d]:
+                d = c1[n]
+                if done[d]:
+                    d = c2[n]
+                    if done[d]:
+                        done[n] = 1
+                        push(n)
+                        w = waiting[n]
+                        if w is not None:
+                            stack.extend(w)
+                            waiting[n] = None
+                        n += 1
+                        continue
+            w = waiting[d]
+            if w is None:
+                waiting[d] = [r]
+            else:
+                w.append(r)
+            break
         ptr[r] = n - lo
     return topo, ptr

@@ -175,7 +175,7 @@ def _memory(comp: Compiled, c: StageCosts, start: list[float], end: list[float],
         held = list(accumulate(map(delta.__getitem__, units)))
         peaks.append(max(0, max(held, default=0)))  # only F raises it, so the max is at an F
         if trace:
-            traces.append([(0.0, 0), *zip([when[k] for k in at], held)])
+            traces.append([(0.0, 0), *zip(map(when.__getitem__, at), held)])
     return peaks, traces
 
 
@@ -186,11 +186,14 @@ def _critical_path(comp: Compiled, start: list[float], end: list[float],
     if not end:
         return []
     sentinel = len(end)
-    n = max(range(len(end)), key=end.__getitem__)
+    n = end.index(max(end))  # the first of equals, as max(key=...) would pick
     path = [n]
-    rank_of, deps, bounds = comp.rank_of, comp.deps, comp.bounds  # lists: no numpy call per node
+    rank_of = comp.rank_of
+    # [Note: path rows] Only the path's rows are read: converting the whole dependency
+    # table to lists (``Compiled.deps``) cost more than the rest of the walk.
+    deps, bounds = comp.dep_array, comp.bound_array
     while True:
-        (d0, d1, d2), (b0, b1, b2) = deps[n], bounds[n]
+        (d0, d1, d2), (b0, b1, b2) = deps[n].tolist(), bounds[n].tolist()
         p = n - 1 if n and rank_of[n - 1] == rank_of[n] else sentinel
         best, best_t = -1, 0.0
         for d, b in ((d0, b0), (d1, b1), (d2, b2), (p, -1)):
