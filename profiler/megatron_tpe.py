@@ -48,7 +48,6 @@ How ppplan reads it (the layout, built from the plan by
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import Counter
@@ -58,6 +57,7 @@ from typing import Any
 
 from planner.core.errors import InputError
 from planner.core.model import ModelSpec
+from profiler.json_lines import json_records
 
 __all__ = ["RankCoords", "TpeLayout", "TpeKey", "read_megatron", "rank_files", "is_megatron_log",
            "RANK_FILE"]
@@ -188,16 +188,8 @@ def _read_rank(path: Path, pp: int, model: ModelSpec, layout: TpeLayout) -> dict
         raise InputError(str(path), f"cannot read: {exc.strerror or exc}", "check the path") from None
     out: dict[int, dict[TpeKey, _Rec]] = {}
     last = -1
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(where, f"not valid JSON ({exc.msg})", "one JSON object per line") from None
-        if not isinstance(rec, dict):
-            raise InputError(where, "expected a JSON object with iter, block, layer and tpe")
+    for lineno, where, rec in json_records(path, text, fix="one JSON object per line",
+                                           fields="iter, block, layer and tpe"):
         it = _int(rec, "iter", where)
         if it < last:
             raise InputError(f"{where}: iter", f"iteration {it} comes after {last}",

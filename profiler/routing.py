@@ -54,6 +54,7 @@ from typing import Any
 
 from planner.core.errors import InputError
 from planner.core.model import ModelSpec
+from profiler.json_lines import json_records
 from profiler.megatron_tpe import TpeLayout, is_megatron_log, read_megatron
 
 __all__ = ["RoutingSummary", "load_routing", "routing_format", "rank_imbalance", "max_violation",
@@ -172,17 +173,8 @@ def _read_file(path: Path, model: ModelSpec, ep: int, records: _Records, kind: s
 
 def _read_lines(path: Path, text: str, model: ModelSpec, ep: int, records: _Records) -> None:
     last_iter, seen = -1, set()
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(where, f"not valid JSON ({exc.msg})",
-                             "one JSON object per line, or a plain {\"layers\": ...} file") from None
-        if not isinstance(rec, dict):
-            raise InputError(where, "expected a JSON object with iter, layer and tpe")
+    for _, where, rec in json_records(path, text, fields="iter, layer and tpe",
+                                      fix="one JSON object per line, or a plain {\"layers\": ...} file"):
         it = _int_field(rec, "iter", where, minimum=0)
         if it < last_iter:
             raise InputError(where, f"iteration {it} comes after {last_iter}",
