@@ -128,12 +128,35 @@ def _waits(nodes: _Nodes, dep: np.ndarray, bnd: np.ndarray) -> tuple[np.ndarray,
     n = len(nodes.actions)
     rank = nodes.rank
     wait = (dep != n) & ((rank[dep] != rank[:n, None]) | (dep > np.arange(n)[:, None]))
-    slot = np.argsort(~wait, axis=1, kind="stable")
-    width = max(2, int(wait.sum(axis=1).max(initial=0)))
-    slot = slot[:, :width]
-    kept = np.take_along_axis(wait, slot, axis=1)
-    return (np.where(kept, np.take_along_axis(dep, slot, axis=1), n),
-            np.where(kept, np.take_along_axis(bnd, slot, axis=1), -1))
+    return _compact3(wait, dep, n), _compact3(wait, bnd, -1)
+
+
+def _compact3(keep: np.ndarray, values: np.ndarray, pad: int) -> np.ndarray:
+    """Per row, the kept ones of ``values``'s 3 columns moved to the front in order, ``pad``
+    after them; 2 columns, 3 when some row keeps three. Unrolled: on every node a stable
+    argsort and two gathers cost ten times as much, ``_compact``'s scatter three times."""
+    k0, k1, k2 = keep.T
+    v0, v1, v2 = values.T
+    tail = np.where(k2, v2, pad)
+    first = np.where(k0, v0, np.where(k1, v1, tail))
+    second = np.where(k0, np.where(k1, v1, tail), np.where(k1, tail, pad))
+    cols = [first, second] + ([np.where(k0 & k1, tail, pad)] if (k0 & k1 & k2).any() else [])
+    return np.stack(cols, axis=1)
+
+
+def _compact(keep: np.ndarray, values: list[tuple[np.ndarray, int]], width: int) -> list[np.ndarray]:
+    """Per row, the kept entries of each ``values`` array moved to the front in order, its
+    pad after them, ``width`` columns: a scatter to each kept entry's rank in its row (a
+    stable argsort and gathers cost three times as much)."""
+    slot = np.cumsum(keep, axis=1) - 1
+    rows, cols = np.nonzero(keep)
+    at = slot[rows, cols]
+    out = []
+    for v, pad in values:
+        o = np.full((keep.shape[0], width), pad, dtype=np.int64)
+        o[rows, at] = v[rows, cols]
+        out.append(o)
+    return out
 
 
 def _number(schedule: Schedule, ranks: tuple[int, ...] | list[int]):
@@ -232,7 +255,8 @@ def _lookup(nodes: _Nodes, where: np.ndarray, code: np.ndarray, stage: np.ndarra
             mb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Dependency nodes (n = none, -1 = missing), boundaries and flat units, per slot."""
     n = len(nodes.actions)
-    st, row, bound = (a[code, stage] for a in _rule_tables(nodes.num_stages))
+    at = code * nodes.num_stages + stage  # one gather per table, not a 2-index fancy index
+    st, row, bound = (a.reshape(-1, MAX_DEPS).take(at, axis=0) for a in _rule_tables(nodes.num_stages))
     valid = st >= 0
     flat = np.where(valid, nodes.flat(st, row, mb[:, None]), -1)
     dep = np.where(valid, where[np.where(valid, flat, 0)], n)
@@ -242,13 +266,15 @@ def _lookup(nodes: _Nodes, where: np.ndarray, code: np.ndarray, stage: np.ndarra
 def _dependencies(nodes: _Nodes, where: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(nodes x 3) dependency nodes (sentinel-padded) and crossed boundaries (-1 local)."""
     n = len(nodes.actions)
-    dep = np.full((n, MAX_DEPS), n, dtype=np.int64)
-    bnd = np.full((n, MAX_DEPS), -1, dtype=np.int64)
-    plain = np.flatnonzero(nodes.code >= 0)
-    dep[plain], bnd[plain], _ = _lookup(nodes, where, nodes.code[plain], nodes.stage[plain],
-                                        nodes.mb[plain])
     if nodes.fused.size:
+        dep = np.full((n, MAX_DEPS), n, dtype=np.int64)
+        bnd = np.full((n, MAX_DEPS), -1, dtype=np.int64)
+        plain = np.flatnonzero(nodes.code >= 0)
+        dep[plain], bnd[plain], _ = _lookup(nodes, where, nodes.code[plain], nodes.stage[plain],
+                                            nodes.mb[plain])
         _fused_dependencies(nodes, where, dep, bnd)
+    else:  # every node plain: the lookup is the whole table
+        dep, bnd, _ = _lookup(nodes, where, nodes.code, nodes.stage, nodes.mb)
     bad = np.flatnonzero((dep < 0).any(axis=1))
     if bad.size:
         k = int(bad[0])
@@ -272,11 +298,8 @@ def _fused_dependencies(nodes: _Nodes, where: np.ndarray, dep: np.ndarray, bnd: 
     flat = np.concatenate([f_flat, b_flat], axis=1)
     # At most MAX_DEPS kept: the F part needs one unit and the I/B part two (DEPENDENCIES),
     # and ``Action.fused`` admits no other pair.
-    keep = (flat >= 0) & (flat[:, :, None] != own[:, None, :]).all(axis=2)
-    slot = np.argsort(~keep, axis=1, kind="stable")[:, :MAX_DEPS]
-    kept = np.take_along_axis(keep, slot, axis=1)
-    dep[fz] = np.where(kept, np.take_along_axis(d, slot, axis=1), len(nodes.actions))
-    bnd[fz] = np.where(kept, np.take_along_axis(b, slot, axis=1), -1)
+    keep = (flat >= 0) & (flat != own[:, :1]) & (flat != own[:, 1:])
+    dep[fz], bnd[fz] = _compact(keep, [(d, len(nodes.actions)), (b, -1)], MAX_DEPS)
 
 
 def _memory_events(nodes: _Nodes, units: np.ndarray, order: list[list[int]]):
