@@ -12,6 +12,11 @@ the fastest valid schedule with its lower bound and gap:
    ``auto`` runs it too, within the same time limit, when the best heuristic is more
    than 1% above the lower bound.
 
+With ``objective="steady"`` the candidates are ranked by their steady-state period, the
+orders built for it (``solvers.schedule.steady_order``, [Note: steady tail]) join them,
+and the period search (``solvers.schedule.steady_search``, [Note: period search]) takes
+the place of CP-SAT unless the best is at ``steady_lower_bound`` already.
+
 Every candidate is simulated (per-rank activation budget, deadlines) and the fastest
 is validated, the next if it fails, and so on ([Note: lazy validation]); ties go to
 the earlier candidate, so the choice is deterministic.
@@ -220,7 +225,8 @@ def best_schedule(costs: StageCosts, *, microbatches: int, memory_limit: MemoryL
     ``WallBudget``) stops drawing heuristics and caps CP-SAT's wall time ([Note: kept
     budget]); without it only the reproducible budgets apply. ``objective="steady"``
     ranks candidates by steady-state period ([Note: steady state] in
-    ``planner.core.steady``) and skips CP-SAT, whose model minimises the makespan.
+    ``planner.core.steady``), adds the orders built for it and runs the period search
+instead of CP-SAT, whose model minimises the makespan.
     Raises ``InfeasibleError`` when the memory limit is below one microbatch in flight
     per stage, when a deadline precedes its task's earliest finish, or when no
     candidate meets them.
