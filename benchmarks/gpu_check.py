@@ -327,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="JSON file to write")
     ap.add_argument("--dry-run", action="store_true", help="CPU, tiny width: the same code, for CI")
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated model ids")
+    ap.add_argument("--scale", type=float, help="width scale (default: the largest that fits; 0.01 with --dry-run)")
+    ap.add_argument("--seq-len", type=int, help="tokens per sequence (default 4096; 16 with --dry-run)")
+    ap.add_argument("--time-limit", type=float, help="ppplan plan --time-limit per plan (default 10; 0.5 with --dry-run)")
     ap.add_argument("--budget-s", type=float, default=420.0,
                     help="after this many seconds, skip the remaining stage-pair timings (the JSON says so)")
     args = ap.parse_args(argv)
@@ -339,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     settings = DRY if args.dry_run else GPU
+    overrides = {"scale": args.scale, "seq_len": args.seq_len, "time_limit": args.time_limit}
+    settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})
     if settings.device == "cpu":
         torch.set_num_threads(1)  # [Note: CPU threads] in profiler.measured
     if settings.device == "cuda" and not torch.cuda.is_available():
