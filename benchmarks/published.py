@@ -7,7 +7,14 @@ recomputation, FSDP) and ``planner.planning.estimate.estimate_step`` predicts it
 tokens/s/GPU. Reported per row: predicted vs measured and the leave-one-out prediction
 (constants fitted on every other row); summary: median |ln(pred / meas)| and Spearman
 rank correlation, in-sample and leave-one-out; predicted vs measured peak memory for
-every published peak (``memory_rows``).
+every published peak (``memory_rows``); per model with several published configurations,
+whether the estimate (what the degree search ranks by) orders them as measured
+(``rank_orders``).
+
+What each row's cluster says beyond its degrees and batch: the GPU (torchtitan's rows ran
+on 96 GB HBM2e H100s at 500 W: ``h100-hbm2e-500w``), the kernels (torchtitan eager:
+``kernels: eager``), CUDA graphs over the MoE router and preprocessing (the recipe's
+``cuda_graph_scope``), and the MTP layer dropped where the run did not train it.
 
 The fit (``--fit`` prints the constants to paste into
 ``profiler/cost_model/calibration.py``) minimises the sum of |ln(pred / meas)| over the
@@ -23,6 +30,7 @@ import argparse
 import json
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
@@ -33,6 +41,7 @@ from scipy.stats import spearmanr  # noqa: E402
 
 from planner.core.cluster import ClusterSpec, cluster_from_dict  # noqa: E402
 from planner.core.hf_config import load_model  # noqa: E402
+from planner.core.model import ModelSpec  # noqa: E402
 from planner.planning.estimate import estimate_step  # noqa: E402
 from profiler.cost_model.calibration import BOUNDS, FITTED, Calibration  # noqa: E402
 
@@ -58,25 +67,52 @@ def _overlap(row: dict) -> bool | None:
     return None
 
 
+def _gpu(row: dict) -> str:
+    """The GPU preset of a row: torchtitan's Grand Teton H100s (96 GB HBM2e, 500 W) have their own."""
+    system = row.get("system", "").replace(" ", "").lower()
+    return "h100-hbm2e-500w" if "hbm2e" in system and "500w" in system else row["gpu"]
+
+
+def _kernels(row: dict) -> str:
+    """torchtitan rows without torch.compile run PyTorch eager (the row id says eager)."""
+    return "eager" if "eager" in row["id"] else "fused"
+
+
+def _graphs(row: dict) -> bool:
+    """Whether the recipe captures the MoE router and preprocessing in CUDA graphs."""
+    scope = str(row.get("recipe", {}).get("cuda_graph_scope", ""))
+    return "moe_router" in scope and "moe_preprocess" in scope
+
+
 def row_cluster(row: dict) -> tuple[ClusterSpec, int]:
     """(cluster, pipeline flushes per step) of a published row."""
     pp, tp, cp = row["pp"], row["tp"], row.get("cp") or 1
     ga = row.get("ga") or 1
     flushes = ga if row["id"].startswith("automodel") else 1  # separate pipeline schedules (row note)
-    data = {"gpu": row["gpu"], "num_gpus": row["num_gpus"], "gpus_per_node": 8,
+    data = {"gpu": _gpu(row), "num_gpus": row["num_gpus"], "gpus_per_node": 8,
             "parallel": {"pp": pp, "vpp": row.get("vp") or 1, "tp": tp, "cp": cp, "ep": row["ep"],
                          "etp": row.get("etp") or 1, "dp": row["num_gpus"] // (pp * tp * cp)},
             "training": {"global_batch": row["gbs"], "seq_len": row["seq_len"],
                          "micro_batch_size": row["mbs"], "recompute": _recompute(row),
                          "precision": "fp8" if "FP8" in row["precision"] else "bf16",
-                         "fsdp": bool(row.get("fsdp")), "memory_headroom": 0.0},
+                         "fsdp": bool(row.get("fsdp")), "memory_headroom": 0.0,
+                         "kernels": _kernels(row), "cuda_graphs": _graphs(row)},
             "network": {"dispatcher": _dispatcher(row)}}
     return cluster_from_dict(data, where=f"row {row['id']}"), flushes
 
 
+def row_model(row: dict) -> ModelSpec:
+    """The row's model; without its MTP layers where the run did not train them (row recipe)."""
+    model = load_model(row["model"])
+    if "not trained" not in str(row.get("recipe", {}).get("mtp", "")):
+        return model
+    kept = [layer for layer in model.layers if layer.role != "mtp"]
+    return replace(model, layers=tuple(replace(layer, index=i) for i, layer in enumerate(kept)))
+
+
 def predict(row: dict, cal: Calibration):
     cluster, flushes = row_cluster(row)
-    return estimate_step(load_model(row["model"]), cluster, overlap=_overlap(row), flushes=flushes,
+    return estimate_step(row_model(row), cluster, overlap=_overlap(row), flushes=flushes,
                          calibration=cal)
 
 
@@ -119,6 +155,23 @@ def _summary(pred: list[float], meas: list[float]) -> dict:
             "spearman": float(spearmanr(pred, meas).statistic)}
 
 
+def rank_orders(out: list[dict]) -> list[dict]:
+    """Per model with two or more published configurations: the configurations ordered by
+    measured tokens/s/GPU, and whether the estimate (the degree search's ranking function,
+    ``estimate_step``) orders them the same, with the shipped and the leave-one-out constants."""
+    orders = []
+    for model in sorted({r["model"] for r in out}):
+        rows = [r for r in out if r["model"] == model]
+        if len(rows) < 2:
+            continue
+        measured = [r["id"] for r in sorted(rows, key=lambda r: -r["measured"])]
+        pred = [r["id"] for r in sorted(rows, key=lambda r: -r["predicted"])]
+        loo = [r["id"] for r in sorted(rows, key=lambda r: -r["loo_predicted"])]
+        orders.append({"model": model, "measured_order": measured, "predicted_order": pred,
+                       "same_order": pred == measured, "loo_same_order": loo == measured})
+    return orders
+
+
 def run(do_fit: bool) -> dict:
     data = json.loads(DATA.read_text())
     rows = data["rows"]
@@ -143,7 +196,8 @@ def run(do_fit: bool) -> dict:
                        "source": row["source"]})
     return {"benchmark": "published", "calibration": dict(zip(BOUNDS, cal.as_tuple())), "rows": out,
             "in_sample": _summary([r["predicted"] for r in out], meas),
-            "leave_one_out": _summary([r["loo_predicted"] for r in out], meas), "memory": memory}
+            "leave_one_out": _summary([r["loo_predicted"] for r in out], meas), "memory": memory,
+            "rank_orders": rank_orders(out)}
 
 
 def main() -> None:
@@ -162,6 +216,9 @@ def main() -> None:
     for k in ("in_sample", "leave_one_out"):
         s = res[k]
         print(f"{k}: median |ln| {s['median_abs_ln']:.3f}, max {s['max_abs_ln']:.3f}, Spearman {s['spearman']:.2f}")
+    for o in res["rank_orders"]:
+        print(f"order {o['model']}: measured {' > '.join(o['measured_order'])}; estimate same: "
+              f"{o['same_order']}, leave-one-out same: {o['loo_same_order']}")
     for m in res["memory"]:
         print(f"memory {m['id']}: measured {m['measured_gib']} GiB, predicted {m['predicted_gib']} GiB")
 

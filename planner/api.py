@@ -16,6 +16,7 @@ from planner.core.model import ModelSpec
 from planner.core.plan import Plan, load_plan_file
 from planner.core.targets import DEFAULT_TARGET, get_target
 from planner.planning import PlanRequest
+from planner.planning.dp_step import add_dp_step
 from planner.planning.targets import check_shape, plan_for_target
 from solvers.partition.pins import StagePins
 from solvers.schedule.budget import check_time_limit
@@ -165,8 +166,9 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
                       deadlines=_deadlines(deadline, p.pp * p.vpp, m if not auto else None))
     check_shape(tgt, pp=p.pp, vpp=p.vpp, placement=placement, schedule=schedule, layout=req.model["layout"],
                 modes=[k for k, _ in tables], user_recompute=cl.training.recompute)
-    return plan_for_target(tgt, tables, req, lambda k, t: replace(
+    best = plan_for_target(tgt, tables, req, lambda k, t: replace(
         req, model=model_section(spec, t), cluster=cluster_section(cl.with_recompute(k))))
+    return add_dp_step(best, spec, cl)  # [issue 18] DP traffic and Adam step beside the schedule
 
 
 def _memory_options(memory_gib: float | None, memory_limit: str | None) -> tuple[int | None, float | None]:

@@ -17,7 +17,8 @@ Per layer and microbatch on one GPU (the parts live in ``profiler.cost_model``):
   FP8 dispatch and BF16 combine); expert tensor parallelism adds an all-gather and a
   reduce-scatter of the expert tokens in the etp group. A fixed per-layer overhead
   (router, permutation bookkeeping, host syncs: ``Calibration.moe_layer_overhead_s``)
-  is charged in forward and in backward.
+  is charged in forward and in backward, unless the router and preprocessing run in
+  CUDA graphs (``training.cuda_graphs``).
 - Tensor parallelism with sequence parallelism: ``CostContext.tp_comm``, exposed.
 - Activation bytes follow Korthikanti et al. 2022 (saved inputs of every matmul and
   nonlinearity), BF16, except that FP8 recipes save the matmul inputs in FP8 (Transformer
@@ -74,7 +75,8 @@ def _decoder_tasks(ctx: CostContext, layer: LayerSpec, imbalance: float):
         inter = moe.expert_intermediate / etp
         e_flops = 2 * copies * 3 * h * moe.expert_intermediate
         experts = ctx.gemm(e_flops, per_expert, inter, h, grouped=True)
-        permute = ctx.mem(2 * (local + copies) * h * ctx.bpe) + ctx.cal.moe_layer_overhead_s
+        host = 0.0 if ctx.cluster.training.cuda_graphs else ctx.cal.moe_layer_overhead_s
+        permute = ctx.mem(2 * (local + copies) * h * ctx.bpe) + host
         mlp_f = experts + ctx.mem(3 * copies * inter * ctx.bpe) + ctx.etp_comm(copies)
         router = ctx.gemm(2 * local * h * moe.num_experts, local, moe.num_experts, h, block=False)
         attn_f += router + ctx.mem(local * moe.num_experts * 4 * 3) + permute

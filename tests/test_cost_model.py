@@ -10,12 +10,16 @@ from pathlib import Path
 import pytest
 
 from planner.core.cluster import cluster_from_dict
+from planner.core.errors import InputError
+from planner.core.hardware import GPU_PRESETS
 from planner.core.hf_config import load_model
 from planner.planning.estimate import estimate_step, even_partition
 from profiler.analytical import analytical_costs
 from profiler.cost_model.calibration import FITTED, Calibration
 from profiler.cost_model.comm import a2a_seconds, remote_nodes_per_token
+from profiler.cost_model.context import EAGER_SLOWDOWN
 from profiler.cost_model.gemm import gemm_efficiency
+from profiler.cost_model.mixer import FLASH_EFF
 
 BASE = {"gpu": "h100", "num_gpus": 16, "gpus_per_node": 8,
         "parallel": {"pp": 1, "tp": 1, "ep": 8, "dp": 16},
@@ -126,3 +130,47 @@ def test_even_partition_balances_and_covers():
 
 def test_calibration_round_trips():
     assert Calibration.from_tuple(FITTED.as_tuple()) == FITTED
+
+
+def test_eager_kernels_slow_compute_by_the_measured_compile_ratio_and_run_flash_attention_2():
+    spec = load_model("llama3-8b")
+    fused = analytical_costs(spec, _cluster(parallel__ep=1), size_curve_sizes=())
+    eager = analytical_costs(spec, _cluster(parallel__ep=1, training__kernels="eager"), size_curve_sizes=())
+    assert eager.layers[1].w == pytest.approx(EAGER_SLOWDOWN * fused.layers[1].w)  # W: GEMMs only
+    assert eager.layers[1].i > EAGER_SLOWDOWN * fused.layers[1].i  # + FlashAttention-2's slower backward
+    assert FLASH_EFF["eager"][0] < FLASH_EFF["fused"][0] and FLASH_EFF["eager"][1] < FLASH_EFF["fused"][1]
+
+
+def test_cuda_graphs_drop_the_per_moe_layer_host_overhead():
+    spec = load_model("qwen3-30b-a3b")
+    cal = Calibration(gemm_eff_max=0.6, gemm_dim_half=500.0, grouped_gemm_eff=1.0, moe_layer_overhead_s=1e-3)
+    eager = _moe_layer(analytical_costs(spec, _cluster(), calibration=cal, size_curve_sizes=()), spec)
+    graphs = _moe_layer(analytical_costs(spec, _cluster(training__cuda_graphs=True), calibration=cal,
+                                         size_curve_sizes=()), spec)
+    assert eager.f - graphs.f == pytest.approx(1e-3) and eager.i - graphs.i == pytest.approx(1e-3)
+
+
+def test_grand_teton_h100_preset_is_slower_than_the_sxm():
+    slow, sxm = GPU_PRESETS["h100-hbm2e-500w"], GPU_PRESETS["h100"]
+    assert slow.hbm_bandwidth == 2.4e12 and slow.memory_bytes == 96e9
+    assert sxm.peak_flops * 835 / 989 < slow.peak_flops < sxm.peak_flops  # between H100 NVL (400 W) and SXM
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("kernels", "compiled", r"training.kernels: unknown 'compiled' \(use one of fused, eager\)"),
+    ("cuda_graphs", "yes", r"training.cuda_graphs: expected bool, got 'yes'"),
+])
+def test_new_training_fields_reject_bad_values_in_one_line(field, value, message):
+    with pytest.raises(InputError, match=message) as exc:
+        _cluster(**{f"training__{field}": value})
+    assert "\n" not in str(exc.value)
+
+
+def test_plan_records_dp_traffic_and_optimizer_beside_the_schedule():
+    from planner.api import plan
+
+    p = plan("llama3-8b", pp=2, time_limit=1.0)
+    pred = p.predicted
+    assert pred["optimizer_s"] > 0 and pred["dp_exposed_s"] >= 0
+    assert pred["optimizer_step_time_s"] == pytest.approx(pred["step_time_s"] + pred["dp_exposed_s"]
+                                                          + pred["optimizer_s"])

@@ -42,7 +42,12 @@ def test_plan_with_gpus_plans_the_best_fully_and_records_the_table():
     section = p.solver["degrees"]
     assert section["gpus"] == 8 and len(section["table"]) >= 2
     planned = [x for x in section["fully_planned"] if x["step_time_s"] is not None]
-    assert p.predicted["step_time_s"] == pytest.approx(min(x["step_time_s"] for x in planned))
+    # configurations are compared on the whole optimizer step: schedule + exposed DP traffic + Adam
+    assert p.predicted["optimizer_step_time_s"] == pytest.approx(min(x["step_time_s"] for x in planned))
+    pred = p.predicted
+    assert pred["optimizer_s"] > 0 and pred["dp_exposed_s"] >= 0
+    assert pred["optimizer_step_time_s"] == pytest.approx(pred["step_time_s"] + pred["dp_exposed_s"]
+                                                          + pred["optimizer_s"])
     par = p.parallel
     assert par["pp"] * par["tp"] * par["dp"] * par.get("cp", 1) == 8
 

@@ -15,7 +15,7 @@ def degrees_text(section: dict) -> str:
     for row in section["table"]:
         lines.append("  ".join(str(row[c]) for c in _COLS))
     for p in section["fully_planned"]:
-        step = "infeasible" if p["step_time_s"] is None else f"{p['step_time_s']:.3f} s planned step"
+        step = "infeasible" if p["step_time_s"] is None else f"{p['step_time_s']:.3f} s planned optimizer step (schedule + DP + Adam)"
         lines.append(f"planned fully: {p['config']}: {step}")
     lines.append(f"why: {section['why']}")
     return "\n".join(lines)

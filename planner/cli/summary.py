@@ -37,7 +37,11 @@ def plan_summary(plan: Plan) -> str:
                      f"{busy if busy is None else f'{busy:8.3f}'}")
     lines += ["", f"predicted step {pred['step_time_s']:.4f} s   bubble {pred['bubble_fraction']:.1%}"
                   f"   MFU {_mfu_text(plan)}"
-              + (f"   lower bound {pred['lower_bound_s']:.4f} s" if "lower_bound_s" in pred else ""), ""]
+              + (f"   lower bound {pred['lower_bound_s']:.4f} s" if "lower_bound_s" in pred else "")]
+    if "optimizer_step_time_s" in pred:
+        lines.append(f"optimizer step {pred['optimizer_step_time_s']:.4f} s = schedule + exposed DP traffic "
+                     f"{pred['dp_exposed_s']:.4f} s + Adam {pred['optimizer_s']:.4f} s")
+    lines.append("")
     lines.append(f"{'baseline':<16} {'step s':>9} {'vs plan':>8}")
     for name, b in plan.baselines.items():
         t = b.get("step_time_s")

@@ -20,7 +20,7 @@ from planner.core.network import NetworkSpec, network_from_config
 from planner.core.paths import CLUSTERS_DIR
 
 __all__ = ["ParallelSpec", "TrainingSpec", "ClusterSpec", "load_cluster", "default_cluster_path",
-           "cluster_from_dict", "RECOMPUTE_MODES", "RECOMPUTE_CHOICES"]
+           "cluster_from_dict", "RECOMPUTE_MODES", "RECOMPUTE_CHOICES", "KERNEL_CHOICES"]
 
 PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 """Bytes per activation/weight element for the supported training precisions."""
@@ -29,6 +29,8 @@ RECOMPUTE_MODES = ("none", "selective", "full")
 RECOMPUTE_CHOICES = ("auto", *RECOMPUTE_MODES)
 """What a cluster file or ``--recompute`` may say: a mode, or ``auto`` (the planner tries
 each mode and keeps the fastest plan that fits memory; the plan records the mode chosen)."""
+KERNEL_CHOICES = ("fused", "eager")
+"""``training.kernels``: fused element-wise kernels, or PyTorch eager mode."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,6 +78,14 @@ class TrainingSpec:
     fsdp: bool = False
     """Parameters and gradients sharded too (torch FSDP2 / Megatron-FSDP): gathered per layer
     in forward and backward, gradients reduce-scattered per layer."""
+    kernels: str = "fused"
+    """How element-wise work runs: fused (Megatron / Transformer Engine kernels, or torch.compile)
+    or eager (PyTorch eager mode, one kernel per operation; ``profiler.cost_model.context``)."""
+    cuda_graphs: bool = False
+    """MoE router and token preprocessing captured in CUDA graphs (Megatron
+    ``--cuda-graph-scope moe_router moe_preprocess``): their host-side launches and the
+    host-device synchronisation of token counts leave the step (``Calibration.moe_layer_overhead_s``
+    is not charged)."""
     recompute: str = "auto"
     """Activation recomputation: none, selective (attention core and element-wise work, Megatron's
     selective with ``core_attn moe_act layernorm``), full (keep only each layer's input; the
@@ -162,6 +172,8 @@ class ClusterSpec:
                              f"{t.global_batch} is not divisible by dp x micro_batch_size"
                              f" = {p.dp * t.micro_batch_size}",
                              "make global_batch a multiple of dp x micro_batch_size")
+        if t.kernels not in KERNEL_CHOICES:
+            raise InputError("training.kernels", f"unknown {t.kernels!r}", f"use one of {', '.join(KERNEL_CHOICES)}")
         if t.recompute not in RECOMPUTE_CHOICES:
             raise InputError("training.recompute", f"unknown {t.recompute!r}",
                              f"use one of {', '.join(RECOMPUTE_CHOICES)}")

@@ -12,6 +12,13 @@ NVLink domain of 72 GPUs, so its cluster files say ``gpus_per_node: 72``): BF16 
 1.8 TB/s bidirectional, ConnectX-7 400 Gb/s per GPU (DGX B200 datasheet; GB200 NVL72
 datasheet). No DeepEP figure is published for them: their all-to-all bandwidths are the
 H100 ones scaled by the NVLink5/NVLink4 ratio (intranode) and equal (internode, same NIC).
+
+``h100-hbm2e-500w``: the H100 of Meta's Grand Teton hosts that torchtitan's published
+benchmarks ran on: 96 GB HBM2e at 2.4 TB/s, run at the default 500 W power limit
+(torchtitan docs/performance.md). No datasheet gives this part's peak; the 500 W peak is
+interpolated linearly in board power between the H100 NVL datasheet (400 W: 835 BF16 /
+1670 FP8 TFLOP/s dense) and the H100 SXM datasheet (700 W: 989 / 1979): 886 / 1773
+TFLOP/s. Links as the H100 SXM (NVLink 4, 400 Gb/s RDMA per GPU: torchtitan docs).
 """
 
 from __future__ import annotations
@@ -58,6 +65,10 @@ GPU_PRESETS: dict[str, GpuSpec] = {
     "h100": GpuSpec(name="h100", peak_flops=989e12, fp8_peak_flops=1979e12, memory_bytes=80 * 2**30,
                     hbm_bandwidth=3.35e12, nvlink_bandwidth=450 * GB, ib_bandwidth=50 * GB,
                     a2a_intranode_bandwidth=153 * GB, a2a_internode_bandwidth=50 * GB),
+    "h100-hbm2e-500w": GpuSpec(name="h100-hbm2e-500w", peak_flops=886e12, fp8_peak_flops=1773e12,
+                               memory_bytes=96 * GB, hbm_bandwidth=2.4e12, nvlink_bandwidth=450 * GB,
+                               ib_bandwidth=50 * GB, a2a_intranode_bandwidth=153 * GB,
+                               a2a_internode_bandwidth=50 * GB),
     "h800": GpuSpec(name="h800", peak_flops=989e12, fp8_peak_flops=1979e12, memory_bytes=80 * 2**30,
                     hbm_bandwidth=3.35e12, nvlink_bandwidth=160 * GB, ib_bandwidth=50 * GB,
                     a2a_intranode_bandwidth=153 * GB, a2a_internode_bandwidth=45 * GB),

@@ -15,6 +15,7 @@ from planner.core.errors import InfeasibleError, InputError
 from planner.core.model import ModelSpec
 from planner.core.plan import Plan
 from planner.planning.degrees import degree_table, search_degrees, why_first
+from planner.planning.dp_step import optimizer_step_time
 
 __all__ = ["plan_for_gpus", "FULLY_PLANNED"]
 
@@ -40,8 +41,9 @@ def plan_for_gpus(plan_fn: Callable[..., Plan], model_name: str, spec: ModelSpec
         except InfeasibleError:
             planned.append({"config": choice.label, "step_time_s": None})
             continue
-        planned.append({"config": choice.label, "step_time_s": p.predicted["step_time_s"]})
-        if best is None or p.predicted["step_time_s"] < best.predicted["step_time_s"]:
+        step = optimizer_step_time(p)  # schedule + exposed DP traffic + Adam step
+        planned.append({"config": choice.label, "step_time_s": step})
+        if best is None or step < optimizer_step_time(best):
             best = p
     if best is None:
         raise InfeasibleError(f"none of the {len(planned)} best degree choices for {gpus} GPUs could be planned "
@@ -52,12 +54,13 @@ def plan_for_gpus(plan_fn: Callable[..., Plan], model_name: str, spec: ModelSpec
 
 
 def _why(ranked: list, planned: list[dict]) -> str:
-    """Why the plan's configuration won: the full plans' simulated steps, then the screen's reason."""
+    """Why the plan's configuration won: the full plans' optimizer steps (simulated schedule +
+    exposed DP traffic + Adam step), then the screen's reason."""
     done = sorted((p for p in planned if p["step_time_s"] is not None), key=lambda p: p["step_time_s"])
     if len(done) < 2:
         return why_first(ranked)
     first, second = done[0], done[1]
-    lead = (f"{first['config']} won on its fully planned step ({first['step_time_s']:.3f} s vs "
+    lead = (f"{first['config']} won on its fully planned optimizer step ({first['step_time_s']:.3f} s vs "
             f"{second['step_time_s']:.3f} s for {second['config']})")
     if first["config"] == ranked[0].label:
         return f"{lead}; the estimate agrees: {why_first(ranked)}"

@@ -35,9 +35,9 @@ from planner.core.layer_math import layer_params, model_flops_per_token
 from planner.core.model import ModelSpec
 from profiler.analytical import analytical_costs
 from profiler.cost_model.calibration import FITTED, Calibration
-from profiler.cost_model.optimizer import dp_step_cost
+from profiler.cost_model.optimizer import DpCost, dp_step_cost
 
-__all__ = ["StepEstimate", "estimate_step", "even_partition"]
+__all__ = ["StepEstimate", "estimate_step", "even_partition", "dp_cost"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,11 +115,7 @@ def _one(model: ModelSpec, cluster: ClusterSpec, t: CostTable, overlap: bool, fl
     m = max(1, tr.global_batch // (par.dp * tr.micro_batch_size * flushes))
     bubble = (par.pp - 1) / par.vpp * max(rank_serial)
     pipeline = flushes * (m * max(rank_t) + bubble)
-    params = [layer_params(layer, model) for layer in model.layers]
-    dp = dp_step_cost(cluster, dense_params=sum(p.dense for p in params) / (par.tp * par.pp),
-                      expert_params=sum(p.expert for p in params) / (par.ep * par.etp * par.pp),
-                      microbatch_compute_s=max(rank_serial), microbatches=m * flushes,
-                      layers=len(model.layers) // par.pp)
+    dp = dp_cost(model, cluster, microbatch_compute_s=max(rank_serial), microbatches=m * flushes)
     step = pipeline + dp.exposed_s + dp.optimizer_s
     tokens = tr.global_batch * tr.seq_len
     peak = max(_rank_memory(t, bounds, r, par.pp, par.vpp, m, overlap) for r in range(par.pp))
@@ -128,6 +124,18 @@ def _one(model: ModelSpec, cluster: ClusterSpec, t: CostTable, overlap: bool, fl
                         peak_memory_bytes=int(peak), fits=peak <= cluster.memory_limit_bytes,
                         pipeline_s=pipeline, bubble_s=flushes * bubble, dp_exposed_s=dp.exposed_s,
                         optimizer_s=dp.optimizer_s, recompute=tr.recompute, overlap=overlap)
+
+
+def dp_cost(model: ModelSpec, cluster: ClusterSpec, *, microbatch_compute_s: float,
+            microbatches: int) -> DpCost:
+    """Data-parallel traffic and Adam step of the average pipeline rank (its share of the
+    model's parameters after tp, pp and ep x etp) behind ``microbatch_compute_s``."""
+    par = cluster.parallel
+    params = [layer_params(layer, model) for layer in model.layers]
+    return dp_step_cost(cluster, dense_params=sum(p.dense for p in params) / (par.tp * par.pp),
+                        expert_params=sum(p.expert for p in params) / (par.ep * par.etp * par.pp),
+                        microbatch_compute_s=microbatch_compute_s, microbatches=microbatches,
+                        layers=len(model.layers) // par.pp)
 
 
 def _rank_memory(t: CostTable, bounds, r: int, pp: int, vpp: int, m: int, overlap: bool) -> float:

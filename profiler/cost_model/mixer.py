@@ -1,12 +1,16 @@
 """Token-mixer (attention, MLA, Gated DeltaNet) costs of one layer and microbatch.
 
-Projections are GEMMs (FP8 when the recipe is); attention cores run at ``FLASH_EFF`` of
-the BF16 peak (FlashAttention-2/3 forward on H100 is reported at 50-75% of peak,
-backward lower: Shah et al. 2024, "FlashAttention-3"), the chunked linear-attention
-kernel at ``LINEAR_EFF`` (flash-linear-attention's chunked kernels are memory bound at
-chunk 64). Backward of a core is 2.5x its forward (FlashAttention backward recomputes
-the scores). Context parallelism splits the queries (``ctx.tokens`` is already per CP
-rank) while each query still sees the whole causal prefix (``seq_len``).
+Projections are GEMMs (FP8 when the recipe is). Attention cores run at the measured
+share of the BF16 peak of the kernel the framework uses (Shah et al. 2024,
+"FlashAttention-3", arXiv:2407.08608, H100 SXM5, head dim 128, sequence 4k-8k):
+Transformer Engine's cuDNN fused attention (``kernels: fused``) about 600 TFLOP/s forward
+and 500 backward, PyTorch SDPA's FlashAttention-2 (``kernels: eager``) about 370 and 315
+(the paper: "FlashAttention-2 achieving only 35% utilization on the H100"). Backward FLOPs
+are 2.5x forward (five matmuls instead of two: FlashAttention backward recomputes the
+scores). The chunked linear-attention kernel runs at ``LINEAR_EFF`` (flash-linear-attention's
+chunked kernels are memory bound at chunk 64). Context parallelism splits the queries
+(``ctx.tokens`` is already per CP rank) while each query still sees the whole causal prefix
+(``seq_len``).
 """
 
 from __future__ import annotations
@@ -18,7 +22,10 @@ from profiler.cost_model.context import CostContext
 
 __all__ = ["MixerCost", "mixer_cost", "FLASH_EFF", "LINEAR_EFF", "LINEAR_CHUNK"]
 
-FLASH_EFF = 0.5
+FLASH_EFF = {"fused": (0.61, 0.51), "eager": (0.37, 0.32)}
+"""(forward, backward) share of the BF16 peak of the attention core by ``training.kernels``:
+cuDNN 600-609 / 499-518 TFLOP/s and FlashAttention-2 368-370 / 310-318 TFLOP/s at sequence
+4k-8k, head dim 128, over the H100 SXM's 989 (FlashAttention-3 paper, figures 5 and 7)."""
 LINEAR_EFF = 0.3
 LINEAR_CHUNK = 64
 
@@ -52,7 +59,7 @@ def mixer_cost(ctx: CostContext, layer: LayerSpec) -> MixerCost:
         core = 2 * T * a.num_heads * 2 * a.head_dim * seq / 2 / tp  # causal: half the scores
         saved = T * (h + q + 2 * kv + q + (q if gated else 0)) / tp
         w_in, kv_elems, n = T * (h + q) / tp, 2 * kv, (q + 2 * kv) / tp
-        eff = FLASH_EFF
+        eff = FLASH_EFF[ctx.cluster.training.kernels]
     elif layer.mixer == "mla":
         a = m.mla
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
@@ -63,7 +70,8 @@ def mixer_cost(ctx: CostContext, layer: LayerSpec) -> MixerCost:
         core = 2 * T * a.num_heads * (qk + a.v_head_dim) * seq / 2 / tp
         saved = T * (h + a.q_lora_rank + a.kv_lora_rank + a.num_heads * (2 * qk + 2 * a.v_head_dim) / tp)
         w_in = T * (h + a.q_lora_rank + a.kv_lora_rank + a.num_heads * a.v_head_dim / tp)
-        kv_elems, n, eff = a.num_heads * (qk + a.v_head_dim), a.q_lora_rank, FLASH_EFF
+        kv_elems, n = a.num_heads * (qk + a.v_head_dim), a.q_lora_rank
+        eff = FLASH_EFF[ctx.cluster.training.kernels]
     else:
         lin = m.linear
         qk, v = lin.num_key_heads * lin.key_head_dim, lin.num_value_heads * lin.value_head_dim
@@ -72,8 +80,9 @@ def mixer_cost(ctx: CostContext, layer: LayerSpec) -> MixerCost:
                                              + LINEAR_CHUNK * (lin.key_head_dim + lin.value_head_dim)) / tp
         states = T / LINEAR_CHUNK * lin.num_value_heads * lin.key_head_dim * lin.value_head_dim * 2
         saved = (T * (h + 2 * (2 * qk + v) + 3 * v) + states) / tp
-        w_in, kv_elems, n, eff = T * (h + v) / tp, 0.0, (2 * qk + 2 * v) / tp, LINEAR_EFF
-    core_f = core / (peak * eff)
+        w_in, kv_elems, n = T * (h + v) / tp, 0.0, (2 * qk + 2 * v) / tp
+        eff = (LINEAR_EFF, LINEAR_EFF)
+    core_f, core_b = core / (peak * eff[0]), 2.5 * core / (peak * eff[1])
     ring = ctx.cp_comm(kv_elems)
     return MixerCost(proj_s=ctx.gemm(proj, T, n, h), core_f_s=max(core_f, ring),
-                     core_b_s=max(2.5 * core_f, 2 * ring), saved=saved, w_in=w_in)
+                     core_b_s=max(core_b, 2 * ring), saved=saved, w_in=w_in)
