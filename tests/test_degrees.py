@@ -61,3 +61,13 @@ def test_cli_rejects_gpus_with_explicit_degrees(tmp_path):
         "error: --gpus: given together with --pp (pass --gpus alone (the search chooses every degree) "
         "or the degrees alone)"]
     assert not out.exists()
+
+
+def test_interleaved_choices_have_microbatches_divisible_by_pp():
+    """DeepSeek-V3 on 1024 GPUs: the search once ranked pp 8 x vpp 4 with 30 microbatches
+    first, which the interleaved schedule cannot run, and no configuration got planned."""
+    base = load_cluster(default_cluster_path("deepseek-v3"))
+    ranked = search_degrees(load_model("deepseek-v3"), base, 1024)
+    for d in ranked:
+        p, t = d.cluster.parallel, d.cluster.training
+        assert p.vpp == 1 or (t.global_batch // (p.dp * t.micro_batch_size)) % p.pp == 0, d.label

@@ -6,7 +6,8 @@
    (context parallelism is for long context: Megatron-Core context_parallel docs); pp a
    divisor of N / (tp x cp) leaving every stage a layer; vpp in {1, 2, 4} with pp > 1;
    ep a power of two dividing the expert count and dp x cp x tp; micro-batch 1, 2, 4
-   dividing the per-replica batch; dp = N / (pp x tp x cp).
+   dividing the per-replica batch (with vpp > 1 into a multiple of pp microbatches: the
+   interleaved schedule's rule); dp = N / (pp x tp x cp).
 2. Drop combinations whose weights, gradients and optimizer state alone exceed the memory
    limit; screen the rest with the closed-form estimate (``planner.planning.estimate``,
    serial costs, the cheapest recomputation mode that fits), keep those that fit memory.
@@ -74,6 +75,8 @@ def _candidates(model: ModelSpec, base: ClusterSpec, gpus: int):
                         for mbs in (1, 2, 4):
                             if tr.global_batch % (dp * mbs):
                                 continue
+                            if vpp > 1 and (tr.global_batch // (dp * mbs)) % pp:
+                                continue  # interleaved 1F1B needs microbatches divisible by pp (Megatron)
                             yield replace(base, num_gpus=gpus,
                                           parallel=ParallelSpec(pp=pp, vpp=vpp, tp=tp, ep=ep, dp=dp, cp=cp),
                                           training=replace(tr, micro_batch_size=mbs))
