@@ -116,7 +116,13 @@ class MoE(nn.Module):
                 gate, up = F.linear(rows[start:start + n], gate_up[e]).chunk(2, dim=-1)
                 outs.append(F.linear(F.silu(gate) * up, down[e]))
                 start += n
-        return torch.cat(outs) if outs else rows.new_zeros((0, self.hidden))
+        # [Note: no tokens, same collectives] a rank whose experts received no rows returns
+        # an empty slice *of the rows*, still in the autograd graph: a detached result
+        # would skip the combine's backward all-to-all on this rank only, and its
+        # expert-parallel peers would wait for it forever (seen as a hang of pp 2 x ep 2
+        # replays: torch's shape inference feeds later stages uninitialised inputs, which
+        # often route every token to one rank's experts)
+        return torch.cat(outs) if outs else rows[:0]
 
     def finish(self, back: torch.Tensor, weights: torch.Tensor, x: torch.Tensor,
                ctx: Ctx) -> torch.Tensor:
