@@ -16,11 +16,12 @@ of each MoE layer that the analytical profile gives them on the GPU. Compute is 
     are compared as ratios to the first plan (and the fusion gain), beside the measured
     ratios; ``resolution`` is twice the standard error of the paired step differences.
 (c) one row with the REAL gloo link on pp 2 x ep 2: 4 processes on this machine's
-    cores (oversubscribed on 2 cores), fused against unfused. The replay currently
-    refuses ep > 1 with pp > 1 (such runs did not finish), so this row records that
-    error until it is fixed.
+    cores (OVERSUBSCRIBED: 4 processes on 2 cores), fused against unfused, same
+    partition, steps alternating. An error of that replay is recorded in the row
+    instead of losing (a) and (b).
 
-    python benchmarks/overlap.py [--json] [--scale 0.03125] [--seq-len 64] [--steps 20] [--skip-real] [--real-steps 5]
+    python benchmarks/overlap.py [--json] [--scale 0.03125] [--seq-len 64] [--steps 20]
+                                 [--skip-real | --only-real] [--real-steps 5]
 """
 
 from __future__ import annotations
@@ -110,6 +111,28 @@ def _replay(plans: list, opts: Any) -> list:
     return replay_interleaved(plans, opts)
 
 
+def _fusion(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    fusion = {"predicted_gain": rows[2]["predicted_vs_first"] - 1, "measured_gain": rows[2]["measured_vs_first"] - 1}
+    fusion["relative_error"] = (fusion["measured_gain"] - fusion["predicted_gain"]) / fusion["predicted_gain"] \
+        if fusion["predicted_gain"] else None
+    return fusion
+
+
+def _real(plans: list, opts: Any) -> dict[str, Any]:
+    """(c): fused and unfused on the overlap-aware partition, real gloo all-to-alls, pp 2 x ep 2."""
+    from planner.replay import ReplayFailed
+
+    real: dict[str, Any] = {"label": "REAL gloo link, pp 2 x ep 2 = 4 processes: OVERSUBSCRIBED "
+                                     f"({os.cpu_count()} cores)", "steps": opts.steps}
+    try:
+        rres = _replay([plans[0][1], plans[2][1]], opts)
+        real["rows"] = _rows(rres, [plans[0][0], plans[2][0]], [plans[0][1].predicted["step_time_s"],
+                                                                plans[2][1].predicted["step_time_s"]])
+    except ReplayFailed as exc:  # reported, not hidden: (a) and (b) still print
+        real["error"] = str(exc)
+    return real
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print JSON")
@@ -122,8 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--microbatches", type=int, default=4)
     parser.add_argument("--time-limit", type=float, default=5.0)
     parser.add_argument("--skip-real", action="store_true", help="skip (c), the oversubscribed real-link row")
+    parser.add_argument("--only-real", action="store_true", help="run (c) only")
     parser.add_argument("--real-steps", type=int, default=5, help="timed steps of (c)")
     args = parser.parse_args(argv)
+    if args.skip_real and args.only_real:
+        parser.error("--skip-real and --only-real exclude each other")
     sys.path.append(HERE)  # for overlap_pairs (after the repository root, so profiler/ wins)
     from overlap_pairs import measure_pair
 
@@ -135,28 +161,17 @@ def main(argv: list[str] | None = None) -> int:
     spec = load_model(MODEL)
     plans = _plans(args.microbatches, args.time_limit)
     table = _table(plans[0][1])
-    pairs = [measure_pair(spec, table, a, b, scale=args.pair_scale, seq=args.pair_seq_len,
-                          reps=args.reps) for a, b in PAIRS]
-    link_scale, c_f = _link_scale(spec, table, plans[0][1], args.scale, args.seq_len)
+    pairs, rows, fusion, link_scale, c_f = [], [], {}, None, None
     opts = ReplayOptions(scale=args.scale, seq_len=args.seq_len, steps=args.steps, warmup=2, threads=1,
-                         grad_check=False, link="emulated", link_scale=link_scale, deadline_s=3000.0)
-    results = _replay([p for _, p in plans], opts)
-    rows = _rows(results, [n for n, _ in plans], [p.predicted["step_time_s"] for _, p in plans])
-    fusion = {"predicted_gain": rows[2]["predicted_vs_first"] - 1, "measured_gain": rows[2]["measured_vs_first"] - 1}
-    fusion["relative_error"] = (fusion["measured_gain"] - fusion["predicted_gain"]) / fusion["predicted_gain"] \
-        if fusion["predicted_gain"] else None
-    real = None
-    if not args.skip_real:
-        from planner.replay import ReplayFailed
-
-        ropts = replace(opts, link="real", ep=2, steps=args.real_steps, warmup=1)
-        real = {"label": "REAL gloo link, pp 2 x ep 2 = 4 processes: OVERSUBSCRIBED on this machine's cores"}
-        try:
-            rres = _replay([plans[0][1], plans[2][1]], ropts)
-            real["rows"] = _rows(rres, [plans[0][0], plans[2][0]], [plans[0][1].predicted["step_time_s"],
-                                                                    plans[2][1].predicted["step_time_s"]])
-        except ReplayFailed as exc:  # reported, not hidden: (a) and (b) still print
-            real["error"] = str(exc)
+                         grad_check=False, link="emulated", deadline_s=3000.0)
+    if not args.only_real:
+        pairs = [measure_pair(spec, table, a, b, scale=args.pair_scale, seq=args.pair_seq_len,
+                              reps=args.reps) for a, b in PAIRS]
+        link_scale, c_f = _link_scale(spec, table, plans[0][1], args.scale, args.seq_len)
+        results = _replay([p for _, p in plans], replace(opts, link_scale=link_scale))
+        rows = _rows(results, [n for n, _ in plans], [p.predicted["step_time_s"] for _, p in plans])
+        fusion = _fusion(rows)
+    real = None if args.skip_real else _real(plans, replace(opts, link="real", ep=2, steps=args.real_steps, warmup=1))
     out = {"label": "EMULATED expert-parallel link (a, b); measured on a shared machine",
            "cpu_cores": os.cpu_count(), "torch_threads_per_rank": 1,
            "pairs": {"scale": args.pair_scale, "seq_len": args.pair_seq_len, "reps": args.reps, "rows": pairs},
@@ -170,7 +185,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{p['pair']:<34} hidden measured {p['measured_hidden']:+.3f} predicted {p['predicted_hidden']:+.3f}")
         for r in rows:
             print(f"{r['plan']:<45} measured x{r['measured_vs_first']:.3f}  predicted x{r['predicted_vs_first']:.3f}")
-        print(f"fusion gain measured {fusion['measured_gain']:+.3f} predicted {fusion['predicted_gain']:+.3f}")
+        if fusion:
+            print(f"fusion gain measured {fusion['measured_gain']:+.3f} predicted {fusion['predicted_gain']:+.3f}")
+        for r in (real or {}).get("rows", []):
+            print(f"REAL link, oversubscribed: {r['plan']:<40} measured {r['measured_step_s']:.3f} s x{r['measured_vs_first']:.3f}")
+        if real and "error" in real:
+            print(f"REAL link row failed: {real['error']}")
     return 0
 
 
