@@ -25,7 +25,7 @@ import numpy as np
 from planner.core.p2p import crossed_boundary
 from planner.core.schedule import DEPENDENCIES, OVERLAP, Action, ActionKind, Schedule, predecessors
 
-__all__ = ["Compiled", "DeadlockError", "compile_schedule", "KIND_CODES"]
+__all__ = ["Compiled", "DeadlockError", "compile_schedule", "compile_sound", "KIND_CODES"]
 
 MAX_DEPS = 3
 """Most dependencies of one action: a fused (F;B) needs F(s-1), F(s') and I(s'+1)."""
@@ -97,9 +97,49 @@ def compile_schedule(schedule: Schedule, num_stages: int,
     """Resolve dependencies and find a topological order; raises ``DeadlockError`` when the
     ranks cannot all finish and ``ValueError`` when a needed unit of work is never run
     (or an action names a stage outside ``0..num_stages-1`` or a negative microbatch)."""
+    return _compile(schedule, num_stages, ranks, None)
+
+
+class _Unsound(ValueError):
+    """A structural check of ``compile_sound`` failed."""
+
+
+def compile_sound(schedule: Schedule, num_stages: int, ranks: tuple[int, ...] | list[int],
+                  microbatches: int) -> Compiled | None:
+    """``compile_schedule`` of a schedule that passes the validator's structural checks, in
+    array form: every part on the rank of its stage, every (stage, F/I/W, microbatch) of
+    ``microbatches`` done exactly once, every same-rank dependency earlier on the rank.
+    None when one fails (or a unit is missing): ``planner.core.validate`` then finds and
+    describes it. Raises ``DeadlockError`` like ``compile_schedule``."""
+    try:
+        return _compile(schedule, num_stages, ranks, microbatches)
+    except DeadlockError:
+        raise
+    except ValueError:
+        return None
+
+
+def _sound(nodes: _Nodes, flat: np.ndarray, dep: np.ndarray, ranks, m: int) -> bool:
+    """The checks of ``compile_sound`` (the validator's placement, coverage and rank order)."""
+    n = len(nodes.actions)
+    where = np.asarray(ranks, dtype=np.int64)
+    rank = nodes.rank[:n]
+    if nodes.m != m or (where[nodes.stage] != rank).any() or (where[nodes.b_stage] != rank[nodes.fused]).any():
+        return False
+    if n and (np.bincount(flat, minlength=nodes.num_stages * 3 * m) != 1).any():
+        return False
+    later = (dep != n) & (dep > np.arange(n)[:, None])  # nodes are numbered along each rank
+    return not (later & (nodes.rank[dep] == rank[:, None])).any()
+
+
+def _compile(schedule: Schedule, num_stages: int, ranks: tuple[int, ...] | list[int],
+             check_m: int | None) -> Compiled:
     actions, rank_of, order = _number(schedule, ranks)
     nodes = _Nodes(actions, rank_of, num_stages)
-    dep, bnd = _dependencies(nodes, _unit_nodes(nodes))
+    flat, owner = _provided(nodes)
+    dep, bnd = _dependencies(nodes, _unit_nodes(nodes, flat, owner))
+    if check_m is not None and not _sound(nodes, flat, dep, ranks, check_m):
+        raise _Unsound("fails a structural check")
     n = len(actions)
     waits, wait_bnd = _waits(nodes, dep, bnd)
     topo, ptr = _topological(order, waits.T.tolist(), n)
@@ -212,8 +252,8 @@ class _Nodes:
                         self.b_stage.tolist(), (self.b_code == 3).tolist()))
 
 
-def _unit_nodes(nodes: _Nodes) -> np.ndarray:
-    """Flat unit index -> node completing it (-1 if none); later nodes win, as in a dict."""
+def _provided(nodes: _Nodes) -> tuple[np.ndarray, np.ndarray]:
+    """Flat unit index of every unit some node completes, and that node."""
     code, stage, mb, fz = nodes.code, nodes.stage, nodes.mb, nodes.fused
     plain = np.flatnonzero(code >= 0)
     b = plain[code[plain] == 3]
@@ -224,7 +264,11 @@ def _unit_nodes(nodes: _Nodes) -> np.ndarray:
         nodes.flat(stage[fz], 0, mb[fz]),  # a fused node completes its F,
         nodes.flat(nodes.b_stage, 1, nodes.b_mb),  # its backward's I
         nodes.flat(nodes.b_stage[nodes.b_code == 3], 2, nodes.b_mb[nodes.b_code == 3])])  # and W
-    owner = np.concatenate([plain, b, fz, fz, fb])
+    return flat, np.concatenate([plain, b, fz, fz, fb])
+
+
+def _unit_nodes(nodes: _Nodes, flat: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """Flat unit index -> node completing it (-1 if none); later nodes win, as in a dict."""
     where = np.full(nodes.num_stages * 3 * nodes.m, -1, dtype=np.int64)
     where[flat] = owner
     if np.count_nonzero(where >= 0) < flat.size:  # duplicates: replay in node order

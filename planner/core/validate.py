@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.core.schedule import ActionKind, Key, Schedule, predecessors, provides, schedule_to_text
-from planner.core.simulate import DeadlockError, SimResult, simulate
+from planner.core.compiled import compile_sound
+from planner.core.simulate import DeadlockError, SimResult, simulate, simulate_compiled
 from planner.core.stage_costs import StageCosts
 
 __all__ = ["Violation", "validate", "render_violation"]
@@ -104,16 +105,25 @@ def _check_rank_order(schedule: Schedule, costs: StageCosts) -> list[Violation]:
 def validate(schedule: Schedule, costs: StageCosts, *, num_microbatches: int,
              memory_limit_bytes: int | None = None,
              deadlines: dict[Key, float] | None = None) -> list[Violation]:
-    """All violations found; an empty list means the schedule is valid."""
-    for check in (_check_placement, _check_coverage):
-        found = check(schedule, costs, num_microbatches)
-        if found:
-            return found
-    found = _check_rank_order(schedule, costs)
-    if found:
-        return found
+    """All violations found; an empty list means the schedule is valid.
+
+    [Note: checks in array form] The structural checks (1-3) run first as array checks
+    while compiling (``compile_sound``); only when one fails do the per-action checks
+    below run, to find and describe the violation. Same result, a fraction of the time
+    on large schedules (they dominated validating a 196,608-action plan)."""
     try:
-        sim = simulate(schedule, costs)
+        comp = compile_sound(schedule, costs.num_stages, costs.ranks, num_microbatches)
+        if comp is None:
+            for check in (_check_placement, _check_coverage):
+                found = check(schedule, costs, num_microbatches)
+                if found:
+                    return found
+            found = _check_rank_order(schedule, costs)
+            if found:
+                return found
+            sim = simulate(schedule, costs)
+        else:
+            sim = simulate_compiled(comp, costs)
     except DeadlockError as exc:
         return [Violation("deadlock: waits for work that can never arrive", r, p,
                           str(schedule[r][p])) for r, p in exc.blocked.items()]
