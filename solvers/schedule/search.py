@@ -143,7 +143,7 @@ def _steady_polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule],
         return best
     found = improve_period(sched, costs, m, act_budget=budget, work=int(limit * STEADY_WORK_PER_S),
                            seed=seed, deadline=wall)
-    if found.period_s >= found.start_period_s:
+    if found.period_s >= found.start_period_s * (1 - 1e-9):  # float noise is no gain
         return best
     t2, why = _check(found.schedule, costs, m, budget, deadlines)
     tried.append({"schedule": f"steady-ls({name})", "step_time_s": t2, "status": why,
