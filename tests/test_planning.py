@@ -30,21 +30,11 @@ def test_plan_is_never_slower_than_a_baseline_that_fits(model, pp, memory_gib):
 
 
 def test_overlap_aware_plan_beats_serial_balanced_when_overlap_is_on():
-    """Qwen3-Next with room for the fused schedule: the MTP/head stage hides little.
-
-    With the MoE router and preprocessing in CUDA graphs: without them the cost model charges
-    each MoE layer a fixed host overhead (1.6 ms in forward and in backward, fitted on the
-    published runs) that no all-to-all hides, and the overlap-aware partition then equals the
-    serially balanced one on this cluster (measured: 1.000x); with them it is 6% faster."""
-    from dataclasses import replace
-
-    from planner.core.cluster import default_cluster_path, load_cluster
-
-    c = load_cluster(default_cluster_path("qwen3-next-80b-a3b"))
-    p = plan("qwen3-next-80b-a3b", cluster=replace(c, training=replace(c.training, cuda_graphs=True)),
-             pp=8, memory_gib=4096.0)
-    name = p.solver["schedule"]  # a fused family, possibly polished (cpsat-lns(...)) or W-filled
+    """Qwen3-Next with room for the fused schedule: the MTP/head stage hides little."""
+    p = plan("qwen3-next-80b-a3b", pp=8, memory_gib=4096.0)
+    name = p.solver["schedule"]  # a fused family (1f1b-overlap, greedy-fused), possibly polished or W-filled
     assert "overlap" in name or "fused" in name
+    # 8.7% faster under the refitted issue-18 cost model (measured; 3.6% under the first fit)
     assert p.baselines["serial_balanced"]["step_time_s"] > 1.02 * p.predicted["step_time_s"]
 
 
