@@ -15,7 +15,7 @@ at least its work plus ``gap_{p-1} - M W_{p-1}``: on the Zero Bubble paper's set
 Rank r's order (one stage per rank, split backward):
 
 - ``warm_r`` forwards, enough to cover the first input-gradient's round trip from rank r
-  to the last rank and back (ZB-H2's 2(p - r) - 1 when the costs are uniform), within
+  to the last rank and back (ZB-H2's 2(p - r) - 1 on the paper's setting), within
   the rank's activation budget and no more than the rank before runs (a later rank
   waiting for a forward its predecessor runs only after an input-gradient from it
   would deadlock);
