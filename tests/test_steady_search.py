@@ -109,3 +109,16 @@ def test_limits_names_a_deadlock_instead_of_failing():
     sched[0] = [a for a in sched[0] if a.kind != ActionKind.F] + [a for a in sched[0] if a.kind == ActionKind.F]
     t, why = limits(sched, c, None, {})
     assert t is None and "predecessor" in why
+
+
+def test_period_search_stops_at_the_wall_deadline():
+    import time
+
+    from solvers.schedule.budget import WallBudget
+
+    c, m = _hetero(6, 3), 18
+    start = one_f_one_b(6, m, split_w=True)
+    wall = WallBudget(1e-3, start=time.perf_counter() - 1.0).phase("polish")  # long past its deadline
+    found = improve_period(start, c, m, act_budget=None, work=10**9, deadline=wall)
+    assert found.cut and found.moves == 0 and found.schedule == start
+    assert "polish" in wall.budget.cuts
