@@ -24,6 +24,7 @@ the earlier candidate, so the choice is deterministic.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -139,7 +140,8 @@ def _steady_polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule],
     """The period search from ``best`` ([Note: period search]) unless its period is at
     ``steady_lower_bound`` already; returns the better valid one of the two."""
     name, t, sched = best
-    if steady_state(sched, costs, m).period_s <= steady_lower_bound(costs, m) * (1 + 1e-9):
+    if wall is not None and wall.expired() or \
+            steady_state(sched, costs, m).period_s <= steady_lower_bound(costs, m) * (1 + 1e-9):
         return best
     found = improve_period(sched, costs, m, act_budget=budget, work=int(limit * STEADY_WORK_PER_S),
                            seed=seed, deadline=wall)
@@ -193,10 +195,10 @@ def _best_candidate(costs: StageCosts, m: int, budget, deadlines, method: str,
         tried.append({"schedule": name, "step_time_s": t, "status": why if t is None else "simulated"})
         if t is not None:
             ok.append((t, len(tried) - 1, name, sched))
-    if objective == "steady":
-        for t, k, name, sched in ok:
+    if objective == "steady":  # fastest makespan first, so a cut keeps the likeliest ([Note: kept budget])
+        for t, k, name, sched in _until(sorted(ok, key=lambda c: (c[0], c[1])), wall, keep=1):
             tried[k]["steady_step_time_s"] = steady_state(sched, costs, m).period_s
-        ok.sort(key=lambda c: (tried[c[1]]["steady_step_time_s"], c[0], c[1]))
+        ok.sort(key=lambda c: (tried[c[1]].get("steady_step_time_s", math.inf), c[0], c[1]))
     for t, k, name, sched in sorted(ok, key=lambda c: (c[0], c[1])) if objective != "steady" else ok:
         found = validate(sched, costs, num_microbatches=m)
         tried[k]["status"] = str(found[0]) if found else "valid"
