@@ -7,7 +7,10 @@ measured step time and MFU with the prediction, on the path a user follows (issu
 2. *plan*: ``ppplan plan qwen3-next-80b-a3b --profile p.json --pp 2 --microbatches M``
    (the planner's own choice of partition and schedule), the same with ``--partition
    serial`` and ``--partition uniform``, two contrasts (``--schedule 1f1b``; GPipe on the
-   uniform partition), and a *calibration plan* (uniform 1F1B);
+   uniform partition), and two *calibration plans* on the uniform partition: 1F1B (full
+   backwards) and ZB-H1 (backward split into I and W), merged with I and W from the
+   split one (``calibrate.with_split_kinds``: torch's full backward is one autograd pass
+   and costs less than its I + W, so I and W calibrated by B's scale came out too fast);
 3. *replay* the calibration plan and the judged plans in one launch (``ppplan replay``'s
    engine), their timed steps alternating (CAL A B C, CAL A B C, ...:
    ``replay_interleaved``), so that load from other jobs falls on every plan alike;
@@ -54,6 +57,9 @@ JUDGED = (("plan (user's path)", ()), ("serial_balanced", ("--partition", "seria
           ("contrast: gpipe, uniform", ("--partition", "uniform", "--schedule", "gpipe")))
 """The judged plans: ``ppplan plan`` options added to the user's command."""
 CALIBRATOR = ("--partition", "uniform", "--schedule", "1f1b")
+SPLIT_CALIBRATOR = ("--partition", "uniform", "--schedule", "zb-h1")
+"""Calibration plans: full backwards (F, B) and split ones (F, I, W), so every kind the judged
+plans run is calibrated like for like (``calibrate.with_split_kinds``)."""
 
 
 def _ppplan(*args: str, cwd: str) -> None:
@@ -76,10 +82,10 @@ def _user_path(pp: int, args: argparse.Namespace, work: str) -> tuple[Any, dict[
     common = ("plan", MODEL, "--profile", "p.json", "--pp", str(pp), "--microbatches", str(args.microbatches),
               "--seq-len", str(args.seq_len))
     plans = {}
-    for j, (label, extra) in enumerate((*JUDGED, ("calibration", CALIBRATOR))):
+    for j, (label, extra) in enumerate((*JUDGED, ("calibration", CALIBRATOR), ("split", SPLIT_CALIBRATOR))):
         _ppplan(*common, *extra, "--out", f"plan{j}.json", cwd=work)
         plans[label] = load_plan_file(os.path.join(work, f"plan{j}.json"))
-    return load_costs(os.path.join(work, "p.json")), plans, plans.pop("calibration")
+    return load_costs(os.path.join(work, "p.json")), plans, (plans.pop("calibration"), plans.pop("split"))
 
 
 _median = statistics.median
@@ -159,24 +165,29 @@ def run_case(pp: int, args: argparse.Namespace) -> dict[str, Any]:
     import tempfile
 
     from planner.replay import ReplayOptions
-    from planner.replay.calibrate import Calibration
+    from planner.replay.calibrate import Calibration, with_split_kinds
 
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ppplan-replay-bench-") as work:
-        table, plans, calibrator = _user_path(pp, args, work)
+        table, plans, (calibrator, splitter) = _user_path(pp, args, work)
     opts = ReplayOptions(scale=args.scale, seq_len=args.seq_len, steps=args.steps, warmup=args.warmup,
                          threads=1, timeout_s=120.0, deadline_s=3600.0)
     t1 = time.perf_counter()
-    reports = replay_reports([calibrator, *plans.values()], opts)
-    paired = Calibration.from_dict({**reports[0]["calibration"],
-                                    "source": "calibration plan, its steps alternating with the judged plans'"})
-    cals = {"interleaved": paired}
-    rows = {k: _row(plans[k], rep, cals) for k, rep in zip(plans, reports[1:])}
+    reports = replay_reports([calibrator, splitter, *plans.values()], opts)
+    full = Calibration.from_dict({**reports[0]["calibration"],
+                                  "source": "calibration plan (1F1B), its steps alternating with the judged plans'"})
+    split = Calibration.from_dict({**reports[1]["calibration"], "source": "split calibration plan (ZB-H1)"})
+    paired = with_split_kinds(full, split)
+    cals = {"interleaved": paired, "interleaved, I and W borrowing B's scale": full}
+    rows = {k: _row(plans[k], rep, cals) for k, rep in zip(plans, reports[2:])}
     return {"pp": pp, "microbatches": args.microbatches, "timed_steps_per_plan": args.steps,
             "plans": rows, "ordering": _ordering(rows),
             "max_abs_step_error": {"uncalibrated": max(abs(r["step_error_by_calibration"]["uncalibrated"])
                                                        for r in rows.values()),
-                                   "calibrated": max(abs(r["step_error"]) for r in rows.values())},
+                                   "calibrated": max(abs(r["step_error"]) for r in rows.values()),
+                                   "calibrated, I and W borrowing B's scale": max(
+                                       abs(r["step_error_by_calibration"]["interleaved, I and W borrowing B's scale"])
+                                       for r in rows.values())},
             "calibration": {"interleaved": paired.to_dict(),
                             "calibration plan (in-sample check; same partition and schedule as 'contrast: 1f1b' "
                             "on the uniform partition)": _row(calibrator, reports[0], cals)},

@@ -184,5 +184,32 @@ def test_calibration_of_a_pp1_plan_with_an_iw_split_skips_the_no_op_i(tmp_path):
              for n in row for p in sim.actions[n].parts]
     ranks = [{"rank": 0, "steps": [{"step_s": sim.step_time, "base_s": 10.0, "spans": spans}] * 2}]
     cal = measure_calibration(plan, sim, ranks, source="synthetic")
-    assert "I" not in cal.alone_scale and cal.alone("I") == cal.alone_scale["F"] == pytest.approx(0.5)
-    assert cal.alone_scale["W"] == pytest.approx(0.5) and cal.samples["I"] == 6
+    assert "I" not in cal.alone_scale and cal.alone("I") == cal.alone_scale["B"] == pytest.approx(0.5)
+    # stage 0's W is torch's full backward, predicted as I + W: it calibrates B, not W
+    assert cal.alone_scale["B"] == pytest.approx(0.5) and "W" not in cal.alone_scale and cal.samples["I"] == 6
+
+
+def test_stage0_w_of_a_split_plan_is_calibrated_and_predicted_as_b(tmp_path):
+    from planner.replay.calibrate import calibrated_costs, predict, torch_first_stage
+
+    plan = make_plan(tiny_config(tmp_path), one_f_one_b(2, 4, split_w=True), [(0, 4), (4, 7)])
+    sched = plan.parsed_schedule()
+    sc = torch_first_stage(plan.parsed_stage_costs(), sched)
+    cal = _known(alone_scale={"F": 1.0, "B": 0.5, "I": 1.0, "W": 2.0})
+    out = calibrated_costs(sc, cal, w0_full=True)
+    assert out.w[0] == pytest.approx(0.5 * sc.w[0]) and out.w[1] == pytest.approx(2.0 * sc.w[1])
+    step, sim = predict(sched, sc, cal)
+    w0 = [n for n, a in enumerate(sim.actions) if a.parts[0].stage == 0 and a.parts[0].kind == "W"]
+    assert w0 and all(sim.end[n] - sim.start[n] == pytest.approx(out.w[0]) for n in w0)
+
+
+def test_split_calibration_supplies_i_and_w():
+    from planner.replay.calibrate import Calibration, with_split_kinds
+
+    full = _known(between_actions_s=1e-3, step_overhead_s=2e-3)
+    split = Calibration(alone_scale={"F": 0.9, "I": 0.7, "W": 0.6}, slowdown={"F": 1.1, "I": 1.2, "W": 1.3},
+                        samples={"F": 4, "I": 4, "W": 4}, between_actions_s=5.0, source="split")
+    both = with_split_kinds(full, split)
+    assert both.alone_scale == {**ALONE, "I": 0.7, "W": 0.6} and both.slowdown["W"] == 1.3
+    assert both.between_actions_s == 1e-3 and both.step_overhead_s == 2e-3 and both.missing == []
+    assert with_split_kinds(full, Calibration()).alone_scale == ALONE  # nothing split measured: unchanged

@@ -62,7 +62,8 @@ from planner.replay.contention import simulate_shared
 from planner.replay.decompose import Sample, rank_samples
 from planner.replay.measure import action_timeline
 
-__all__ = ["Calibration", "measure_calibration", "calibrated_costs", "predict", "calibrated_plan", "torch_first_stage", "KINDS"]
+__all__ = ["Calibration", "measure_calibration", "calibrated_costs", "predict", "calibrated_plan", "torch_first_stage",
+           "with_split_kinds", "splits_stage0", "KINDS"]
 
 KINDS = COMPUTE_KINDS
 _F, _I, _W, _B = ActionKind.F, ActionKind.I, ActionKind.W, ActionKind.B
@@ -148,6 +149,7 @@ def measure_calibration(plan: Plan, sim: SimResult, ranks: list[dict[str, Any]],
     between: list[float] = []
     after_ready: list[float] = []
     edges: list[float] = []
+    w0_full = splits_stage0(plan.parsed_schedule())
     for k in range(len(ranks[0]["steps"])):
         steps = [r["steps"][k] for r in ranks]
         timelines = [action_timeline(plan, r["rank"], s["spans"]) for r, s in zip(ranks, steps)]
@@ -155,7 +157,7 @@ def measure_calibration(plan: Plan, sim: SimResult, ranks: list[dict[str, Any]],
         aligned = all(b is not None for b in bases)  # else gaps cannot be told apart (GPU)
         for samples in rank_samples(sim, timelines, bases):
             for j, s in enumerate(samples):
-                by_kind.setdefault(s["kind"], []).append(s)
+                by_kind.setdefault(_calibrated_as(s, w0_full), []).append(s)
                 if j and aligned:
                     (after_ready if s["waited"] else between).append(s["gap"] - s["wait"])
         edges.append(_step_edges(steps, timelines, bases))
@@ -175,6 +177,15 @@ def measure_calibration(plan: Plan, sim: SimResult, ranks: list[dict[str, Any]],
                        source=source)
 
 
+def _calibrated_as(sample: Sample, w0_full: bool) -> str:
+    """The kind a sample calibrates: stage 0's W is torch's full backward when the schedule
+    splits stage 0 ([Note: torch first stage]), predicted as I + W like a B action, and one
+    autograd pass costs less than its I + W, so it calibrates B, not W."""
+    if w0_full and sample["kind"] == _W and sample["stage"] == 0:
+        return _B
+    return sample["kind"]
+
+
 def _step_edges(steps: list[dict[str, Any]], timelines: list[list[dict[str, Any]]],
                 bases: list[float | None]) -> float:
     """Reported step (slowest rank, from its own start) - first action start to last action
@@ -185,16 +196,31 @@ def _step_edges(steps: list[dict[str, Any]], timelines: list[list[dict[str, Any]
     return max(s["step_s"] for s in steps) - (last - first)
 
 
-def calibrated_costs(sc: StageCosts, cal: Calibration) -> StageCosts:
+def with_split_kinds(full: Calibration, split: Calibration) -> Calibration:
+    """``full`` (a calibration plan with full backwards) with I and W taken from ``split`` (one
+    with the backward split into I and W), so that every kind is measured like for like: a
+    full backward costs less than its I + W on torch's runtime (one autograd pass against
+    two), so I and W borrowing B's scale predict split plans too fast."""
+    kinds = [k for k in (_I, _W) if k in split.alone_scale]
+    return replace(full, alone_scale={**full.alone_scale, **{k: split.alone_scale[k] for k in kinds}},
+                   slowdown={**full.slowdown, **{k: split.slowdown[k] for k in kinds}},
+                   samples={**full.samples, **{k: split.samples[k] for k in kinds}},
+                   source=f"{full.source}; I and W from {split.source}")
+
+
+def calibrated_costs(sc: StageCosts, cal: Calibration, *, w0_full: bool = False) -> StageCosts:
     """Alone durations: each kind scaled by its ``alone_scale``, the between-action work added
     once per action (to F, to I; to W only when W was measured on its own, since a B action
-    is I + W), and the measured P2P latency."""
+    is I + W), and the measured P2P latency. ``w0_full``: stage 0's W is torch's full
+    backward (``torch_first_stage`` applied to ``sc``), scaled as B (``_calibrated_as``)."""
     a = {k: cal.alone(k) for k in KINDS}
     g = cal.between_actions_s
     g_w = g if ActionKind.W in cal.alone_scale else 0.0
     f = tuple(a[ActionKind.F] * x + g for x in sc.f)
     i = tuple(a[ActionKind.I] * x + g for x in sc.i)
     w = tuple(a[ActionKind.W] * x + g_w for x in sc.w)
+    if w0_full:
+        w = (a[ActionKind.B] * sc.w[0] + g, *w[1:])
     fused = {(fs, bs): t - sc.f[fs] - sc.i[bs] + f[fs] + i[bs] - g for (fs, bs), t in sc.fused.items()}
     p2p = sc.p2p if cal.p2p_latency_s is None else P2PCost(latency_s=cal.p2p_latency_s,
                                                           bandwidth=sc.p2p.bandwidth)
@@ -204,15 +230,20 @@ def calibrated_costs(sc: StageCosts, cal: Calibration) -> StageCosts:
 def predict(schedule: Schedule, sc: StageCosts, cal: Calibration) -> tuple[float, SimResult]:
     """(predicted step, timeline) of ``schedule`` with uncalibrated stage costs ``sc``."""
     slowdown = {k: cal.shared(k) for k in (*KINDS, OVERLAP)}
-    sim = simulate_shared(schedule, calibrated_costs(sc, cal), slowdown)
+    w0_full = splits_stage0(schedule) and sc.i[0] == 0  # torch_first_stage applied
+    sim = simulate_shared(schedule, calibrated_costs(sc, cal, w0_full=w0_full), slowdown)
     return sim.step_time + cal.step_overhead_s, sim
+
+
+def splits_stage0(schedule: Schedule) -> bool:
+    """Whether ``schedule`` splits stage 0's backward into I and W."""
+    return any(p.stage == 0 and p.kind == _I for acts in schedule.values() for a in acts for p in a.parts)
 
 
 def torch_first_stage(sc: StageCosts, schedule: Schedule) -> StageCosts:
     """Stage costs as torch's runtime executes them ([Note: torch first stage] in ``predict``):
     when ``schedule`` splits stage 0's backward, its I is a no-op and its W the whole backward."""
-    splits = any(p.stage == 0 and p.kind == _I for acts in schedule.values() for a in acts for p in a.parts)
-    if not splits or sc.i[0] == 0:
+    if not splits_stage0(schedule) or sc.i[0] == 0:
         return sc
     moved = sc.i[0]
     fused = {k: (t - moved if k[1] == 0 else t) for k, t in sc.fused.items()}

@@ -36,7 +36,7 @@ from planner.core.simulate import SimResult
 __all__ = ["Sample", "rank_samples", "decompose"]
 
 Sample = dict[str, Any]
-"""One action of one rank in one step: ``kind``, ``dur`` (measured), ``pred`` (predicted
+"""One action of one rank in one step: ``kind``, ``stage`` (of its first part), ``dur`` (measured), ``pred`` (predicted
 duration), ``gap`` (since the rank's previous action, or the step start), ``wait`` (part of
 the gap while a producer on another rank was still running), ``waited`` (whether it
 waited for a producer) and ``others_busy`` (mean share of the other ranks computing
@@ -77,7 +77,8 @@ def rank_samples(sim: SimResult, timelines: list[list[dict[str, Any]]],
             gap = a["start"] - prev_end
             ready = max((end_abs[d] - shift[r] for d in cross[n]), default=float("-inf")) if aligned else float("-inf")
             wait = min(max(0.0, ready - prev_end), max(gap, 0.0))
-            samples.append({"kind": _kind(sim.actions[n]), "dur": a["end"] - a["start"],
+            samples.append({"kind": _kind(sim.actions[n]), "stage": sim.actions[n].parts[0].stage,
+                            "dur": a["end"] - a["start"],
                             "pred": sim.end[n] - sim.start[n], "gap": gap, "wait": wait,
                             "waited": ready > prev_end,
                             "others_busy": _others_busy(spans, r, a["start"] + shift[r], a["end"] + shift[r])
