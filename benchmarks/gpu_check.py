@@ -189,15 +189,13 @@ def _analytical(model: Any) -> dict[str, Any]:
 
     cluster = resolve_cluster(model, None)
     table = analytical_costs(model, cluster)
-    types = {}
-    for lc in table.layers:
-        types.setdefault(lc.type, {k: getattr(lc, k) for k in ("f", "i", "w", "a2a_f", "a2a_b")})
     return {"gpu": cluster.gpu.name, "parallel": asdict(cluster.parallel), "seq_len": table.seq_len,
-            "microbatch_size": table.microbatch_size, "layer_types": types,
+            "microbatch_size": table.microbatch_size, "layer_types": _layer_types(table),
             "label": "analytical model, full width, BF16 peak of the cluster's GPU, its TP/EP sharding"}
 
 
-def _measured_types(table: Any) -> dict[str, Any]:
+def _layer_types(table: Any) -> dict[str, Any]:
+    """F, I, W and all-to-all seconds of the first layer of each type in ``table``."""
     types = {}
     for lc in table.layers:
         types.setdefault(lc.type, {k: getattr(lc, k) for k in ("f", "i", "w", "a2a_f", "a2a_b")})
@@ -256,8 +254,6 @@ def _gemms(settings: Settings) -> list[dict[str, Any]]:
 
 def _time(fn: Any, device: Any, *, repeats: int) -> float:
     """Median seconds of ``fn`` after 3 warm-ups (CUDA events on a GPU)."""
-    import torch
-
     from profiler.timing import Clock
 
     clock = Clock(device)
@@ -286,7 +282,7 @@ def check_model(name: str, settings: Settings, work: str, result: dict[str, Any]
     result.update(scale=scale, seq_len=settings.seq_len, dtype="float32", plans={})
     _log(f"{name}: measured profile at scale {scale}")
     table, built = _profile(model, scale, settings)
-    result["measured"] = {"layer_types": _measured_types(table), "pairs": table.meta["pairs"],
+    result["measured"] = {"layer_types": _layer_types(table), "pairs": table.meta["pairs"],
                           "cv": table.meta["cv"], "link": table.meta["link"], "wall_s": table.meta["wall_s"]}
     save()
     _log(f"{name}: profile took {table.meta['wall_s']:.1f} s; planning both partitions")
