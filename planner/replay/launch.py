@@ -127,6 +127,14 @@ def _child(rank: int, world: int, port: int, plans_data: list[dict], opts: Repla
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         results.put(("error", rank, f"{type(exc).__name__}: {first}", traceback.format_exc()))
         raise SystemExit(1) from None
+    # [Note: quiet exit] The step is done and the process group destroyed, but the
+    # interpreter's own teardown can still abort the process ("terminate called without an
+    # active exception": a native thread left joinable, signal 6; seen in about 1 of 25
+    # 2-rank replays on this machine), and the parent reads a rank that dies before rank 0
+    # reports as a failed replay. So flush this rank's result and leave without teardown.
+    results.close()
+    results.join_thread()
+    os._exit(0)
 
 
 def _spawn(plans_data: list[dict], world: int, opts: ReplayOptions) -> list[ReplayResult]:
