@@ -1,8 +1,10 @@
-"""Measure one layer: F, I, W per segment, exposed all-to-all, memory.
+"""Measure one layer: F, I, W and full backward B per segment, exposed all-to-all, memory.
 
 ``measure_layer`` runs the layer's program (``profiler.measure_run``) ``warmup +
 repeats`` times on the same microbatch and keeps, per repeat, the sums over compute
-segments (all, and routed-expert only) and over all-to-alls, forward and backward.
+segments (all, and routed-expert only) and over all-to-alls, forward and backward;
+each repeat then runs one more forward, untimed, and times its full backward B (one
+autograd pass per segment, ``planner.core.costs`` [Note: full backward]).
 Memory is measured on a separate, untimed forward:
 
 - ``act_bytes``: distinct storages autograd saves for backward (``saved_tensors_hooks``
@@ -38,12 +40,14 @@ class LayerTiming:
     """Input-gradient compute."""
     w: Stat
     """Weight-gradient compute."""
+    b: Stat
+    """Full backward compute (one autograd pass per segment, as torch runs B)."""
     a2a_f: Stat
     """Forward all-to-alls (dispatch + combine), waited on one by one."""
     a2a_b: Stat
     """Backward all-to-alls."""
-    expert: tuple[float, float, float]
-    """Median routed-expert part of (f, i, w)."""
+    expert: tuple[float, float, float, float]
+    """Median routed-expert part of (f, i, w, b)."""
     a2a_bytes: int
     """Bytes this rank sends to other ranks in the forward all-to-alls."""
     tokens_per_expert: tuple[int, ...]
@@ -86,16 +90,22 @@ def measure_layer(module: nn.Module, x: torch.Tensor, *, clock: Clock, warmup: i
         wgt = run_serial(run.weight_tasks(), clock)
         for p in params:
             p.grad = None
+        full = LayerRun(module.program(), x, params, loss=loss)
+        run_serial(full.forward_tasks(), clock)
+        whole = run_serial(full.backward_tasks(grad_seed(full.state["y"], seed), full=True), clock)
+        for p in params:
+            p.grad = None
         if r >= warmup:
-            rows.append((*_sums(fwd), *_sums(bwd), *_sums(wgt)))
+            rows.append((*_sums(fwd), *_sums(bwd), *_sums(wgt), *_sums(whole)))
     cols = list(zip(*rows))
     total, frozen = saved_bytes(module, x, params, loss)
     y = run.state["y"]
     tpe = run.ctx.get("tokens_per_expert")
     return LayerTiming(
         f=summarize(list(cols[0])), i=summarize(list(cols[3])), w=summarize(list(cols[6])),
+        b=summarize(list(cols[9])),
         a2a_f=summarize(list(cols[2])), a2a_b=summarize(list(cols[5])),
-        expert=(_median(cols[1]), _median(cols[4]), _median(cols[7])),
+        expert=(_median(cols[1]), _median(cols[4]), _median(cols[7]), _median(cols[10])),
         a2a_bytes=_a2a_bytes(module, run),
         tokens_per_expert=tuple(tpe.tolist()) if tpe is not None else (),
         act_bytes=total, act_w_bytes=min(total, max(0, total - frozen)),

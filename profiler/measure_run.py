@@ -8,7 +8,9 @@ each compute segment's inputs become fresh leaves. Then
   (``torch.autograd.grad`` w.r.t. the segment inputs, keeping the graph and the
   gradients of the intermediates the weights need) and send gradients back through
   the all-to-alls with split sizes reversed;
-- weight-gradient (W) tasks run ``stage_backward_weight`` per segment.
+- weight-gradient (W) tasks run ``stage_backward_weight`` per segment;
+- or, for a full backward B, one ``torch.autograd.backward`` per segment (input and
+  weight gradients together, as torch's runtime runs B: ``backward_tasks(full=True)``).
 
 This is the F / I / W split ``torch.distributed.pipelining`` makes for a stage, applied
 to the pieces between communications. A segment whose inputs need no gradient (the
@@ -100,16 +102,18 @@ class LayerRun:
         return Task(name=step.name, comm=False, expert=step.expert, run=compute)
 
     # -- backward --------------------------------------------------------------
-    def backward_tasks(self, grad_y: torch.Tensor | None) -> list[Task]:
+    def backward_tasks(self, grad_y: torch.Tensor | None, *, full: bool = False) -> list[Task]:
         """Input-gradient tasks in reverse step order; ``grad_y`` seeds the output
-        (ignored for a layer with a loss, whose gradient seed is 1)."""
+        (ignored for a layer with a loss, whose gradient seed is 1). ``full``: each
+        compute segment runs its whole backward (input and weight gradients) in one
+        autograd pass, as torch's runtime does for a full backward B; no W tasks follow."""
         if self.loss is not None:
             self.grads["loss"] = torch.ones_like(self.state["loss"])
         else:
             self.grads["y"] = grad_y
-        return [self._input_task(k, step) for k, step in reversed(list(enumerate(self.steps)))]
+        return [self._input_task(k, step, full) for k, step in reversed(list(enumerate(self.steps)))]
 
-    def _input_task(self, k: int, step: Step) -> Task:
+    def _input_task(self, k: int, step: Step, full: bool = False) -> Task:
         if isinstance(step, Exchange):
             def start() -> _Pending:
                 in_s, out_s = self.ctx[step.splits]
@@ -119,6 +123,9 @@ class LayerRun:
 
         def compute() -> None:
             names = [n for n, t in self.outputs[k].items() if n in self.grads and t.requires_grad]
+            if full:
+                self._full_backward(k, names)
+                return
             # [Note: fresh outputs] torch's stage_backward_input ends with ``t.detach_()`` on
             # each output it is given. A segment output can also be an input the segment
             # itself saved for its weight gradient (x1 feeds norm2: CUDA's fused rms_norm
@@ -140,6 +147,15 @@ class LayerRun:
                 if g is not None:
                     self.grads[name] = self.grads[name] + g if name in self.grads else g
         return Task(name=step.name, comm=False, expert=step.expert, run=compute)
+
+    def _full_backward(self, k: int, names: list[str]) -> None:
+        """One autograd pass through segment ``k`` (torch's ``stage_backward`` is
+        ``torch.autograd.backward`` over the stage output): weight gradients accumulate,
+        the segment's leaves receive their input gradients."""
+        torch.autograd.backward([self.outputs[k][n] for n in names], [self.grads[n] for n in names])
+        for name, leaf in self.leaves[k].items():
+            if leaf.grad is not None:
+                self.grads[name] = self.grads[name] + leaf.grad if name in self.grads else leaf.grad
 
     def weight_tasks(self) -> list[Task]:
         """Weight-gradient tasks, one per compute segment (after ``backward_tasks`` ran)."""

@@ -19,6 +19,7 @@ import torch.distributed as dist
 from planner.core.model import LayerSpec, ModelSpec
 from profiler.comm import LinkFit, all_to_all_benchmark, p2p_benchmark
 from profiler.layers import build_layer, layer_input, loss_fn
+from profiler.layers.moe_capacity import CapacityMode
 from profiler.measure import LayerTiming, measure_layer
 from profiler.pairs import PairTiming, measure_pair
 from profiler.timing import Clock, Stat
@@ -54,6 +55,8 @@ class WorkerConfig:
     """Measure overlapped pairs."""
     timeout_s: float = 600.0
     """Collective timeout."""
+    moe_capacity: CapacityMode | None = None
+    """Megatron's capacity mode of the MoE layers (None: dropless)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,7 +139,8 @@ def measure_types(cfg: WorkerConfig, device: torch.device, group: Any, report: C
     reps = representatives(cfg.model)
     mods, inputs, losses, timings = {}, {}, {}, {}
     for t, layer in reps.items():
-        mods[t] = build_layer(cfg.model, layer, scale=cfg.scale, ep_group=group, seed=cfg.seed).to(device)
+        mods[t] = build_layer(cfg.model, layer, scale=cfg.scale, ep_group=group, seed=cfg.seed,
+                              moe_capacity=cfg.moe_capacity).to(device)
         inputs[t] = layer_input(cfg.model, layer, scale=cfg.scale, batch=cfg.micro_batch,
                                 seq_len=cfg.seq_len, seed=cfg.seed + 7 * rank, device=device)
         vocab = mods[t].lm_head.out_features if layer.role == "head" else 0
@@ -176,9 +180,9 @@ def _merge(results: list[tuple[dict[str, LayerTiming], dict]]):
         tpe = tuple(sum(c) for c in zip(*(p.tokens_per_expert for p in per)))
         layers[t] = replace(
             first, f=_slowest([p.f for p in per]), i=_slowest([p.i for p in per]),
-            w=_slowest([p.w for p in per]), a2a_f=_slowest([p.a2a_f for p in per]),
-            a2a_b=_slowest([p.a2a_b for p in per]),
-            expert=tuple(max(p.expert[k] for p in per) for k in range(3)),
+            w=_slowest([p.w for p in per]), b=_slowest([p.b for p in per]),
+            a2a_f=_slowest([p.a2a_f for p in per]), a2a_b=_slowest([p.a2a_b for p in per]),
+            expert=tuple(max(p.expert[k] for p in per) for k in range(4)),
             a2a_bytes=max(p.a2a_bytes for p in per), tokens_per_expert=tpe,
             act_bytes=max(p.act_bytes for p in per), act_w_bytes=max(p.act_w_bytes for p in per),
             param_bytes=max(p.param_bytes for p in per))

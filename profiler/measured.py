@@ -5,7 +5,8 @@
 processes (``profiler.measure_launch``) and turns their measurements into the same
 table format the analytical profiler writes:
 
-- ``f``, ``i``, ``w``: compute medians of the layer's type; the routed-expert part is
+- ``f``, ``i``, ``w``, ``b`` (full backward, one autograd pass: ``planner.core.costs``
+  [Note: full backward]): compute medians of the layer's type; the routed-expert part is
   first brought to a balanced load (divided by the imbalance of the measured batch)
   and then multiplied by the layer's imbalance (busiest EP rank / mean);
 - ``a2a_f``, ``a2a_b``: exposed all-to-all medians plus the extra volume of the
@@ -20,6 +21,13 @@ table format the analytical profiler writes:
 - memory: measured saved-activation and parameter bytes; gradients 4 B and Adam state
   12 B per parameter (fp32, as Megatron keeps them), not sharded;
 - ``flops``: the model FLOPs of the reduced-width layer (``planner.core.layer_math``).
+
+[Note: capacity mode] With Megatron's ``--moe-expert-capacity-factor C``
+(``profiler.layers.moe_capacity``) the layers are measured in that mode. Padded to
+capacity every expert computes ``C x`` the mean rows whatever the routing, so the
+measured expert work and all-to-all volume stand as they are (imbalance 1 for every
+layer); without padding an expert keeps at most ``C x`` its mean, so a layer's
+imbalance is capped at ``max(C, 1)``. ``meta.moe_dispatch`` records the mode.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from planner.core.errors import InputError
 from planner.core.layer_math import layer_forward_flops
 from planner.core.model import LayerSpec, ModelSpec
 from profiler.layers import scaled_model
+from profiler.layers.moe_capacity import CapacityMode, capacity_mode, describe
 from profiler.measure import LayerTiming
 from profiler.measure_launch import launch
 from profiler.measure_routing import sample_imbalance
@@ -77,6 +86,17 @@ class ProfileRequest:
     measure_links: bool = True
     """Benchmark point-to-point and all-to-all links (needs a second process when ep is 1);
     without it the table keeps the default ``P2PCost``."""
+    moe_expert_capacity_factor: float | None = None
+    """Megatron's ``--moe-expert-capacity-factor`` (None: dropless); see [Note: capacity mode]."""
+    moe_pad_expert_input_to_capacity: bool = False
+    """Megatron's ``--moe-pad-expert-input-to-capacity``: fixed-size expert buffers."""
+    moe_token_drop_policy: str = "probs"
+    """Megatron's ``--moe-token-drop-policy``: probs or position."""
+
+    def moe_capacity(self) -> CapacityMode | None:
+        """The MoE layers' capacity mode; ``InputError`` naming the flag on a bad value."""
+        return capacity_mode(self.moe_expert_capacity_factor, pad=self.moe_pad_expert_input_to_capacity,
+                             drop_policy=self.moe_token_drop_policy)
 
 
 def check_request(model: ModelSpec, req: ProfileRequest) -> None:
@@ -100,6 +120,7 @@ def check_request(model: ModelSpec, req: ProfileRequest) -> None:
             raise InputError("--ep", f"{req.ep} does not divide {where} {m.moe.num_experts} experts",
                              "pick an expert-parallel size that divides the expert count"
                              + (" or change --scale" if m is spec else ""))
+    req.moe_capacity()
     if req.seq_len < 1 or req.micro_batch < 1 or req.repeats < 1 or req.warmup < 0:
         raise InputError("--seq-len/--micro-batch/--repeats", "must be positive")
 
@@ -138,9 +159,10 @@ def measured_costs(model: ModelSpec, req: ProfileRequest, *,
     threads = req.threads or default_threads(req.device, req.ep)
     cfg = WorkerConfig(model=model, scale=req.scale, ep=req.ep, device=req.device, seq_len=req.seq_len,
                        micro_batch=req.micro_batch, warmup=req.warmup, repeats=req.repeats,
-                       seed=req.seed, threads=threads, timeout_s=req.timeout_s)
+                       seed=req.seed, threads=threads, timeout_s=req.timeout_s,
+                       moe_capacity=req.moe_capacity())
     result = launch(cfg, world, timeout_s=req.timeout_s, progress=report)
-    table = assemble(model, req, result, imbalance)
+    table = assemble(model, req, result, _capacity_imbalance(imbalance, req.moe_capacity()))
     meta = dict(table.meta, routing=source, wall_s=round(time.monotonic() - t0, 3), processes=world)
     meta["profiler"] = dict(meta["profiler"], threads=threads)
     return replace(table, meta=meta)
@@ -169,6 +191,13 @@ def default_threads(device: str, ep: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(2, ep))
 
 
+def _capacity_imbalance(imbalance: dict[int, float], mode: CapacityMode | None) -> dict[int, float]:
+    """The imbalance the layers see in capacity mode ([Note: capacity mode])."""
+    if mode is None:
+        return imbalance
+    return {} if mode.pad else {k: min(v, max(mode.factor, 1.0)) for k, v in imbalance.items()}
+
+
 def _imbalance(layer: LayerSpec, imbalance: dict[int, float]) -> float:
     return max(1.0, round(imbalance.get(layer.index, 1.0), 3)) if layer.is_moe else 1.0
 
@@ -177,13 +206,14 @@ def _layer_cost(layer: LayerSpec, lt: LayerTiming, imb: float, req: ProfileReque
                 spec: ModelSpec, a2a_bw: float) -> LayerCost:
     measured = rank_imbalance(list(lt.tokens_per_expert), req.ep) if lt.tokens_per_expert else 1.0
     k = imb / measured                         # expert work at the target load
-    ef, ei, ew = lt.expert
+    ef, ei, ew, eb = lt.expert
     extra_comm = (imb - measured) * lt.a2a_bytes / measured / a2a_bw if lt.a2a_bytes else 0.0
     numel = lt.param_bytes // 4 if lt.param_bytes else 0
     return LayerCost(
         type=layer.type_key if imb == 1.0 else f"{layer.type_key}@{layer.index}",
         role=layer.role,
         f=lt.f.median + (k - 1) * ef, i=lt.i.median + (k - 1) * ei, w=lt.w.median + (k - 1) * ew,
+        b=lt.b.median + (k - 1) * eb,
         a2a_f=max(0.0, lt.a2a_f.median + extra_comm), a2a_b=max(0.0, lt.a2a_b.median + extra_comm),
         act_bytes=lt.act_bytes, act_w_bytes=lt.act_w_bytes, param_bytes=lt.param_bytes,
         grad_bytes=4 * numel, optim_bytes=12 * numel, out_bytes=lt.out_bytes,
@@ -233,11 +263,12 @@ def _meta(req: ProfileRequest, spec: ModelSpec, result: WorkerResult) -> dict[st
                      "seed": req.seed, "hidden": spec.hidden, "vocab": spec.vocab,
                      "experts": spec.moe.num_experts if spec.moe else 0,
                      "top_k": spec.moe.top_k if spec.moe else 0},
-        "cv": {t: {"f": lt.f.cv, "i": lt.i.cv, "w": lt.w.cv, "a2a_f": lt.a2a_f.cv, "a2a_b": lt.a2a_b.cv}
+        "cv": {t: {"f": lt.f.cv, "i": lt.i.cv, "w": lt.w.cv, "b": lt.b.cv, "a2a_f": lt.a2a_f.cv, "a2a_b": lt.a2a_b.cv}
                for t, lt in layers.items()},
         "measured_imbalance": {t: rank_imbalance(list(lt.tokens_per_expert), req.ep)
                                for t, lt in layers.items() if lt.tokens_per_expert},
         "pairs": pair_rows,
+        "moe_dispatch": describe(req.moe_capacity()),
         "p2p_fit": link(result.p2p) or "default (one process: no link to measure)",
         "a2a_fit": link(result.a2a),
     }

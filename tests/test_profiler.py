@@ -54,6 +54,13 @@ def test_split_backward_equals_full_backward(name, index):
     run_serial(run.weight_tasks(), CPU)
     for p, r in zip(params, ref):
         torch.testing.assert_close(p.grad, r)                         # W gives the weight gradient
+        p.grad = None
+    full = LayerRun(module.program(), x, params)                      # B: one pass per segment
+    run_serial(full.forward_tasks(), CPU)
+    run_serial(full.backward_tasks(g, full=True), CPU)
+    torch.testing.assert_close(full.grads["x"], ref_x.grad)
+    for p, r in zip(params, ref):
+        torch.testing.assert_close(p.grad, r)
 
 
 def test_overlapped_run_does_the_same_work():

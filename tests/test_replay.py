@@ -86,8 +86,9 @@ def test_action_timeline_merges_fused_parts_and_rejects_other_orders(tmp_path):
 
 
 def _table(n: int) -> CostTable:
-    layers = tuple(LayerCost(type="a" if k else "emb", f=1.0, i=2.0 if k else 0.0, w=1.0) for k in range(n))
-    return CostTable(model="m", source="measured", layers=layers, meta={"full_backward": {"a": 2.4, "emb": 1.0}})
+    layers = tuple(LayerCost(type="a" if k else "emb", f=1.0, i=2.0 if k else 0.0, w=1.0, b=2.4 if k else 1.0)
+                   for k in range(n))
+    return CostTable(model="m", source="measured", layers=layers)
 
 
 def test_reprediction_models_full_backward_and_torch_first_stage(tmp_path):
@@ -96,16 +97,19 @@ def test_reprediction_models_full_backward_and_torch_first_stage(tmp_path):
     table = _table(7)
     pred_b, sim_b = repredict(_plan(tmp_path, one_f_one_b(2, 4)), table)
     assert pred_b["source"] == REPREDICTED
-    # B-only stages: I + W scaled to the measured full backward (3 x 2.4 + 1.0 on stage 0)
+    # B actions take the measured full backward (3 x 2.4 + 1.0 on stage 0), not I + W
     assert pred_b["busy_s"][0] == pytest.approx(4 * (4.0 + 3 * 2.4 + 1.0))
+    assert pred_b["busy_s"][1] == pytest.approx(4 * (3.0 + 3 * 2.4))
     pred_iw, _ = repredict(_plan(tmp_path, one_f_one_b(2, 4, split_w=True)), table)
-    assert pred_iw["busy_s"][0] == pytest.approx(4 * (4.0 + 3 * 3.0 + 1.0))
+    # split: stage 1 runs I + W; stage 0's W is torch's full backward ([Note: torch first stage])
+    assert pred_iw["busy_s"][0] == pytest.approx(4 * (4.0 + 3 * 2.4 + 1.0))
+    assert pred_iw["busy_s"][1] == pytest.approx(4 * (3.0 + 3 * 3.0))
     from planner.replay.predict import _torch_first_stage
     from planner.core.stage_costs import stage_costs
 
     plan = _plan(tmp_path, one_f_one_b(2, 4, split_w=True))
     sc = _torch_first_stage(stage_costs(table, plan.bounds(), plan.ranks()), plan)
-    assert sc.i[0] == 0.0 and sc.w[0] == pytest.approx(3 * 3.0 + 1.0) and sc.i[1] == 6.0
+    assert sc.i[0] == 0.0 and sc.w[0] == pytest.approx(3 * 2.4 + 1.0) and sc.i[1] == 6.0
 
 
 def test_exact_replay_only_for_a_profile_of_this_device_and_shape(tmp_path):

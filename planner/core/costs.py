@@ -6,6 +6,13 @@ Definitions (the pair cost after Megatron-LM's EP all-to-all overlap, ``--overla
 megatron/core/pipeline_parallel/combined_1f1b.py):
 
 - ``f``, ``i``, ``w``: serial compute of forward, input-gradient, weight-gradient.
+- ``b``: serial compute of one full backward (input and weight gradients in one
+  autograd pass), when it was measured; None means ``i + w``. [Note: full backward]
+  A runtime that splits the backward (torch.distributed.pipelining's
+  ``stage_backward_input`` then ``stage_backward_weight``) walks the autograd graph
+  twice, so on torch the split costs more than one ``torch.autograd.backward``
+  (measured on CPU at 1/32 width: B is 0.52-0.78 of I + W). A schedule with full
+  backwards is timed with ``b``, one with the split with ``i`` and ``w``.
 - ``a2a_f``, ``a2a_b``: exposed expert-parallel all-to-all (dispatch + combine) when
   the layer runs alone, forward and backward; 0 for layers without experts.
 - ``pairs[(ta, tb)]``: ``OV[a, b]``, time to run F of a layer of type ``ta`` beside the
@@ -37,6 +44,8 @@ class LayerCost:
     """Input-gradient compute, seconds."""
     w: float
     """Weight-gradient compute, seconds."""
+    b: float | None = None
+    """Full backward compute (one autograd pass), seconds; None: ``i + w`` (module doc)."""
     a2a_f: float = 0.0
     """Exposed all-to-all in forward (dispatch + combine), seconds."""
     a2a_b: float = 0.0
@@ -67,6 +76,11 @@ class LayerCost:
     def serial_i(self) -> float:
         """Input-gradient including its exposed all-to-all."""
         return self.i + self.a2a_b
+
+    @property
+    def serial_b(self) -> float:
+        """Full backward including its exposed all-to-all."""
+        return (self.i + self.w if self.b is None else self.b) + self.a2a_b
 
     @property
     def static_bytes(self) -> int:
@@ -155,7 +169,7 @@ class CostTable:
         t = self.time_factor(microbatch_size)
         r = microbatch_size / self.microbatch_size
         layers = tuple(replace(
-            lc, f=lc.f * t, i=lc.i * t, w=lc.w * t, a2a_f=lc.a2a_f * r, a2a_b=lc.a2a_b * r,
+            lc, f=lc.f * t, i=lc.i * t, w=lc.w * t, b=None if lc.b is None else lc.b * t, a2a_f=lc.a2a_f * r, a2a_b=lc.a2a_b * r,
             act_bytes=int(lc.act_bytes * r), act_w_bytes=int(lc.act_w_bytes * r),
             out_bytes=int(lc.out_bytes * r), flops=lc.flops * r) for lc in self.layers)
         pairs = {k: v * t for k, v in self.pairs.items()}

@@ -36,13 +36,21 @@ def costs_to_dict(table: CostTable) -> dict[str, Any]:
         "seq_len": table.seq_len,
         "p2p": asdict(table.p2p),
         "size_curve": [list(p) for p in table.size_curve],
-        "layers": [asdict(lc) for lc in table.layers],
+        "layers": [_layer_dict(lc) for lc in table.layers],
         "pairs": pairs,
         "meta": table.meta,
     }
 
 
-_UNITS = {"f": "seconds", "i": "seconds", "w": "seconds", "a2a_f": "seconds", "a2a_b": "seconds",
+def _layer_dict(lc: LayerCost) -> dict[str, Any]:
+    """A layer's JSON entry; ``b`` only when measured (None means I + W)."""
+    d = asdict(lc)
+    if d["b"] is None:
+        del d["b"]
+    return d
+
+
+_UNITS = {"f": "seconds", "i": "seconds", "w": "seconds", "b": "seconds", "a2a_f": "seconds", "a2a_b": "seconds",
           "flops": "flops", "imbalance": "factor"}
 
 

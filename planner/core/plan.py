@@ -170,6 +170,9 @@ def _check_consistency(plan: Plan, what: str) -> None:
         if len(plan.stage_costs[key]) != n:
             raise InputError(f"{what}.stage_costs.{key}", f"has {len(plan.stage_costs[key])} "
                              f"entries for {n} stages")
+    if len(plan.stage_costs.get("b", ())) not in (0, n):
+        raise InputError(f"{what}.stage_costs.b", f"has {len(plan.stage_costs['b'])} entries for {n} stages",
+                         "give one full-backward time per stage, or leave b out (I + W)")
     _check_times(plan.stage_costs, what)
     _check_cluster_section(plan.cluster, f"{what}.cluster")
     _check_optional_fields(plan, what)
@@ -218,7 +221,7 @@ def _check_cluster_section(cl: Any, where: str) -> None:
 def _check_times(sc: dict[str, Any], what: str) -> None:
     """[issue 15] Stage times are non-negative numbers and not all zero (a plan of zero
     costs simulates to a 0 s step and an unbounded MFU)."""
-    units = {"f": "seconds", "i": "seconds", "w": "seconds", "flops": "flops", "act_bytes": "bytes",
+    units = {"f": "seconds", "i": "seconds", "w": "seconds", "b": "seconds", "flops": "flops", "act_bytes": "bytes",
              "act_w_bytes": "bytes", "static_bytes": "bytes", "out_bytes": "bytes"}
     for key, unit in units.items():
         for s, value in enumerate(sc.get(key, ())):
@@ -239,6 +242,7 @@ def stage_costs_to_dict(sc: StageCosts) -> dict[str, Any]:
         "act_bytes": list(sc.act_bytes), "act_w_bytes": list(sc.act_w_bytes),
         "static_bytes": list(sc.static_bytes), "out_bytes": list(sc.out_bytes),
         "flops": list(sc.flops),
+        **({"b": list(sc.b)} if sc.b else {}),
         "fused": [{"f_stage": a, "b_stage": b, "time": t, "serial": sc.serial_fused.get((a, b), t)}
                   for (a, b), t in sorted(sc.fused.items())],
         "p2p": {"latency_s": sc.p2p.latency_s, "bandwidth": sc.p2p.bandwidth},
@@ -254,6 +258,7 @@ def stage_costs_from_dict(d: dict[str, Any], ranks: list[int]) -> StageCosts:
         static_bytes=tuple(int(x) for x in d["static_bytes"]),
         out_bytes=tuple(int(x) for x in d["out_bytes"]),
         flops=tuple(d.get("flops", ())),
+        b=tuple(d.get("b", ())),
         ranks=tuple(ranks),
         fused={(e["f_stage"], e["b_stage"]): e["time"] for e in d.get("fused", [])},
         serial_fused={(e["f_stage"], e["b_stage"]): e.get("serial", e["time"]) for e in d.get("fused", [])},

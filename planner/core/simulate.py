@@ -7,8 +7,9 @@ What it models:
   a predecessor on another rank adds the point-to-point time of the stage boundary
   (latency + bytes / bandwidth). Sends and receives are asynchronous: they occupy no
   compute time and never block the sender.
-- Durations: F, I, W from ``StageCosts`` (exposed all-to-all included); B = I + W; a
-  fused OVERLAP_F_B action takes ``StageCosts.fused_time`` (+ W when its backward is B).
+- Durations: F, I, W from ``StageCosts`` (exposed all-to-all included); B is
+  ``StageCosts.b_time`` (the measured full backward, else I + W); a fused OVERLAP_F_B
+  action takes ``StageCosts.fused_time``, or ``fused_b_time`` when its backward is B.
 - Memory: F allocates the stage's activation bytes at its start; I frees all but the
   weight-gradient's share at its end, W frees the rest at its end, B frees all.
   Static bytes (parameters, gradients, optimizer state) are held throughout.
@@ -28,9 +29,10 @@ shape under many partitions compile once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import accumulate
 
-from planner.core.compiled import Compiled, DeadlockError, compile_schedule
+import numpy as np
+
+from planner.core.compiled import Compiled, DeadlockError, compile_schedule, compile_unordered, run_in_order
 from planner.core.schedule import Action, ActionKind, Schedule
 from planner.core.stage_costs import StageCosts
 
@@ -57,9 +59,32 @@ class SimResult:
     peak_memory_bytes: list[int]
     """Static + peak activation bytes per rank."""
     memory: list[list[tuple[float, int]]] = field(default_factory=list)
-    """Per rank, (time, activation bytes held) after each change."""
+    """Per rank, (time, activation bytes held) after each change ([Note: detail on read])."""
     critical_path: list[int] = field(default_factory=list)
-    """Nodes on the critical path, first to last."""
+    """Nodes on the critical path, first to last ([Note: detail on read])."""
+
+    @classmethod
+    def _detail_on_read(cls, costs: StageCosts, delay: list[float], **fields) -> SimResult:
+        """A result whose ``memory`` and ``critical_path`` are computed when first read.
+
+        [Note: detail on read] The memory trace builds a tuple per memory change, which
+        cost as much as timing the schedule, and most callers (searches, the validator
+        when no memory limit is crossed) never read it. So ``simulate`` leaves both
+        fields unset and keeps what computing them needs besides the timeline; the first
+        read of either (``__getattr__``, reached only for an unset attribute) computes
+        both from this result's ``start``/``end``, once."""
+        sim = cls(**fields)
+        del sim.memory, sim.critical_path
+        sim._detail = (costs, delay)
+        return sim
+
+    def __getattr__(self, name: str):
+        if name in ("memory", "critical_path") and "_detail" in self.__dict__:
+            costs, delay = self.__dict__.pop("_detail")
+            self.memory = _traces(self.compiled, costs, self.start, self.end)
+            self.critical_path = _critical_path(self.compiled, self.start, self.end, delay)
+            return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def actions(self) -> list[Action]:
@@ -98,17 +123,23 @@ def _per_unit(costs: StageCosts, f, i, w, b) -> list:
 
 def durations(comp: Compiled, c: StageCosts) -> list[float]:
     """Duration of each node of ``comp`` under ``c`` (module docstring)."""
-    f, i, w = c.f, c.i, c.w
-    table = _per_unit(c, f.__getitem__, i.__getitem__, w.__getitem__, lambda s: i[s] + w[s])
+    table = _per_unit(c, c.f.__getitem__, c.i.__getitem__, c.w.__getitem__, c.b_time)
     out = [table[u] for u in comp.units]
-    for n, fs, bs, with_w in comp.fused:
-        out[n] = c.fused_time(fs, bs) + (w[bs] if with_w else 0.0)
+    for n, fs, bs, full in comp.fused:
+        out[n] = c.fused_b_time(fs, bs) if full else c.fused_time(fs, bs)
     return out
 
 
 def simulate(schedule: Schedule, costs: StageCosts) -> SimResult:
-    """Play ``schedule`` against ``costs`` (see the module docstring for what is modelled)."""
-    return simulate_compiled(compile_schedule(schedule, costs.num_stages, costs.ranks), costs)
+    """Play ``schedule`` against ``costs`` (see the module docstring for what is modelled).
+
+    One pass finds the topological order and the times together (``run_in_order``); the
+    returned ``compiled`` has its order, so ``simulate_compiled`` can re-time it."""
+    comp = compile_unordered(schedule, costs.num_stages, costs.ranks)
+    dur = durations(comp, costs)
+    delay = _delays(costs)
+    start, end = run_in_order(comp, dur, delay)
+    return _result(comp, costs, dur, delay, start, end, detail=True)
 
 
 def simulate_compiled(comp: Compiled, costs: StageCosts, *, detail: bool = True) -> SimResult:
@@ -117,19 +148,30 @@ def simulate_compiled(comp: Compiled, costs: StageCosts, *, detail: bool = True)
     candidates by step time and peak memory do not read; every other field is the same."""
     dur = durations(comp, costs)
     nn = len(dur)
-    delay = [costs.p2p_time(s) for s in range(costs.num_stages)] + [0.0]  # index -1 -> 0
+    delay = _delays(costs)
     end = [0.0] * (nn + 1)
     start = [0.0] * nn
     longest_paths(comp.steps, dur, delay, start, end)
     del end[nn]
-    step = max(end, default=0.0)
-    busy = [sum(dur[row[0]: row[-1] + 1]) if row else 0 for row in comp.order]
-    peak_act, memory = _memory(comp, costs, start, end, trace=detail)
+    return _result(comp, costs, dur, delay, start, end, detail=detail)
+
+
+def _delays(costs: StageCosts) -> list[float]:
+    """P2P time of each stage boundary, and 0 for index -1 (a local dependency)."""
+    return [costs.p2p_time(s) for s in range(costs.num_stages)] + [0.0]
+
+
+def _result(comp: Compiled, costs: StageCosts, dur: list[float], delay: list[float],
+            start: list[float], end: list[float], *, detail: bool) -> SimResult:
+    peak_act = _peaks(comp, costs)
     static = costs.static_per_rank() + [0] * (len(comp.order) - costs.num_ranks)
-    return SimResult(step_time=step, compiled=comp, start=start, end=end, busy=busy,
-                     peak_act_bytes=peak_act,
-                     peak_memory_bytes=[static[r] + peak_act[r] for r in range(len(peak_act))],
-                     memory=memory, critical_path=_critical_path(comp, start, end, delay) if detail else [])
+    fields = dict(step_time=max(end, default=0.0), compiled=comp, start=start, end=end,
+                  busy=[sum(dur[row[0]: row[-1] + 1]) if row else 0 for row in comp.order],
+                  peak_act_bytes=peak_act,
+                  peak_memory_bytes=[static[r] + peak_act[r] for r in range(len(peak_act))])
+    if detail:
+        return SimResult._detail_on_read(costs, delay, **fields)
+    return SimResult(**fields)
 
 
 def longest_paths(steps: list[tuple[int, ...]], dur: list[float], delay: list[float],
@@ -164,19 +206,26 @@ def longest_paths(steps: list[tuple[int, ...]], dur: list[float], delay: list[fl
         end[n] = t + dur[n]
 
 
-def _memory(comp: Compiled, c: StageCosts, start: list[float], end: list[float], *, trace: bool = True):
-    """Per rank: peak activation bytes and the (time, bytes held) trace (module docstring;
-    no traces when ``trace`` is False)."""
+def _held(comp: Compiled, c: StageCosts) -> list[np.ndarray]:
+    """Per rank, activation bytes held after each memory change (module docstring)."""
     delta = _per_unit(c, c.act_bytes.__getitem__, lambda s: -c.released(ActionKind.I, s),
                       lambda s: -c.released(ActionKind.W, s), lambda s: -c.released(ActionKind.B, s))
-    when = start + end if trace else []
-    peaks, traces = [], []
-    for units, at in comp.memory_events:
-        held = list(accumulate(map(delta.__getitem__, units)))
-        peaks.append(max(0, max(held, default=0)))  # only F raises it, so the max is at an F
-        if trace:
-            traces.append([(0.0, 0), *zip(map(when.__getitem__, at), held)])
-    return peaks, traces
+    units, _, bounds = comp.memory_events
+    change = np.array(delta)[units]
+    return [np.cumsum(change[lo:hi]) for lo, hi in zip(bounds, bounds[1:])]
+
+
+def _peaks(comp: Compiled, c: StageCosts) -> list[int]:
+    """Peak activation bytes per rank (only F raises it, so the max is at an F)."""
+    return [max(0, held.max().item()) if held.size else 0 for held in _held(comp, c)]
+
+
+def _traces(comp: Compiled, c: StageCosts, start: list[float], end: list[float]):
+    """Per rank, (time, activation bytes held) after each memory change, from (0.0, 0)."""
+    _, at, bounds = comp.memory_events
+    when = start + end
+    return [[(0.0, 0), *zip(map(when.__getitem__, at[lo:hi].tolist()), held.tolist())]
+            for lo, hi, held in zip(bounds, bounds[1:], _held(comp, c))]
 
 
 def _critical_path(comp: Compiled, start: list[float], end: list[float],

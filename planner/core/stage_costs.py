@@ -5,6 +5,10 @@ Built from a ``CostTable`` and a partition (layer range per stage), or written b
 stage running F of layers ``Lf`` beside the input-gradient of layers ``Lb`` pairs
 ``Lf[j]`` with ``reversed(Lb)[j]`` (Megatron pairs F.layer[0] with B.layer[last]);
 leftover layers of the longer side run at serial cost.
+
+A full backward B takes ``b`` when the table measured it, else ``i + w``
+(``planner.core.costs`` [Note: full backward]); fused beside a forward it takes the
+pair's F-beside-I time plus what B costs beyond I (``fused_b_time``).
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ class StageCosts:
     """(forward stage, backward stage) -> time of F beside I, for stage pairs on one rank."""
     serial_fused: dict[tuple[int, int], float] = field(default_factory=dict)
     """Same pairs run without overlap (F then I), for reporting hidden time."""
+    b: tuple[float, ...] = ()
+    """Full backward (one pass), exposed all-to-all included, seconds; empty: ``i + w``."""
     p2p: P2PCost = field(default_factory=P2PCost)
     """Pipeline send/receive link."""
     flops: tuple[float, ...] = ()
@@ -59,6 +65,15 @@ class StageCosts:
     def fused_time(self, f_stage: int, b_stage: int) -> float:
         """F of ``f_stage`` beside the input-gradient of ``b_stage``."""
         return self.fused.get((f_stage, b_stage), self.f[f_stage] + self.i[b_stage])
+
+    def b_time(self, stage: int) -> float:
+        """Full backward B of ``stage``: ``b`` when measured, else I + W."""
+        return self.b[stage] if self.b else self.i[stage] + self.w[stage]
+
+    def fused_b_time(self, f_stage: int, b_stage: int) -> float:
+        """F of ``f_stage`` beside a full backward B of ``b_stage``: the pair beside its
+        input-gradient, then what B costs beyond it (never less than nothing)."""
+        return self.fused_time(f_stage, b_stage) + max(0.0, self.b_time(b_stage) - self.i[b_stage])
 
     def p2p_time(self, stage: int) -> float:
         """Seconds to send stage ``stage``'s output to the next stage (or its gradient back)."""
@@ -114,6 +129,8 @@ def stage_costs(table: CostTable, bounds: list[tuple[int, int]], ranks: list[int
         act_w_bytes=tuple(int(total("act_w_bytes", a, b)) for a, b in bounds),
         static_bytes=tuple(int(total("static_bytes", a, b)) for a, b in bounds),
         out_bytes=tuple(table.layers[b - 1].out_bytes for _, b in bounds),
+        b=(tuple(total("serial_b", a, b) for a, b in bounds)
+           if any(lc.b is not None for lc in table.layers) else ()),
         ranks=tuple(ranks),
         fused=fused,
         serial_fused=serial,

@@ -74,6 +74,8 @@ def _scaled_layer(lc: LayerCost, ref: LayerCost, new: LayerCost, index: int, fac
     kw.update({name: int(getattr(lc, name) * _ratio(getattr(new, name), getattr(ref, name)))
                for name in _BYTES})
     kw["act_w_bytes"] = min(kw["act_w_bytes"], kw["act_bytes"])
+    if lc.b is not None:  # a measured full backward moves with I + W (the analytical B)
+        kw["b"] = lc.b * _ratio(new.i + new.w, ref.i + ref.w)
     base = lc.type.split("@")[0]
     return replace(lc, type=f"{base}@{index}", imbalance=factor, **kw)
 

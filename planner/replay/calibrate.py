@@ -210,9 +210,12 @@ def with_split_kinds(full: Calibration, split: Calibration) -> Calibration:
 
 def calibrated_costs(sc: StageCosts, cal: Calibration, *, w0_full: bool = False) -> StageCosts:
     """Alone durations: each kind scaled by its ``alone_scale``, the between-action work added
-    once per action (to F, to I; to W only when W was measured on its own, since a B action
-    is I + W), and the measured P2P latency. ``w0_full``: stage 0's W is torch's full
-    backward (``torch_first_stage`` applied to ``sc``), scaled as B (``_calibrated_as``)."""
+    once per action (to F, to I; to W only when W was measured on its own), and the
+    measured P2P latency. A full backward B is its own table time (``StageCosts.b_time``)
+    at B's scale when the calibration measured B, else the calibrated I + W scaled by
+    the table's B / (I + W).
+    ``w0_full``: stage 0's W is torch's full backward (``torch_first_stage`` applied to
+    ``sc``), scaled as B (``_calibrated_as``)."""
     a = {k: cal.alone(k) for k in KINDS}
     g = cal.between_actions_s
     g_w = g if ActionKind.W in cal.alone_scale else 0.0
@@ -221,10 +224,15 @@ def calibrated_costs(sc: StageCosts, cal: Calibration, *, w0_full: bool = False)
     w = tuple(a[ActionKind.W] * x + g_w for x in sc.w)
     if w0_full:
         w = (a[ActionKind.B] * sc.w[0] + g, *w[1:])
+    if ActionKind.B in cal.alone_scale:
+        b = tuple(a[ActionKind.B] * sc.b_time(s) + g for s in range(sc.num_stages))
+    else:
+        b = tuple((x + y + g_w) * sc.b_time(s) / max(sc.i[s] + sc.w[s], 1e-30)
+                  for s, (x, y) in enumerate(zip(i, w))) if sc.b else ()
     fused = {(fs, bs): t - sc.f[fs] - sc.i[bs] + f[fs] + i[bs] - g for (fs, bs), t in sc.fused.items()}
     p2p = sc.p2p if cal.p2p_latency_s is None else P2PCost(latency_s=cal.p2p_latency_s,
                                                           bandwidth=sc.p2p.bandwidth)
-    return replace(sc, f=f, i=i, w=w, fused=fused, p2p=p2p)
+    return replace(sc, f=f, i=i, w=w, b=b, fused=fused, p2p=p2p)
 
 
 def predict(schedule: Schedule, sc: StageCosts, cal: Calibration) -> tuple[float, SimResult]:
@@ -247,7 +255,8 @@ def torch_first_stage(sc: StageCosts, schedule: Schedule) -> StageCosts:
         return sc
     moved = sc.i[0]
     fused = {k: (t - moved if k[1] == 0 else t) for k, t in sc.fused.items()}
-    return replace(sc, i=(0.0, *sc.i[1:]), w=(sc.w[0] + moved, *sc.w[1:]), fused=fused)
+    b = (sc.b[0] - moved, *sc.b[1:]) if sc.b else ()  # B stays the full backward
+    return replace(sc, i=(0.0, *sc.i[1:]), w=(sc.b_time(0), *sc.w[1:]), b=b, fused=fused)
 
 
 def calibrated_plan(plan: Plan, cal: Calibration) -> Plan:

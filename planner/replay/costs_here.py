@@ -5,7 +5,8 @@ once (``profiler.layers``) and timed as the pipeline runtime runs it, one microb
 at a time: F = forward (plus the loss for the head); I and W = torch's
 ``stage_backward_input`` and ``stage_backward_weight``, the functions
 ``_PipelineScheduleRuntime`` calls for I and W; B = the full backward it calls for B
-(kept in ``meta["full_backward"]``: split I + W costs more than one full backward). Every rank measures at once, so the
+(``LayerCost.b``: split I + W costs more than one full backward, see
+``planner.core.costs`` [Note: full backward]). Every rank measures at once, so the
 cores are as busy as during the replay, and the medians are averaged over ranks.
 
 Pipeline send/receive is measured too: a ping-pong between ranks 0 and 1 with a
@@ -92,20 +93,18 @@ def measure_layer_costs(rm: ReplayModel, device: torch.device, clock: Clock, *,
         dist.all_reduce(times)
         times /= dist.get_world_size()
     by_type = {t: tuple(float(v) for v in times[j]) for j, t in enumerate(keys)}
-    full_backward = {t: v[3] for t, v in by_type.items()}
     tokens = rm.microbatch_size * rm.seq_len
     out_bytes = tokens * rm.spec.hidden * 4
     layers = []
     for layer in rm.spec.layers:
-        f, i, w, _ = by_type[layer.type_key]
+        f, i, w, b = by_type[layer.type_key]
         layers.append(LayerCost(
-            type=layer.type_key, role=layer.role, f=f, i=i, w=w,
+            type=layer.type_key, role=layer.role, f=f, i=i, w=w, b=b,
             out_bytes=0 if layer.role == "head" else out_bytes,
             flops=3.0 * layer_forward_flops(layer, rm.spec, rm.seq_len) * tokens))
     return CostTable(model=rm.spec.name, source="measured", layers=tuple(layers),
                      microbatch_size=rm.microbatch_size, seq_len=rm.seq_len, device=label,
-                     scale=rm.scale, meta={"measured_by": "ppplan replay", "reps": reps,
-                                           "full_backward": full_backward})
+                     scale=rm.scale, meta={"measured_by": "ppplan replay", "reps": reps})
 
 
 def _pingpong(rank: int, nbytes: int, device: torch.device, reps: int) -> float:

@@ -8,33 +8,31 @@ measured elsewhere) keeps its partition and schedule, and its step is re-predict
 a cost table measured here (``costs_here``) -> stage costs for the same partition ->
 ``planner.core.simulate``.
 
-[Note: full backward] Split I + W costs more than one full backward (the split walks
-the autograd graph twice). For a stage whose every backward is a B action, the
-re-prediction scales its I and W so that I + W equals the measured full backward.
+A cost table measured here holds each layer's full backward (``LayerCost.b``); the
+stage costs carry it and the simulator times every B action with it
+(``planner.core.costs`` [Note: full backward]).
 
 [Note: torch first stage] torch's runtime makes ``I`` a no-op on stage 0 (it has no
 input gradient to send) and runs the whole backward in ``W``. When the schedule
-splits stage 0's backward, the re-prediction moves stage 0's input-gradient time
-into its weight-gradient time, which is what the engine executes.
+splits stage 0's backward, the re-prediction times stage 0's I as nothing and its W
+as the full backward (``StageCosts.b_time``), which is what the engine executes.
 
 [Note: calibrated prediction] A plan whose ``costs["calibration"]``, or a table whose
 ``meta["calibration"]``, holds a ``calibrate.Calibration`` (measured by a separate
 calibration replay, see [Note: runtime calibration]) is predicted with it: alone
 durations, the measured slowdown while ranks share cores, P2P latency and step
-overhead (``calibrate.predict``), after the two adjustments above.
+overhead (``calibrate.predict``), after the adjustment above.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Any
 
 from planner.core.costs import CostTable
 from planner.core.plan import Plan
 from planner.core.simulate import SimResult, simulate
 from planner.core.stage_costs import StageCosts, stage_costs
-from planner.core.schedule import ActionKind
 from planner.replay.calibrate import Calibration, predict, torch_first_stage
 
 __all__ = ["is_exact_replay", "copied_prediction", "repredict", "REPREDICTED"]
@@ -82,30 +80,10 @@ def _torch_first_stage(sc: StageCosts, plan: Plan) -> StageCosts:
     return torch_first_stage(sc, plan.parsed_schedule())
 
 
-def _full_backward(sc: StageCosts, plan: Plan, table: CostTable) -> StageCosts:
-    """See [Note: full backward]."""
-    b_of = table.meta.get("full_backward") or {}
-    kinds: dict[int, set[str]] = {}
-    for acts in plan.parsed_schedule().values():
-        for a in acts:
-            for p in a.parts:
-                if p.kind in (ActionKind.B, ActionKind.I):
-                    kinds.setdefault(p.stage, set()).add(p.kind)
-    i, w = list(sc.i), list(sc.w)
-    for s, (lo, hi) in enumerate(plan.bounds()):
-        if kinds.get(s) != {ActionKind.B} or not b_of:
-            continue
-        b = sum(b_of[table.layers[k].type] for k in range(lo, hi))
-        ratio = b / (i[s] + w[s]) if i[s] + w[s] > 0 else 1.0
-        i[s], w[s] = i[s] * ratio, w[s] * ratio
-    fused = {k: t - sc.i[k[1]] + i[k[1]] for k, t in sc.fused.items()}
-    return replace(sc, i=tuple(i), w=tuple(w), fused=fused)
-
-
 def repredict(plan: Plan, table: CostTable) -> tuple[dict[str, Any], SimResult]:
     """Same partition and schedule, costs measured here; the plan's own figures kept aside."""
     sc = stage_costs(table, plan.bounds(), plan.ranks())
-    sc = _torch_first_stage(_full_backward(sc, plan, table), plan)
+    sc = _torch_first_stage(sc, plan)
     cal = table.meta.get("calibration")
     step, sim = _timeline(plan, sc, cal)
     pred = {**_summary(sim), "step_time_s": step, "source": REPREDICTED, "peak_memory_bytes": None,
@@ -121,7 +99,6 @@ def repredict(plan: Plan, table: CostTable) -> tuple[dict[str, Any], SimResult]:
 
 def _type_costs(table: CostTable) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
-    b_of = table.meta.get("full_backward") or {}
     for lc in table.layers:
-        out.setdefault(lc.type, {"f": lc.f, "i": lc.i, "w": lc.w, "b": b_of.get(lc.type)})
+        out.setdefault(lc.type, {"f": lc.f, "i": lc.i, "w": lc.w, "b": lc.b})
     return out

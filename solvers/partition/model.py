@@ -5,7 +5,8 @@ partition solvers need is a function of one stage's position and layer range
 ``[a, b)``, computed in O(1) after an O(N^2) precompute (``OverlapRangeCost``):
 
 - ``work(s, a, b)``: busy time of stage s for the whole step. The schedule fixes how
-  many plain F, I, B (= I + W), W and fused F&B actions stage s runs
+  many plain F, I, B (its measured full backward, else I + W), W and fused F&B
+  actions stage s runs
   (``stage_shapes``). A fused pair (F of stage p beside I of stage q) is charged
   ``rho_p x F_p`` to p and ``rho_q x I_q`` to q, with ``rho = OV(range) / (F + I)``
   the range's own overlap ratio; for p = q (every fused pair when vpp = 1) the two
@@ -19,10 +20,10 @@ with
 
     term = head(a) + work(s, a, b) + idle(s, a, b) + tail(a)
     head(a) = sum of serial F over layers [0, a) + s x p2p      (first input arrives)
-    tail(a) = sum of serial I (+ W where backwards are full B) over [0, a) + s x p2p
+    tail(a) = sum of serial I (or B where backwards are full) over [0, a) + s x p2p
               (the last gradient still has to travel back to stage 0)
     idle    = max(0, F_s + down(b) - warmup_s x F_s)
-    down(b) = serial F + I (+ W) over [b, N) + 2 (S-1-s) x p2p (first microbatch's round
+    down(b) = serial F + I (or B) over [b, N) + 2 (S-1-s) x p2p (first microbatch's round
               trip below s; stage s covers it with its ``warmup_s`` forwards)
 
 Each term is the length of a chain of work every schedule of this order contains:
@@ -62,7 +63,7 @@ class StageShape:
     i: int = 0
     """Plain input-gradients."""
     b: int = 0
-    """Plain full backwards (I + W)."""
+    """Plain full backwards (measured B, else I + W)."""
     w: int = 0
     """Plain weight-gradients."""
     fused_f: int = 0
@@ -116,10 +117,10 @@ class StepModel:
         self._act = prefix_sums([lc.act_bytes for lc in layers])
         self._act_w = prefix_sums([lc.act_w_bytes for lc in layers])
         self.full_backward = any(sh.b or sh.fused_w for sh in self.shapes)
-        w_in_chain = 1.0 if self.full_backward else 0.0
+        back = [lc.serial_b if self.full_backward else lc.serial_i for lc in layers]
         self._fpre = prefix_sums([lc.serial_f for lc in layers])
-        self._bpre = prefix_sums([lc.serial_i + w_in_chain * lc.w for lc in layers])
-        self._trip = prefix_sums([lc.serial_f + lc.serial_i + w_in_chain * lc.w for lc in layers])
+        self._bpre = prefix_sums(back)
+        self._trip = prefix_sums([lc.serial_f + b for lc, b in zip(layers, back)])
         self._layer_rho = [table.ov(k, k) / (lc.serial_f + lc.serial_i)
                            if overlap and lc.serial_f + lc.serial_i > 0 else 1.0
                            for k, lc in enumerate(layers)]
@@ -138,10 +139,10 @@ class StepModel:
     def work(self, s: int, a: int, b: int) -> float:
         """Busy time of stage ``s`` holding [a, b) over the whole step (module doc)."""
         sh, oc = self.shapes[s], self._oc
-        f, i, w = oc.forward(a, b), oc.backward(a, b), oc.weight(a, b)
+        f, i, w, bx = oc.forward(a, b), oc.backward(a, b), oc.weight(a, b), oc.full_extra(a, b)
         rho = self.ratio(a, b) if sh.fused_f or sh.fused_i else 1.0
         return ((sh.f + rho * sh.fused_f) * f + (sh.i + sh.b + rho * sh.fused_i) * i
-                + (sh.b + sh.w + sh.fused_w) * w)
+                + sh.w * w + sh.b * bx + sh.fused_w * max(0.0, bx))
 
     def head(self, s: int, a: int) -> float:
         """Chain before stage ``s`` starting at layer ``a`` (first input) and after it (last gradient)."""
@@ -170,9 +171,9 @@ class StepModel:
         """``p[k]``: stage ``s``'s work over layers [0, k) with each fused pair charged at the
         layer's own overlap ratio (additive; equals ``work`` for non-fused shapes)."""
         sh = self.shapes[s]
-        wf = sh.b + sh.w + sh.fused_w
         return prefix_sums([(sh.f + rho * sh.fused_f) * lc.serial_f
-                            + (sh.i + sh.b + rho * sh.fused_i) * lc.serial_i + wf * lc.w
+                            + (sh.i + sh.b + rho * sh.fused_i) * lc.serial_i + sh.w * lc.w
+                            + sh.b * (lc.serial_b - lc.serial_i) + sh.fused_w * max(0.0, lc.serial_b - lc.serial_i)
                             for lc, rho in zip(self._layers, self._layer_rho)])
 
     def prefix_tables(self) -> dict[str, list[int]]:

@@ -33,6 +33,7 @@ class OverlapRangeCost:
         self._f = prefix_sums([lc.serial_f for lc in table.layers])
         self._i = prefix_sums([lc.serial_i for lc in table.layers])
         self._w = prefix_sums([lc.w for lc in table.layers])
+        self._bx = prefix_sums([lc.serial_b - lc.serial_i for lc in table.layers])
 
     def overlapped(self, a: int, b: int) -> float:
         """F beside I over layers [a, b), paired as in the module doc."""
@@ -45,6 +46,11 @@ class OverlapRangeCost:
     def weight(self, a: int, b: int) -> float:
         """W over [a, b)."""
         return self._w[b] - self._w[a]
+
+    def full_extra(self, a: int, b: int) -> float:
+        """What a full backward B over [a, b) costs beyond its I (W unless B was measured;
+        negative when a measured B is cheaper than I alone)."""
+        return self._bx[b] - self._bx[a]
 
     def forward(self, a: int, b: int) -> float:
         """Serial F over [a, b)."""

@@ -61,7 +61,9 @@ def duration(action: Action, costs: StageCosts) -> float:
     """Seconds the action occupies its rank (the simulator's durations)."""
     if action.kind == OVERLAP:
         fw, bw = action.sub
-        return costs.fused_time(fw.stage, bw.stage) + (costs.w[bw.stage] if bw.kind == ActionKind.B else 0.0)
+        if bw.kind == ActionKind.B:
+            return costs.fused_b_time(fw.stage, bw.stage)
+        return costs.fused_time(fw.stage, bw.stage)
     kind, s = action.kind, action.stage
     if kind == ActionKind.F:
         return costs.f[s]
@@ -69,7 +71,7 @@ def duration(action: Action, costs: StageCosts) -> float:
         return costs.i[s]
     if kind == ActionKind.W:
         return costs.w[s]
-    return costs.i[s] + costs.w[s]  # B
+    return costs.b_time(s)  # B
 
 
 def allocates(action: Action, costs: StageCosts) -> int:

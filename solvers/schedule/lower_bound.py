@@ -27,13 +27,18 @@ necessary condition on every schedule:
    k_s = M gives the single round trip (bound 2).
 
 Durations in chains use each task's cheapest form: F_s alone or inside any fused pair
-(``min(F_s, fused(s, b))``), likewise I, so fused schedules are covered. Everything
-above holds for any order, placement and deadline, hence for the optimum.
+(``min(F_s, fused(s, b))``), likewise I, so fused schedules are covered. A measured
+full backward B may cost less than I + W (``planner.core.costs`` [Note: full
+backward]): the bound then reads I as ``min(I, B)`` and W as ``min(W, B - that)``, so
+each stage's backward work is at most the cheaper of its two forms, and each fused
+pair keeps its saving (``_cheapest_backward``). Everything above holds for any order,
+placement and deadline, hence for the optimum.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from planner.core.stage_costs import StageCosts
 
@@ -42,6 +47,16 @@ __all__ = ["step_lower_bound", "LowerBound", "bound_parts"]
 
 class LowerBound(dict):
     """Named parts of the bound (``rank_work``, ``round_trip``, ``memory``)."""
+
+
+def _cheapest_backward(costs: StageCosts) -> StageCosts:
+    """Costs whose I and W are no dearer than a full backward (module docstring)."""
+    if not costs.b:
+        return costs
+    i = tuple(min(x, b) for x, b in zip(costs.i, costs.b))
+    w = tuple(min(x, b - y) for x, y, b in zip(costs.w, i, costs.b))
+    fused = {(a, s): t - (costs.i[s] - i[s]) for (a, s), t in costs.fused.items()}
+    return replace(costs, i=i, w=w, b=(), fused=fused)
 
 
 def _cheapest(costs: StageCosts) -> tuple[list[float], list[float]]:
@@ -82,6 +97,7 @@ def _rank_work(costs: StageCosts, m: int, head: list[float], first_i: list[float
 def bound_parts(costs: StageCosts, microbatches: int, *,
                 act_budget: list[int | None] | None = None) -> LowerBound:
     """The three bounds of the module docstring, by name."""
+    costs = _cheapest_backward(costs)
     S, m = costs.num_stages, microbatches
     fmin, imin = _cheapest(costs)
     head = [0.0] * S

@@ -54,9 +54,10 @@ def steady_lower_bound(costs: StageCosts, m: int) -> float:
     ([Note: steady tail]; the wait is a chain of dependencies whatever the order)."""
     work = [0.0] * costs.num_ranks
     for s in range(costs.num_stages):
-        work[costs.ranks[s]] += m * (costs.f[s] + costs.i[s] + costs.w[s])
-    if not _one_stage_per_rank(costs):
-        return max(work)
+        work[costs.ranks[s]] += m * (costs.f[s] + min(costs.i[s] + costs.w[s], costs.b_time(s)))
+    cheaper_b = any(costs.b_time(s) < costs.i[s] + costs.w[s] for s in range(costs.num_stages))
+    if cheaper_b or not _one_stage_per_rank(costs):
+        return max(work)  # the tail argument counts W tasks, which a cheaper full B may skip
     hop = _hops(costs)
     return max(work[r] + max(0.0, sum(hop[:r]) + costs.w[0] - m * costs.w[r]) for r in range(costs.num_ranks))
 
