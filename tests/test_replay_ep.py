@@ -156,3 +156,37 @@ def test_under_torchrun_a_rank_dead_inside_a_pair_ends_the_other_within_the_time
     assert codes[0] != 0, procs[0].stderr.read()
     assert time.monotonic() - start < 90
     assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("policy", ["probs", "position"])
+def test_capacity_padded_ep_replay_matches_reference(tmp_path, policy):
+    """Megatron's padded capacity mode (static all-to-all splits, no counts exchange) on
+    pp 1 x ep 2 with fused pairs: the same drops as the single-process reference, which
+    applies the same capacity to each EP rank's batch."""
+    from planner.replay import replay
+
+    plan = make_plan(tiny_config(tmp_path), one_f_one_b(1, 4, fuse=True), [(0, 7)], pp=1)
+    rep = replay(plan, _opts(ep=2, moe_expert_capacity_factor=0.75, moe_pad_expert_input_to_capacity=True,
+                             moe_token_drop_policy=policy)).report
+    assert rep["replay"]["moe_dispatch"] == {"mode": "padded", "moe_expert_capacity_factor": 0.75,
+                                             "moe_pad_expert_input_to_capacity": True,
+                                             "moe_token_drop_policy": policy}
+    assert rep["grad_check"]["passed"], rep["grad_check"]
+
+
+@pytest.mark.parametrize(("flags", "named"), [
+    (("--moe-expert-capacity-factor", "-1"), "--moe-expert-capacity-factor"),
+    (("--moe-expert-capacity-factor", "inf"), "--moe-expert-capacity-factor"),
+    (("--moe-expert-capacity-factor", "1", "--moe-token-drop-policy", "random"), "--moe-token-drop-policy"),
+    (("--moe-pad-expert-input-to-capacity",), "--moe-pad-expert-input-to-capacity"),
+])
+def test_bad_capacity_flags_are_one_line_exit_2(ppplan, tmp_path, flags, named):
+    _, path = _pair_plan(tmp_path)
+    out = tmp_path / "r.json"
+    res = ppplan("replay", str(path), *flags, "--out", str(out))
+    assert res.code == 2, res.err
+    lines = res.err.strip().splitlines()
+    assert len(lines) == 1 and named in lines[0], res.err
+    assert not out.exists()

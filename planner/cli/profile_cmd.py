@@ -28,13 +28,16 @@ __all__ = ["COMMANDS"]
 @click.option("--no-links", is_flag=True, help="Skip the point-to-point / all-to-all benchmarks (no second process when --ep is 1).")
 @click.option("--threads", type=click.IntRange(min=0, max=1024), default=0, show_default=True, help="torch threads per process (0: automatic).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--moe-expert-capacity-factor", type=float, help="Measure in Megatron's capacity mode: each expert takes at most ceil(tokens x top_k / experts x C) copies of a rank's tokens, the rest dropped (default: dropless).")
+@click.option("--moe-pad-expert-input-to-capacity", is_flag=True, help="Pad every expert's buffer to capacity: static all-to-all splits, no host sync in a MoE layer (needs --moe-expert-capacity-factor).")
+@click.option("--moe-token-drop-policy", default="probs", show_default=True, help="Which copies over capacity are dropped: probs (lowest routing weight) or position (latest tokens).")
 @click.option("--compare", nargs=2, type=click.Path(dir_okay=False), help="Show two profiles side by side per layer type and exit.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--out", type=click.Path(dir_okay=False), default="profile.json", show_default=True)
 def profile_command(model: str | None, analytical: bool, cluster: str | None, device: str, scale: float,
                     ep: int, routing: tuple[str, ...], trace_ep: int | None, seq_len: int, micro_batch: int, warmup: int,
                     repeats: int, no_links: bool, threads: int, seed: int, compare: tuple[str, str] | None,
-                    quiet: bool, out: str) -> None:
+                    quiet: bool, out: str, **moe_capacity) -> None:
     """Write MODEL's cost table (measured unless --analytical), or --compare A B."""
     from planner.core.costs_io import load_costs, save_costs
     from planner.core.hf_config import load_model
@@ -49,6 +52,12 @@ def profile_command(model: str | None, analytical: bool, cluster: str | None, de
     if model is None:
         raise click.UsageError("missing MODEL (a shipped id or a config.json path)")
     spec = load_model(model)
+    if analytical and (moe_capacity["moe_expert_capacity_factor"] is not None
+                       or moe_capacity["moe_pad_expert_input_to_capacity"]):
+        from planner.core.errors import InputError
+
+        raise InputError("--moe-expert-capacity-factor", "is not modelled by --analytical: its expert GEMMs "
+                         "take the routed mean rows", "leave out --analytical to measure the profile")
     if analytical:
         from planner.api import resolve_cluster
         from profiler.analytical import analytical_costs
@@ -58,7 +67,7 @@ def profile_command(model: str | None, analytical: bool, cluster: str | None, de
         table = _measure(spec, device=device, scale=scale, ep=ep, routing=routing, trace_ep=trace_ep, seq_len=seq_len,
                          micro_batch=micro_batch, warmup=warmup, repeats=repeats, threads=threads,
                          measure_links=not no_links,
-                         seed=seed, quiet=quiet)
+                         seed=seed, quiet=quiet, **moe_capacity)
     save_costs(table, out)
     click.echo(f"wrote {out}: {table.num_layers} layers, {len(table.pairs)} pair costs "
                f"({table.source}, {table.device}, scale {table.scale:g})")

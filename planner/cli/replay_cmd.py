@@ -28,6 +28,9 @@ __all__ = ["COMMANDS"]
 @click.option("--ep", type=click.IntRange(min=1), help="Expert-parallel ranks per stage (pp x ep processes; default 1: every expert local).")
 @click.option("--link", type=click.Choice(["real", "emulated"]), default="real", show_default=True, help="MoE all-to-alls: real, or emulated (local copies held to the analytical model's time; figures labelled emulated).")
 @click.option("--link-scale", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True, help="Factor on the emulated link's times.")
+@click.option("--moe-expert-capacity-factor", type=float, help="Megatron's capacity mode: each expert takes at most ceil(tokens x top_k / experts x C) copies of a rank's tokens, the rest dropped (default: dropless).")
+@click.option("--moe-pad-expert-input-to-capacity", is_flag=True, help="Pad every expert's buffer to capacity: static all-to-all splits, no host sync in a MoE layer (needs --moe-expert-capacity-factor).")
+@click.option("--moe-token-drop-policy", default="probs", show_default=True, help="Which copies over capacity are dropped: probs (lowest routing weight) or position (latest tokens).")
 @click.option("--fault", hidden=True, help="Test hook: die:RANK or hang:RANK.")
 def replay_command(plan_path: str, out: str, trace: str | None, as_json: bool, no_grad_check: bool,
                    **options) -> None:

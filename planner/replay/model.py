@@ -41,9 +41,13 @@ class ReplayModel:
     ep: int = 1
     """Expert-parallel size: ranks of one stage, each with its own data (EP is carved out
     of data parallelism, as in Megatron) and ``experts / ep`` of each MoE layer's experts."""
+    moe_capacity: Any = None
+    """Megatron's capacity mode of the MoE layers (``profiler.layers.moe_capacity.CapacityMode``);
+    None = dropless."""
 
 
-def replay_model(plan: Plan, *, scale: float, seq_len: int, seed: int = 0, ep: int = 1) -> ReplayModel:
+def replay_model(plan: Plan, *, scale: float, seq_len: int, seed: int = 0, ep: int = 1,
+                 moe_capacity: Any = None) -> ReplayModel:
     """Load the plan's model, check its layer count and EP, and scale its width."""
     from profiler.layers import scaled_model
 
@@ -57,7 +61,7 @@ def replay_model(plan: Plan, *, scale: float, seq_len: int, seed: int = 0, ep: i
                          f"{spec.name} at scale {scale:g}", "pick an --ep that divides the expert count")
     return ReplayModel(spec=small, scale=scale, seq_len=seq_len,
                        microbatch_size=int(plan.microbatches.get("size", 1)),
-                       microbatches=plan.num_microbatches, seed=seed, ep=ep)
+                       microbatches=plan.num_microbatches, seed=seed, ep=ep, moe_capacity=moe_capacity)
 
 
 class StageModule(nn.Module):
@@ -83,7 +87,8 @@ def build_stage(rm: ReplayModel, start: int, end: int, device: torch.device, *,
     def group(k: int) -> Any:
         return ep_group(k) if callable(ep_group) else ep_group
 
-    layers = {k: build_layer(rm.spec, rm.spec.layers[k], seed=rm.seed, ep_group=group(k))
+    layers = {k: build_layer(rm.spec, rm.spec.layers[k], seed=rm.seed, ep_group=group(k),
+                             moe_capacity=rm.moe_capacity)
               for k in range(start, end)}
     return StageModule(layers).to(device)
 

@@ -41,6 +41,15 @@ class ReplayOptions:
     link_scale: float = 1.0
     """Factor on the emulated link's times (to give the all-to-alls a GPU-like share of
     each MoE layer at the replay's width and device)."""
+    moe_expert_capacity_factor: float | None = None
+    """Megatron's ``--moe-expert-capacity-factor``: each expert takes at most ``ceil(tokens x
+    top_k / experts x C)`` copies of a rank's tokens, the rest dropped; None = dropless
+    (``profiler.layers.moe_capacity``)."""
+    moe_pad_expert_input_to_capacity: bool = False
+    """Megatron's ``--moe-pad-expert-input-to-capacity``: fixed-size expert buffers, static
+    all-to-all splits, no host sync inside a MoE layer."""
+    moe_token_drop_policy: str = "probs"
+    """Megatron's ``--moe-token-drop-policy``: ``probs`` or ``position``."""
     fault: str | None = None
     """Fault injection for tests: ``die:RANK`` exits that rank, ``hang:RANK`` blocks it,
     both just before the first step; ``pair-die:RANK`` / ``pair-raise:RANK`` exit or raise
@@ -62,12 +71,20 @@ class ReplayOptions:
             raise InputError("--link-scale", f"must be positive, got {self.link_scale}")
         if self.timeout_s <= 0 or self.deadline_s <= 0:
             raise InputError("--timeout", "must be positive")
+        self.moe_capacity()
         if self.fault is not None:
             kind, _, rank = self.fault.partition(":")
             if kind not in ("die", "hang", "pair-die", "pair-raise") or not rank.isdigit():
                 raise InputError("fault", f"bad value {self.fault!r}",
                                  "use die:RANK, hang:RANK, pair-die:RANK or pair-raise:RANK")
         return self
+
+    def moe_capacity(self) -> Any:
+        """The MoE layers' ``CapacityMode`` (None: dropless); ``InputError`` on bad flags."""
+        from profiler.layers.moe_capacity import capacity_mode
+
+        return capacity_mode(self.moe_expert_capacity_factor, pad=self.moe_pad_expert_input_to_capacity,
+                             drop_policy=self.moe_token_drop_policy)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,6 +14,7 @@ from planner.replay.measure import action_timeline, summarize
 from planner.replay.options import ReplayOptions, ReplayResult
 from planner.replay.predict import copied_prediction, repredict
 from planner.replay.trace import chrome_trace
+from profiler.layers.moe_capacity import describe
 
 __all__ = ["ENGINE", "assemble", "text_summary"]
 
@@ -65,7 +66,7 @@ def assemble(plan: Plan, opts: ReplayOptions, out: dict[str, Any]) -> ReplayResu
                    "world_size": len(gathered), "threads_per_rank": gathered[0]["threads"],
                    "steps": opts.steps, "warmup": opts.warmup, "seed": opts.seed, "engine": ENGINE,
                    "plan_ep": plan.parallel.get("ep", 1), "expert_parallel": _link(opts, out.get("ep", 1)),
-                   "processes": len(gathered) * out.get("ep", 1)},
+                   "processes": len(gathered) * out.get("ep", 1), "moe_dispatch": describe(rm.moe_capacity)},
         "measured": measured,
         "predicted": predicted,
         "prediction_error": errors,

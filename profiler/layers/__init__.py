@@ -18,6 +18,7 @@ from planner.core.model import LayerSpec, ModelSpec
 from profiler.layers.blocks import DecoderLayer, Embedding, Head, MtpLayer, ProgramModule, loss_fn
 from profiler.layers.common import init_parameters
 from profiler.layers.moe import MoE
+from profiler.layers.moe_capacity import CapacityMode
 from profiler.layers.program import Compute, Exchange, Step, run_program
 from profiler.layers.scaling import scaled_model
 
@@ -26,12 +27,15 @@ __all__ = ["build_layer", "scaled_model", "loss_fn", "ProgramModule", "Compute",
 
 
 def build_layer(model: ModelSpec, layer: LayerSpec, *, scale: float = 1.0, ep_group: Any = None,
-                dtype: torch.dtype = torch.float32, seed: int = 0) -> ProgramModule:
+                dtype: torch.dtype = torch.float32, seed: int = 0,
+                moe_capacity: CapacityMode | None = None) -> ProgramModule:
     """The module of ``layer`` of ``model`` at ``scale`` times its width, on the CPU.
 
     With an expert-parallel ``ep_group`` an MoE layer holds only its rank's experts and
     exchanges tokens with real all-to-alls; without one every expert is local. Weights
     are drawn deterministically from (seed, layer index, parameter name).
+    ``moe_capacity``: Megatron's capacity mode for the routed experts (None: dropless;
+    see ``profiler.layers.moe_capacity``).
     """
     spec = scaled_model(model, scale)
     module: ProgramModule
@@ -46,6 +50,7 @@ def build_layer(model: ModelSpec, layer: LayerSpec, *, scale: float = 1.0, ep_gr
     for sub in module.modules():
         if isinstance(sub, MoE):
             sub.init_experts(seed=seed, layer_index=layer.index)
+            sub.capacity = moe_capacity
     init_parameters(module, seed=seed, layer_index=layer.index)
     return module.to(dtype)
 

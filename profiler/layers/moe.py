@@ -12,6 +12,12 @@ what it received and sends the results back (combine). Without a group every exp
 runs locally and there is nothing to exchange. The three compute parts are exposed
 separately (``route``, ``experts``, ``finish``) so a layer program can put the
 dispatch and combine between them.
+
+Dropless by default (every routed copy runs, the split sizes travel with the tokens:
+a counts all-to-all and a host sync per layer). With a ``CapacityMode``
+(``profiler.layers.moe_capacity``, Megatron's ``--moe-expert-capacity-factor``) copies
+over an expert's capacity are dropped; padded to capacity, the exchanges have static
+splits and the layer never syncs the host (see [Note: no host sync when padded]).
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from torch import nn
 from planner.core.errors import InputError
 from planner.core.model import MoeSpec
 from profiler.layers.common import SwiGLU, param_generator
+from profiler.layers.moe_capacity import (CapacityMode, batched_experts, expert_capacity, kept_copies,
+                                          padded_slots)
 from profiler.layers.program import Ctx, EmulatedLink, group_rank, group_size, wait_for
 
 __all__ = ["MoE", "select_experts"]
@@ -43,9 +51,11 @@ class MoE(nn.Module):
     """Routed experts (+ shared expert); the parts are called by a layer program."""
 
     def __init__(self, hidden: int, spec: MoeSpec, *, sigmoid_scores: bool = False,
-                 ep_group: Any = None) -> None:
+                 ep_group: Any = None, capacity: CapacityMode | None = None) -> None:
         super().__init__()
         self.spec, self.hidden, self.group = spec, hidden, ep_group
+        self.capacity = capacity
+        """Token dropping / padding (None: dropless)."""
         self.ep = group_size(ep_group) if ep_group is not None else 1
         self.ep_rank = group_rank(ep_group) if ep_group is not None else 0
         if spec.num_experts % self.ep:
@@ -75,13 +85,23 @@ class MoE(nn.Module):
     def route(self, x: torch.Tensor, ctx: Ctx) -> tuple[torch.Tensor, torch.Tensor]:
         """Top-k routing of x [N, H]: returns (token copies sorted by expert, their weights).
 
-        Writes ``tokens_per_expert`` (global, this rank's tokens), ``token_of`` (source
-        token of each copy) and, with a group, the ``dispatch`` splits and ``recv_counts``."""
+        Writes ``tokens_per_expert`` (rows each expert gets from this rank's tokens),
+        ``token_of`` (source token of each copy) and, with a group, the ``dispatch`` and
+        ``combine`` splits (and ``recv_counts`` unless padded)."""
         top, idx = select_experts(self.router(x), self.spec.top_k, sigmoid=self.sigmoid_scores)
+        cap = self.capacity
+        if cap is not None and cap.pad:
+            return self._route_padded(x, top, idx, ctx)
         expert_of = idx.flatten()
+        if cap is not None:  # drop the copies over capacity: they sort last, past the kept ones
+            n = expert_capacity(x.shape[0], self.spec.top_k, self.spec.num_experts, cap.factor)
+            keep = kept_copies(top, idx, self.spec.num_experts, n, cap.drop_policy).flatten()
+            expert_of = torch.where(keep, expert_of, self.spec.num_experts)
         order = torch.argsort(expert_of, stable=True)
+        counts = torch.bincount(expert_of, minlength=self.spec.num_experts)[:self.spec.num_experts]
+        if cap is not None:
+            order = order[:int(counts.sum())]
         token_of = order // self.spec.top_k
-        counts = torch.bincount(expert_of, minlength=self.spec.num_experts)
         ctx["tokens_per_expert"] = counts
         ctx["token_of"] = token_of
         if self.group is not None:
@@ -96,8 +116,24 @@ class MoE(nn.Module):
             ctx["combine"] = tuple(reversed(ctx["dispatch"]))
         return x.index_select(0, token_of), top.flatten()[order].to(x.dtype)
 
+    def _route_padded(self, x: torch.Tensor, top: torch.Tensor, idx: torch.Tensor,
+                      ctx: Ctx) -> tuple[torch.Tensor, torch.Tensor]:
+        """``route`` with fixed-size expert buffers: ``capacity`` rows per expert, static
+        splits, no host sync ([Note: no host sync when padded])."""
+        e, cap = self.spec.num_experts, self.capacity
+        n = expert_capacity(x.shape[0], self.spec.top_k, e, cap.factor)
+        token_of, weights = padded_slots(top, idx, e, n, cap.drop_policy)
+        ctx["tokens_per_expert"] = torch.full((e,), n, dtype=torch.long, device=x.device)
+        ctx["token_of"] = token_of
+        if self.group is not None:
+            splits = [self.local_experts * n] * self.ep
+            ctx["dispatch"] = ctx["combine"] = (splits, splits)
+        return x.index_select(0, token_of), weights.to(x.dtype)
+
     def experts(self, rows: torch.Tensor, ctx: Ctx) -> torch.Tensor:
         """Run the local experts on received rows (grouped by source rank, then expert)."""
+        if self.capacity is not None and self.capacity.pad:
+            return self._experts_padded(rows)
         if self.group is None:
             return self._run(rows, ctx["tokens_per_expert"].tolist())
         recv = ctx["recv_counts"]                                     # [P, local experts]
@@ -106,6 +142,14 @@ class MoE(nn.Module):
         perm = torch.argsort(expert_of, stable=True)
         out = self._run(rows.index_select(0, perm), recv.sum(0).tolist())
         return out.index_select(0, torch.argsort(perm))
+
+    def _experts_padded(self, rows: torch.Tensor) -> torch.Tensor:
+        """Padded rows [P x local experts x capacity, H] through one batched GEMM."""
+        p, local, hidden = self.ep, self.local_experts, rows.shape[-1]
+        cap = rows.shape[0] // (p * local)
+        grouped = rows.view(p, local, cap, hidden).transpose(0, 1).reshape(local, p * cap, hidden)
+        out = batched_experts(grouped, self.w_gate_up, self.w_down)
+        return out.view(local, p, cap, hidden).transpose(0, 1).reshape(rows.shape)
 
     def _run(self, rows: torch.Tensor, counts: list[int]) -> torch.Tensor:
         outs, start = [], 0
