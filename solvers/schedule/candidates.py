@@ -49,7 +49,34 @@ def from_start(costs: StageCosts, budget: list[int] | None, deadlines: dict[Key,
 def drawn(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[Key, float],
           families: list[str], greedy: bool):
     """The family orders (as drawn and W-filled) and the greedy list schedules for ``costs``:
-    every candidate that does not depend on a start."""
+    every candidate that does not depend on a start, as ``(position, name, schedule or
+    reason)``.
+
+    [Note: draw order] The two streams are drawn in turns, so that a draw cut short by the
+    wall budget ([Note: kept budget] in ``solvers.schedule.budget``) holds the first of
+    both: on V placement the family orders are far from the greedy fused list schedule
+    (DeepSeek-V3 pp 16 vpp 2, M 120, 72 GiB: zbv 85.6 s, dualpipev 67.6 s, greedy-fused
+    41.9 s), which came ninth, after 1.2 s of drawing, so ``--time-limit 3`` planned
+    dualpipev. ``position`` (family orders first, then the greedy ones, each stream in
+    its own order) is what ties are broken by once the draw is complete, so a complete
+    draw chooses exactly as a draw of one stream after the other."""
+    streams = [enumerate(_family_orders(costs, m, budget, deadlines, families, greedy))]
+    if greedy:
+        streams.append(iter(_greedy_schedules(costs, m, budget, deadlines)))
+    live = list(range(len(streams)))
+    while live:
+        for k in list(live):
+            item = next(streams[k], None)
+            if item is None:
+                live.remove(k)
+                continue
+            j, (name, sched) = item
+            yield (k, j), name, sched
+
+
+def _family_orders(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[Key, float],
+                   families: list[str], greedy: bool):
+    """Each applicable family's order, as drawn and W-filled (eager, then fit)."""
     pp, vpp = costs.num_ranks, costs.num_stages // costs.num_ranks
     place, fuse = placement_of(costs), fuses(costs)
     exact = not greedy and all(n in EXACT_FAMILIES for n in families)
@@ -68,10 +95,17 @@ def drawn(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[K
         for mode in ("eager", "fit"):
             yield f"{name}+w-fill" + ("" if mode == "eager" else "-fit"), \
                 fill_w(order, costs, act_budget=budget, deadlines=deadlines, w_mode=mode)
-    if not greedy:
-        return
+
+
+def _greedy_schedules(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[Key, float]):
+    """The greedy list scheduler under the memory budget, then capped at p and 2p
+    microbatches of activations, eager W before fit, as ``(position, (name, schedule or
+    reason))``. Fused runs (when the costs fuse) are drawn before plain ones, positioned
+    after them ([Note: draw order]: fused wins where overlap pays, plain breaks ties)."""
+    pp, fuse = costs.num_ranks, fuses(costs)
     act = rank_activation(costs)
     seen: list[list[int] | None] = []
+    j = 0
     for cap in (None, pp, 2 * pp):
         if cap is None and budget is None:
             continue
@@ -79,12 +113,14 @@ def drawn(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[K
         if b in seen:  # the cap is above the memory budget on every rank: same runs again
             continue
         seen.append(b)
-        for f in (False, True) if fuse else (False,):
-            for mode in ("eager", "fit"):
+        kinds = (True, False) if fuse else (False,)
+        for f in kinds:
+            for k, mode in enumerate(("eager", "fit")):
                 label = "greedy" + ("-fused" if f else "") + ("" if cap is None else f"@{cap // pp}p") + \
                     ("" if mode == "eager" else "-fit")
                 res = list_schedule(costs, m, act_budget=b, fuse=f, deadlines=deadlines, w_mode=mode)
-                yield label, res.schedule if res.schedule is not None else res.reason
+                yield j + 2 * (f and fuse) + k, (label, res.schedule if res.schedule is not None else res.reason)
+        j += 2 * len(kinds)
 
 
 def limits(schedule: Schedule, costs: StageCosts, budget: list[int] | None,
@@ -136,7 +172,7 @@ def clear_memo() -> None:
 
 
 def _memo_key(costs: StageCosts, m: int, budget, deadlines, families: list[str], greedy: bool) -> tuple:
-    return (costs.f, costs.i, costs.w, costs.act_bytes, costs.act_w_bytes, costs.static_bytes, costs.out_bytes,
+    return (costs.f, costs.i, costs.w, costs.b, costs.act_bytes, costs.act_w_bytes, costs.static_bytes, costs.out_bytes,
             costs.ranks, tuple(sorted(costs.fused.items())), costs.p2p, m,
             None if budget is None else tuple(budget), tuple(sorted(deadlines.items())), tuple(families), greedy)
 
@@ -148,7 +184,7 @@ def simulated(costs: StageCosts, m: int, budget, deadlines, families: list[str],
     key = _memo_key(costs, m, budget, deadlines, families, greedy)
     hit = _memo.get(key)
     if hit is None:
-        hit, complete = [], True
+        got, complete = [], True
         candidates = drawn(costs, m, budget, deadlines, families, greedy)
         while complete:
             if wall is not None and wall.expired():  # checked before drawing the next one
@@ -157,9 +193,11 @@ def simulated(costs: StageCosts, m: int, budget, deadlines, families: list[str],
             item = next(candidates, None)
             if item is None:
                 break
-            hit.append((item[0], item[1], *verdict(item[1], costs, budget, deadlines)))
+            pos, name, sched = item
+            got.append((pos, (name, sched, *verdict(sched, costs, budget, deadlines))))
         if not complete:
-            return hit
+            return [c for _, c in got]
+        hit = [c for _, c in sorted(got, key=lambda g: g[0])]  # [Note: draw order]
         _memo[key] = hit
         while len(_memo) > _MEMO_SIZE:
             _memo.popitem(last=False)
