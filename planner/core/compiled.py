@@ -4,7 +4,8 @@
 dependencies (from ``planner.core.schedule.DEPENDENCIES``, the one definition), finds
 a topological order and detects deadlock. The result depends on the schedule's shape
 only, so ``planner.core.simulate.simulate_compiled`` can re-time it under many cost
-sets cheaply.
+sets cheaply. ``compile_unordered`` stops before the order, and ``run_in_order`` finds
+the order and times the nodes in one pass (what one full ``simulate`` needs).
 
 [Note: flat unit index] Unit of work (stage, kind, microbatch) lives at
 ``(stage * 3 + row[kind]) * M + microbatch`` of one flat array (M = microbatches), so
@@ -18,14 +19,15 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from operator import attrgetter
 
 import numpy as np
 
+from planner.core.order_pass import order_and_time
 from planner.core.p2p import crossed_boundary
 from planner.core.schedule import DEPENDENCIES, OVERLAP, Action, ActionKind, Schedule, predecessors
 
-__all__ = ["Compiled", "DeadlockError", "compile_schedule", "compile_sound", "KIND_CODES"]
+__all__ = ["Compiled", "DeadlockError", "compile_schedule", "compile_sound", "compile_unordered",
+           "run_in_order", "KIND_CODES"]
 
 MAX_DEPS = 3
 """Most dependencies of one action: a fused (F;B) needs F(s-1), F(s') and I(s'+1)."""
@@ -56,22 +58,36 @@ class Compiled:
     order: list[list[int]]
     """Nodes of each rank in execution order (consecutive node numbers)."""
     topo: list[int]
-    """All nodes in an order where each comes after its rank predecessor and its dependencies."""
+    """All nodes in an order where each comes after its rank predecessor and its dependencies
+    (empty until ``run_in_order`` fills it; ``compile_schedule`` always has)."""
     dep_array: np.ndarray
     """(nodes x 3) dependency nodes, padded with the sentinel ``len(actions)``."""
     bound_array: np.ndarray
     """(nodes x 3) stage boundary each dependency crosses between ranks, or -1 when local."""
-    steps: list[tuple[int, ...]]
-    """``(n, prev, w0, b0, w1, b1)`` in ``topo`` order, with ``(w2, b2)`` appended when some node
-    needs three: the dependencies n may wait for and the boundaries they cross (the
-    timing pass's input; see [Note: earlier same-rank dependencies])."""
+    wait_array: np.ndarray
+    """(nodes x 2, or 3 when some node needs three) the dependencies a node may wait for,
+    sentinel-padded ([Note: earlier same-rank dependencies])."""
+    wait_bound_array: np.ndarray
+    """Stage boundary each of ``wait_array`` crosses between ranks, or -1."""
     units: list[int]
     """``stage * 4 + KIND_CODES[kind]`` of each plain node; -1 for a fused node."""
     fused: list[tuple[int, int, int, bool]]
     """``(node, forward stage, backward stage, backward is B)`` of each OVERLAP_F_B node."""
-    memory_events: list[tuple[list[int], list[int]]]
-    """Per rank, in order: unit code of each memory change and its time's index into
-    ``start + end`` (n for an F part, which allocates at the start; len + n otherwise)."""
+    memory_events: tuple[np.ndarray, np.ndarray, list[int]]
+    """Every memory change, rank by rank in order (a fused node's F part first): its unit
+    code, its time's index into ``start + end`` (n for an F part, which allocates at the
+    start; len + n otherwise), and where each rank's changes begin (one more: the end)."""
+
+    @functools.cached_property
+    def steps(self) -> list[tuple[int, ...]]:
+        """``(n, prev, w0, b0, w1, b1)`` in ``topo`` order, with ``(w2, b2)`` appended when some
+        node needs three: the dependencies n may wait for and the boundaries they cross (the
+        re-timing pass's input, ``planner.core.simulate.longest_paths``)."""
+        t = np.array(self.topo, dtype=np.int64)
+        cols = [t, np.array(self.prev, dtype=np.int64)[t]]
+        for j in range(self.wait_array.shape[1]):
+            cols += [self.wait_array[t, j], self.wait_bound_array[t, j]]
+        return list(zip(*(c.tolist() for c in cols)))
 
     @functools.cached_property
     def prev(self) -> list[int]:
@@ -97,6 +113,15 @@ def compile_schedule(schedule: Schedule, num_stages: int,
     """Resolve dependencies and find a topological order; raises ``DeadlockError`` when the
     ranks cannot all finish and ``ValueError`` when a needed unit of work is never run
     (or an action names a stage outside ``0..num_stages-1`` or a negative microbatch)."""
+    comp = _compile(schedule, num_stages, ranks, None)
+    run_in_order(comp, [0.0] * len(comp.actions), None)
+    return comp
+
+
+def compile_unordered(schedule: Schedule, num_stages: int,
+                      ranks: tuple[int, ...] | list[int]) -> Compiled:
+    """``compile_schedule`` without the topological order (``topo`` empty, no deadlock check):
+    ``run_in_order`` finds both while timing the nodes. Raises ``ValueError`` like it."""
     return _compile(schedule, num_stages, ranks, None)
 
 
@@ -112,11 +137,11 @@ def compile_sound(schedule: Schedule, num_stages: int, ranks: tuple[int, ...] | 
     None when one fails (or a unit is missing): ``planner.core.validate`` then finds and
     describes it. Raises ``DeadlockError`` like ``compile_schedule``."""
     try:
-        return _compile(schedule, num_stages, ranks, microbatches)
-    except DeadlockError:
-        raise
-    except ValueError:
+        comp = _compile(schedule, num_stages, ranks, microbatches)
+    except ValueError:  # _Unsound, a missing unit or a stage out of range
         return None
+    run_in_order(comp, [0.0] * len(comp.actions), None)
+    return comp
 
 
 def _sound(nodes: _Nodes, flat: np.ndarray, dep: np.ndarray, ranks, m: int) -> bool:
@@ -134,30 +159,43 @@ def _sound(nodes: _Nodes, flat: np.ndarray, dep: np.ndarray, ranks, m: int) -> b
 
 def _compile(schedule: Schedule, num_stages: int, ranks: tuple[int, ...] | list[int],
              check_m: int | None) -> Compiled:
+    """Everything but the topological order (``run_in_order``)."""
     actions, rank_of, order = _number(schedule, ranks)
-    nodes = _Nodes(actions, rank_of, num_stages)
+    nodes = _Nodes(actions, order, num_stages)
     flat, owner = _provided(nodes)
     dep, bnd = _dependencies(nodes, _unit_nodes(nodes, flat, owner))
     if check_m is not None and not _sound(nodes, flat, dep, ranks, check_m):
         raise _Unsound("fails a structural check")
-    n = len(actions)
     waits, wait_bnd = _waits(nodes, dep, bnd)
-    topo, ptr = _topological(order, waits.T.tolist(), n)
-    blocked = {r: ptr[r] for r in range(len(order)) if ptr[r] < len(order[r])}
+    units = np.where(nodes.code >= 0, nodes.stage * 4 + nodes.code, -1)
+    return Compiled(actions, rank_of, order, [], dep, bnd, waits, wait_bnd, units.tolist(),
+                    nodes.fused_list(), _memory_events(nodes, units, order))
+
+
+def run_in_order(comp: Compiled, dur: list[float], delay: list[float] | None) -> tuple[list[float], list[float]]:
+    """Run the ranks as far as their dependencies allow, timing each node as it runs: fills
+    ``comp.topo`` (the order it ran the nodes in) and returns (start, end) per node, the same
+    times as ``planner.core.simulate.longest_paths`` over ``comp.steps``. ``dur`` per node,
+    ``delay`` per stage boundary plus a trailing 0 for -1 (None: no P2P delay). Raises
+    ``DeadlockError`` when the ranks cannot all finish."""
+    n = len(comp.actions)
+    width = 1 if (comp.wait_array[:, 1:] == n).all() else comp.wait_array.shape[1]
+    cols = comp.wait_array[:, :width].T.tolist()
+    if delay is None:
+        gaps = [[0.0] * n] * width
+    else:
+        gaps = np.asarray(delay, dtype=np.float64)[comp.wait_bound_array[:, :width]].T.tolist()
+    first = [row[0] if row else 0 for row in comp.order]
+    stop = [row[-1] + 1 if row else 0 for row in comp.order]
+    del comp.topo[:]
+    start, end, pos = order_and_time(first, stop, cols, gaps, dur, comp.topo)
+    blocked = {r: p - first[r] for r, p in enumerate(pos) if p < stop[r]}
     if blocked:
         raise DeadlockError("deadlock: " + ", ".join(
-            f"rank {r} stuck at position {p} ({actions[order[r][p]]})" for r, p in blocked.items()),
+            f"rank {r} stuck at position {p} ({comp.actions[comp.order[r][p]]})" for r, p in blocked.items()),
             blocked)
-    t = np.array(topo, dtype=np.int64)
-    prev = np.arange(-1, n - 1)
-    prev[[row[0] for row in order if row]] = n
-    cols = [t, prev[t]]
-    for j in range(waits.shape[1]):
-        cols += [waits[t, j], wait_bnd[t, j]]
-    units = np.where(nodes.code >= 0, nodes.stage * 4 + nodes.code, -1)
-    return Compiled(actions, rank_of, order, topo, dep, bnd,
-                    list(zip(*(c.tolist() for c in cols))), units.tolist(),
-                    nodes.fused_list(), _memory_events(nodes, units, order))
+    del end[n]
+    return start, end
 
 
 def _waits(nodes: _Nodes, dep: np.ndarray, bnd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -168,35 +206,20 @@ def _waits(nodes: _Nodes, dep: np.ndarray, bnd: np.ndarray) -> tuple[np.ndarray,
     n = len(nodes.actions)
     rank = nodes.rank
     wait = (dep != n) & ((rank[dep] != rank[:n, None]) | (dep > np.arange(n)[:, None]))
-    return _compact3(wait, dep, n), _compact3(wait, bnd, -1)
+    width = 3 if wait.all(axis=1).any() else 2
+    return _compact3(wait, dep, n, width), _compact3(wait, bnd, -1, width)
 
 
-def _compact3(keep: np.ndarray, values: np.ndarray, pad: int) -> np.ndarray:
+def _compact3(keep: np.ndarray, values: np.ndarray, pad: int, width: int = 3) -> np.ndarray:
     """Per row, the kept ones of ``values``'s 3 columns moved to the front in order, ``pad``
-    after them; 2 columns, 3 when some row keeps three. Unrolled: on every node a stable
-    argsort and two gathers cost ten times as much, ``_compact``'s scatter three times."""
+    after them; the first ``width`` columns. Unrolled: on every node a stable argsort and
+    two gathers cost ten times as much, a scatter to each kept entry's slot three times."""
     k0, k1, k2 = keep.T
     v0, v1, v2 = values.T
     tail = np.where(k2, v2, pad)
     first = np.where(k0, v0, np.where(k1, v1, tail))
     second = np.where(k0, np.where(k1, v1, tail), np.where(k1, tail, pad))
-    cols = [first, second] + ([np.where(k0 & k1, tail, pad)] if (k0 & k1 & k2).any() else [])
-    return np.stack(cols, axis=1)
-
-
-def _compact(keep: np.ndarray, values: list[tuple[np.ndarray, int]], width: int) -> list[np.ndarray]:
-    """Per row, the kept entries of each ``values`` array moved to the front in order, its
-    pad after them, ``width`` columns: a scatter to each kept entry's rank in its row (a
-    stable argsort and gathers cost three times as much)."""
-    slot = np.cumsum(keep, axis=1) - 1
-    rows, cols = np.nonzero(keep)
-    at = slot[rows, cols]
-    out = []
-    for v, pad in values:
-        o = np.full((keep.shape[0], width), pad, dtype=np.int64)
-        o[rows, at] = v[rows, cols]
-        out.append(o)
-    return out
+    return np.stack([first, second, np.where(k0 & k1, tail, pad)][:width], axis=1)
 
 
 def _number(schedule: Schedule, ranks: tuple[int, ...] | list[int]):
@@ -213,31 +236,32 @@ def _number(schedule: Schedule, ranks: tuple[int, ...] | list[int]):
     return actions, rank_of, order
 
 
-def _column(items: list, attr: str) -> np.ndarray:
-    return np.fromiter(map(attrgetter(attr), items), np.int64, len(items))
+def _column(values: list[int]) -> np.ndarray:
+    return np.fromiter(values, np.int64, len(values))
 
 
 class _Nodes:
     """Per-node numpy columns: kind code (-1 fused), stage, microbatch, rank; and the two
     parts (forward, backward) of each fused node."""
 
-    def __init__(self, actions: list[Action], rank_of: list[int], num_stages: int) -> None:
+    def __init__(self, actions: list[Action], order: list[list[int]], num_stages: int) -> None:
         n = len(actions)
         self.actions, self.num_stages = actions, num_stages
-        self.code = np.fromiter(map(_CODE_OF.__getitem__, map(attrgetter("kind"), actions)), np.int64, n)
-        self.stage, self.mb = _column(actions, "stage"), _column(actions, "microbatch")
-        self.rank = np.array(rank_of + [-1], dtype=np.int64)  # the sentinel's rank is -1
+        # List comprehensions: attribute reads there cost a third of ``map(attrgetter(...))``.
+        self.code = _column([_CODE_OF[a.kind] for a in actions])
+        self.stage, self.mb = _column([a.stage for a in actions]), _column([a.microbatch for a in actions])
+        self.rank = np.append(np.repeat(np.arange(len(order)), [len(row) for row in order]), -1)
+        """Rank of each node, and -1 for the sentinel."""
         self.fused = np.flatnonzero(self.code < 0)
-        fwd = [actions[k].sub[0] for k in self.fused.tolist()]
-        bwd = [actions[k].sub[1] for k in self.fused.tolist()]
-        self.b_code = np.fromiter((KIND_CODES[b.kind] for b in bwd), np.int64, len(bwd))
-        self.b_stage, self.b_mb = _column(bwd, "stage"), _column(bwd, "microbatch")
+        bwd = [actions[k].sub[1] for k in self.fused.tolist()]  # the forward part is the node's own
+        self.b_code = _column([KIND_CODES[b.kind] for b in bwd])
+        self.b_stage, self.b_mb = _column([b.stage for b in bwd]), _column([b.microbatch for b in bwd])
         stages = np.concatenate([self.stage, self.b_stage])
-        mbs = np.concatenate([self.mb, _column(fwd, "microbatch"), self.b_mb])
+        mbs = np.concatenate([self.mb, self.b_mb])
         if n and (stages.min() < 0 or stages.max() >= num_stages or mbs.min() < 0):
             bad = next(k for k, a in enumerate(actions) if any(
                 not 0 <= p.stage < num_stages or p.microbatch < 0 for p in a.parts))
-            raise ValueError(f"rank {rank_of[bad]}: action {actions[bad]} has a stage outside "
+            raise ValueError(f"rank {self.rank[bad]}: action {actions[bad]} has a stage outside "
                              f"0..{num_stages - 1} or a negative microbatch")
         self.m = int(mbs.max()) + 1 if n else 0
         """Microbatch count spanned (the M of the flat unit index)."""
@@ -335,74 +359,32 @@ def _fused_dependencies(nodes: _Nodes, where: np.ndarray, dep: np.ndarray, bnd: 
     fz = nodes.fused
     f_dep, f_bnd, f_flat = _lookup(nodes, where, np.zeros_like(fz), nodes.stage[fz], nodes.mb[fz])
     b_dep, b_bnd, b_flat = _lookup(nodes, where, nodes.b_code, nodes.b_stage, nodes.b_mb)
-    own = np.stack([nodes.flat(nodes.stage[fz], 0, nodes.mb[fz]),
-                    nodes.flat(nodes.b_stage, 1, nodes.b_mb)], axis=1)
-    d = np.concatenate([f_dep, b_dep], axis=1)
-    b = np.concatenate([f_bnd, b_bnd], axis=1)
-    flat = np.concatenate([f_flat, b_flat], axis=1)
-    # At most MAX_DEPS kept: the F part needs one unit and the I/B part two (DEPENDENCIES),
-    # and ``Action.fused`` admits no other pair.
-    keep = (flat >= 0) & (flat != own[:, :1]) & (flat != own[:, 1:])
-    dep[fz], bnd[fz] = _compact(keep, [(d, len(nodes.actions)), (b, -1)], MAX_DEPS)
+    # The F part needs one unit and the I/B part two (DEPENDENCIES; ``Action.fused`` admits
+    # no other pair): three candidates, the other slots of the lookups are always empty.
+    d = np.stack([f_dep[:, 0], b_dep[:, 0], b_dep[:, 1]], axis=1)
+    b = np.stack([f_bnd[:, 0], b_bnd[:, 0], b_bnd[:, 1]], axis=1)
+    flat = np.stack([f_flat[:, 0], b_flat[:, 0], b_flat[:, 1]], axis=1)
+    own_f = nodes.flat(nodes.stage[fz], 0, nodes.mb[fz])[:, None]
+    own_i = nodes.flat(nodes.b_stage, 1, nodes.b_mb)[:, None]
+    keep = (flat >= 0) & (flat != own_f) & (flat != own_i)
+    dep[fz], bnd[fz] = _compact3(keep, d, len(nodes.actions)), _compact3(keep, b, -1)
 
 
 def _memory_events(nodes: _Nodes, units: np.ndarray, order: list[list[int]]):
-    """``Compiled.memory_events``: F parts change memory at the start, the rest at the end."""
+    """``Compiled.memory_events``: F parts change memory at the start, the rest at the end;
+    nodes are numbered rank by rank, so node order is rank order."""
     n = len(nodes.actions)
-    plain = np.flatnonzero(nodes.code >= 0)
+    node = np.arange(n)
+    at = np.where(nodes.code == 0, node, n + node)
+    first = node + np.cumsum(nodes.code < 0) - (nodes.code < 0)  # each node's first change
+    rank_start = np.cumsum([0] + [len(row) for row in order])
+    bounds = np.append(first, n + nodes.fused.size)[rank_start].tolist()
+    if not nodes.fused.size:
+        return units, at, bounds
     fz = nodes.fused
-    node = np.concatenate([plain, fz, fz])
-    sub = np.concatenate([np.zeros(plain.size + fz.size, np.int64), np.ones(fz.size, np.int64)])
-    unit = np.concatenate([units[plain], nodes.stage[fz] * 4, nodes.b_stage * 4 + nodes.b_code])
-    at = np.concatenate([np.where(nodes.code[plain] == 0, plain, n + plain), fz, n + fz])
-    pick = np.lexsort((sub, node))
-    node, unit, at = node[pick], unit[pick], at[pick]
-    lo = np.searchsorted(node, [row[0] if row else 0 for row in order])
-    hi = np.searchsorted(node, [row[-1] + 1 if row else 0 for row in order])
-    return [(unit[a:b].tolist(), at[a:b].tolist()) for a, b in zip(lo.tolist(), hi.tolist())]
-
-
-def _topological(order: list[list[int]], blockers: list[list[int]], sentinel: int):
-    """Run the ranks as far as their dependencies allow; returns (topo order, positions reached).
-
-    ``blockers`` are 2 or 3 columns of dependency nodes that may not be done yet (the
-    sentinel where a slot is empty), as ``_waits`` gives them.
-    """
-    done = bytearray(sentinel + 1)
-    done[sentinel] = 1
-    c0, c1, c2 = blockers if len(blockers) == 3 else (*blockers, blockers[-1])
-    topo: list[int] = []
-    push = topo.append
-    ptr = [0] * len(order)
-    waiting: list[list[int] | None] = [None] * (sentinel + 1)
-    stack = list(range(len(order) - 1, -1, -1))
-    while stack:
-        r = stack.pop()
-        row = order[r]
-        if not row:
-            continue
-        lo, hi = row[0], row[-1] + 1
-        n = lo + ptr[r]
-        while n < hi:
-            d = c0[n]
-            if done[d]:
-                d = c1[n]
-                if done[d]:
-                    d = c2[n]
-                    if done[d]:
-                        done[n] = 1
-                        push(n)
-                        w = waiting[n]
-                        if w is not None:
-                            stack.extend(w)
-                            waiting[n] = None
-                        n += 1
-                        continue
-            w = waiting[d]
-            if w is None:
-                waiting[d] = [r]
-            else:
-                w.append(r)
-            break
-        ptr[r] = n - lo
-    return topo, ptr
+    unit = np.empty(n + fz.size, dtype=np.int64)
+    when = np.empty(n + fz.size, dtype=np.int64)
+    unit[first], when[first] = units, at
+    unit[first[fz]], when[first[fz]] = nodes.stage[fz] * 4, fz  # the F part, at the start
+    unit[first[fz] + 1], when[first[fz] + 1] = nodes.b_stage * 4 + nodes.b_code, n + fz
+    return unit, when, bounds

@@ -21,9 +21,11 @@ pair costs), network contention between concurrent sends, allocator fragmentatio
 Since start times with a fixed per-rank order are longest paths in a DAG, the work
 splits in two: ``compile_schedule`` (structure only: numbering, dependency
 resolution, a topological order, deadlock detection; in ``planner.core.compiled``)
-and ``simulate_compiled``
-(one pass over that order with the durations). Solvers that re-time one schedule
-shape under many partitions compile once.
+and ``simulate_compiled`` (one pass over that order with the durations). Solvers that
+re-time one schedule shape under many partitions compile once. ``simulate``, which
+needs both once, finds the order and the times in the same pass
+(``planner.core.order_pass``); the memory trace and the critical path wait until
+read ([Note: detail on read]).
 """
 
 from __future__ import annotations
@@ -68,11 +70,12 @@ class SimResult:
         """A result whose ``memory`` and ``critical_path`` are computed when first read.
 
         [Note: detail on read] The memory trace builds a tuple per memory change, which
-        cost as much as timing the schedule, and most callers (searches, the validator
-        when no memory limit is crossed) never read it. So ``simulate`` leaves both
-        fields unset and keeps what computing them needs besides the timeline; the first
-        read of either (``__getattr__``, reached only for an unset attribute) computes
-        both from this result's ``start``/``end``, once."""
+        cost about as much as ordering and timing the schedule, and most callers
+        (searches, the validator when no memory limit is crossed) never read it. So
+        ``simulate`` leaves both fields unset and keeps what computing them needs besides
+        the timeline; the first read of either (``__getattr__``, reached only for an
+        unset attribute) computes both from this result's ``start``/``end``, once. Peak
+        memory, which every caller reads, is computed at once."""
         sim = cls(**fields)
         del sim.memory, sim.critical_path
         sim._detail = (costs, delay)
@@ -145,7 +148,8 @@ def simulate(schedule: Schedule, costs: StageCosts) -> SimResult:
 def simulate_compiled(comp: Compiled, costs: StageCosts, *, detail: bool = True) -> SimResult:
     """Time an already compiled schedule with ``costs``. ``detail=False`` leaves out the
     memory trace and the critical path (empty lists), which searches that only rank
-    candidates by step time and peak memory do not read; every other field is the same."""
+    candidates by step time and peak memory do not read; every other field is the same.
+    Otherwise they are computed when first read ([Note: detail on read])."""
     dur = durations(comp, costs)
     nn = len(dur)
     delay = _delays(costs)
