@@ -6,8 +6,11 @@ measured step time and MFU with the prediction, on the path a user follows (issu
    (Gated DeltaNet + MoE, full attention + MoE, an MTP layer, embedding, head);
 2. *plan*: ``ppplan plan qwen3-next-80b-a3b --profile p.json --pp 2 --microbatches M``
    (the planner's own choice of partition and schedule), the same with ``--partition
-   serial`` and ``--partition uniform``, two contrasts (``--schedule 1f1b``; GPipe on the
-   uniform partition), and two *calibration plans* on the uniform partition: 1F1B (full
+   serial`` and ``--partition uniform``, three contrasts (``--schedule 1f1b``; GPipe on the
+   uniform partition; ``--schedule zb-h1``, whose backward is split into I and W: the
+   profile times each layer's full backward B as well, ``planner.core.costs`` [Note: full
+   backward], and where B costs less than I + W the planner's own choice runs full
+   backwards), and two *calibration plans* on the uniform partition: 1F1B (full
    backwards) and ZB-H1 (backward split into I and W), merged with I and W from the
    split one (``calibrate.with_split_kinds``: torch's full backward is one autograd pass
    and costs less than its I + W, so I and W calibrated by B's scale came out too fast);
@@ -54,7 +57,8 @@ MODEL = "qwen3-next-80b-a3b"
 
 JUDGED = (("plan (user's path)", ()), ("serial_balanced", ("--partition", "serial")),
           ("uniform", ("--partition", "uniform")), ("contrast: 1f1b", ("--schedule", "1f1b")),
-          ("contrast: gpipe, uniform", ("--partition", "uniform", "--schedule", "gpipe")))
+          ("contrast: gpipe, uniform", ("--partition", "uniform", "--schedule", "gpipe")),
+          ("contrast: zb-h1 (split I, W)", ("--schedule", "zb-h1")))
 """The judged plans: ``ppplan plan`` options added to the user's command."""
 CALIBRATOR = ("--partition", "uniform", "--schedule", "1f1b")
 SPLIT_CALIBRATOR = ("--partition", "uniform", "--schedule", "zb-h1")
@@ -202,7 +206,7 @@ def run_case(pp: int, args: argparse.Namespace) -> dict[str, Any]:
 def _type_costs(table: Any) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for lc in table.layers:
-        out.setdefault(lc.type, {"f": lc.f, "i": lc.i, "w": lc.w})
+        out.setdefault(lc.type, {"f": lc.f, "i": lc.i, "w": lc.w, "b": lc.b})
     return out
 
 
