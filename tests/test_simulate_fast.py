@@ -67,7 +67,8 @@ def _costs(pp: int, vpp: int, placement: str, seed: int) -> StageCosts:
     return StageCosts(f=f, i=i, w=tuple(rng.choice((0.0, 0.5, rng.uniform(5e-4, 1e-3))) for _ in range(n)),
                       act_bytes=tuple(rng.randrange(1 << 20, 1 << 28) for _ in range(n)),
                       act_w_bytes=tuple(rng.randrange(0, 1 << 20) for _ in range(n)),
-                      static_bytes=(1 << 33,) * n, out_bytes=tuple(rng.randrange(0, 1 << 24) for _ in range(n)),
+                      static_bytes=(1 << 33,) * n,
+                      out_bytes=tuple(rng.randrange(0, 1 << 24) for _ in range(n)),
                       ranks=tuple(ranks), fused=fused, p2p=P2PCost(latency_s=1e-5, bandwidth=5e10))
 
 

@@ -144,7 +144,8 @@ def compile_sound(schedule: Schedule, num_stages: int, ranks: tuple[int, ...] | 
     return comp
 
 
-def _sound(nodes: _Nodes, flat: np.ndarray, dep: np.ndarray, ranks, m: int) -> bool:
+def _sound(nodes: _Nodes, flat: np.ndarray, dep: np.ndarray, local: np.ndarray, ranks,
+           m: int) -> bool:
     """The checks of ``compile_sound`` (the validator's placement, coverage and rank order)."""
     n = len(nodes.actions)
     where = np.asarray(ranks, dtype=np.int64)
@@ -154,7 +155,7 @@ def _sound(nodes: _Nodes, flat: np.ndarray, dep: np.ndarray, ranks, m: int) -> b
     if n and (np.bincount(flat, minlength=nodes.num_stages * 3 * m) != 1).any():
         return False
     later = (dep != n) & (dep > np.arange(n)[:, None])  # nodes are numbered along each rank
-    return not (later & (nodes.rank[dep] == rank[:, None])).any()
+    return not (later & local).any()
 
 
 def _compile(schedule: Schedule, num_stages: int, ranks: tuple[int, ...] | list[int],
@@ -163,16 +164,17 @@ def _compile(schedule: Schedule, num_stages: int, ranks: tuple[int, ...] | list[
     actions, rank_of, order = _number(schedule, ranks)
     nodes = _Nodes(actions, order, num_stages)
     flat, owner = _provided(nodes)
-    dep, bnd = _dependencies(nodes, _unit_nodes(nodes, flat, owner))
-    if check_m is not None and not _sound(nodes, flat, dep, ranks, check_m):
+    dep, bnd, local = _dependencies(nodes, _unit_nodes(nodes, flat, owner))
+    if check_m is not None and not _sound(nodes, flat, dep, local, ranks, check_m):
         raise _Unsound("fails a structural check")
-    waits, wait_bnd = _waits(nodes, dep, bnd)
+    waits, wait_bnd = _waits(nodes, dep, bnd, local)
     units = np.where(nodes.code >= 0, nodes.stage * 4 + nodes.code, -1)
     return Compiled(actions, rank_of, order, [], dep, bnd, waits, wait_bnd, units.tolist(),
                     nodes.fused_list(), _memory_events(nodes, units, order))
 
 
-def run_in_order(comp: Compiled, dur: list[float], delay: list[float] | None) -> tuple[list[float], list[float]]:
+def run_in_order(comp: Compiled, dur: list[float],
+                 delay: list[float] | None) -> tuple[list[float], list[float]]:
     """Run the ranks as far as their dependencies allow, timing each node as it runs: fills
     ``comp.topo`` (the order it ran the nodes in) and returns (start, end) per node, the same
     times as ``planner.core.simulate.longest_paths`` over ``comp.steps``. ``dur`` per node,
@@ -183,8 +185,9 @@ def run_in_order(comp: Compiled, dur: list[float], delay: list[float] | None) ->
     cols = comp.wait_array[:, :width].T.tolist()
     if delay is None:
         gaps = [[0.0] * n] * width
-    else:
-        gaps = np.asarray(delay, dtype=np.float64)[comp.wait_bound_array[:, :width]].T.tolist()
+    else:  # the few delay floats shared: the pass ran a twentieth faster than on tolist's copies
+        bounds = comp.wait_bound_array[:, :width].T.tolist()
+        gaps = [list(map(delay.__getitem__, col)) for col in bounds]
     first = [row[0] if row else 0 for row in comp.order]
     stop = [row[-1] + 1 if row else 0 for row in comp.order]
     del comp.topo[:]
@@ -198,28 +201,30 @@ def run_in_order(comp: Compiled, dur: list[float], delay: list[float] | None) ->
     return start, end
 
 
-def _waits(nodes: _Nodes, dep: np.ndarray, bnd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _waits(nodes: _Nodes, dep: np.ndarray, bnd: np.ndarray,
+           local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The dependencies a node may wait for, compacted to 2 columns (3 if some node needs
     them), sentinel-padded, with their boundaries. [Note: earlier same-rank dependencies]
     A dependency earlier on the same rank has ended before the node's rank predecessor
     ends (the rank is serial), so it can neither block the node nor set its start."""
     n = len(nodes.actions)
-    rank = nodes.rank
-    wait = (dep != n) & ((rank[dep] != rank[:n, None]) | (dep > np.arange(n)[:, None]))
-    width = 3 if wait.all(axis=1).any() else 2
-    return _compact3(wait, dep, n, width), _compact3(wait, bnd, -1, width)
+    wait = (dep != n) & (~local | (dep > np.arange(n)[:, None]))
+    return _compact3(wait, dep, n, 2), _compact3(wait, bnd, -1, 2)
 
 
-def _compact3(keep: np.ndarray, values: np.ndarray, pad: int, width: int = 3) -> np.ndarray:
+def _compact3(keep: np.ndarray, values: np.ndarray, pad: int, least: int) -> np.ndarray:
     """Per row, the kept ones of ``values``'s 3 columns moved to the front in order, ``pad``
-    after them; the first ``width`` columns. Unrolled: on every node a stable argsort and
-    two gathers cost ten times as much, a scatter to each kept entry's slot three times."""
+    after them; ``least`` columns or more, 3 when some row keeps three. Unrolled: on every
+    node a stable argsort and two gathers cost ten times as much, a scatter to each kept
+    entry's slot three times."""
     k0, k1, k2 = keep.T
     v0, v1, v2 = values.T
     tail = np.where(k2, v2, pad)
     first = np.where(k0, v0, np.where(k1, v1, tail))
     second = np.where(k0, np.where(k1, v1, tail), np.where(k1, tail, pad))
-    return np.stack([first, second, np.where(k0 & k1, tail, pad)][:width], axis=1)
+    both = k0 & k1
+    third = [np.where(both, tail, pad)] if least == 3 or (both & k2).any() else []
+    return np.stack([first, second, *third], axis=1)
 
 
 def _number(schedule: Schedule, ranks: tuple[int, ...] | list[int]):
@@ -247,7 +252,7 @@ class _Nodes:
     def __init__(self, actions: list[Action], order: list[list[int]], num_stages: int) -> None:
         n = len(actions)
         self.actions, self.num_stages = actions, num_stages
-        # List comprehensions: attribute reads there cost a third of ``map(attrgetter(...))``.
+        # List comprehensions: a column took 0.7 of the time ``map(attrgetter(...))`` took.
         self.code = _column([_CODE_OF[a.kind] for a in actions])
         self.stage, self.mb = _column([a.stage for a in actions]), _column([a.microbatch for a in actions])
         self.rank = np.append(np.repeat(np.arange(len(order)), [len(row) for row in order]), -1)
@@ -331,8 +336,9 @@ def _lookup(nodes: _Nodes, where: np.ndarray, code: np.ndarray, stage: np.ndarra
     return dep, np.where(valid, bound, -1), flat
 
 
-def _dependencies(nodes: _Nodes, where: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(nodes x 3) dependency nodes (sentinel-padded) and crossed boundaries (-1 local)."""
+def _dependencies(nodes: _Nodes, where: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(nodes x 3) dependency nodes (sentinel-padded), crossed boundaries (-1 local) and
+    whether each is on the node's own rank."""
     n = len(nodes.actions)
     if nodes.fused.size:
         dep = np.full((n, MAX_DEPS), n, dtype=np.int64)
@@ -349,8 +355,9 @@ def _dependencies(nodes: _Nodes, where: np.ndarray) -> tuple[np.ndarray, np.ndar
         key = predecessors(nodes.actions[k], nodes.num_stages)[int(np.argmax(dep[k] < 0))]
         raise ValueError(f"rank {nodes.rank[k]}: action {nodes.actions[k]} needs "
                          f"{key[0]}{key[1]}{key[2]}, which no rank runs")
-    bnd[(nodes.rank[dep] == nodes.rank[:n, None]) | (dep == n)] = -1
-    return dep, bnd
+    local = nodes.rank[dep] == nodes.rank[:n, None]
+    bnd[local | (dep == n)] = -1
+    return dep, bnd, local
 
 
 def _fused_dependencies(nodes: _Nodes, where: np.ndarray, dep: np.ndarray, bnd: np.ndarray) -> None:
@@ -367,7 +374,7 @@ def _fused_dependencies(nodes: _Nodes, where: np.ndarray, dep: np.ndarray, bnd: 
     own_f = nodes.flat(nodes.stage[fz], 0, nodes.mb[fz])[:, None]
     own_i = nodes.flat(nodes.b_stage, 1, nodes.b_mb)[:, None]
     keep = (flat >= 0) & (flat != own_f) & (flat != own_i)
-    dep[fz], bnd[fz] = _compact3(keep, d, len(nodes.actions)), _compact3(keep, b, -1)
+    dep[fz], bnd[fz] = _compact3(keep, d, len(nodes.actions), 3), _compact3(keep, b, -1, 3)
 
 
 def _memory_events(nodes: _Nodes, units: np.ndarray, order: list[list[int]]):
