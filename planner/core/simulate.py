@@ -128,8 +128,12 @@ def durations(comp: Compiled, c: StageCosts) -> list[float]:
     """Duration of each node of ``comp`` under ``c`` (module docstring)."""
     table = _per_unit(c, c.f.__getitem__, c.i.__getitem__, c.w.__getitem__, c.b_time)
     out = [table[u] for u in comp.units]
+    pair: dict[tuple[int, int, bool], float] = {}  # a few stage pairs, thousands of fused nodes
     for n, fs, bs, full in comp.fused:
-        out[n] = c.fused_b_time(fs, bs) if full else c.fused_time(fs, bs)
+        t = pair.get((fs, bs, full))
+        if t is None:
+            t = pair[(fs, bs, full)] = c.fused_b_time(fs, bs) if full else c.fused_time(fs, bs)
+        out[n] = t
     return out
 
 
