@@ -47,6 +47,30 @@ class _After:
         self.left -= 1
         return self.left < 0
 
+    def affords(self, units: float) -> bool:
+        return True
+
+
+class _Tight:
+    """A wall deadline not yet passed that affords no uncuttable draw (a W-fill, a greedy run)."""
+
+    def expired(self) -> bool:
+        return False
+
+    def affords(self, units: float) -> bool:
+        return False
+
+
+def test_a_draw_the_wall_cannot_afford_is_not_started_nor_memoised():
+    costs = _v_costs()
+    budget = [8 << 20] * costs.num_ranks
+    clear_memo()
+    short = simulated(costs, 16, budget, {}, list(SCHEDULES), True, wall=_Tight())
+    assert [c[0] for c in short] == ["zbv"]                 # the family order only: no fill, no greedy
+    again = simulated(costs, 16, budget, {}, list(SCHEDULES), True)
+    assert len(again) > 1 and again is not short            # the short list was not memoised
+    clear_memo()
+
 
 def test_a_cut_draw_holds_the_fused_greedy_and_a_complete_one_keeps_canonical_order():
     costs = _v_costs()

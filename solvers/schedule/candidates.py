@@ -46,8 +46,18 @@ def from_start(costs: StageCosts, budget: list[int] | None, deadlines: dict[Key,
             yield f"{start[0]}+w-fill", fill_w(start[1], costs, act_budget=budget, deadlines=deadlines)
 
 
+GREEDY_DRAW_UNITS = 3.0
+W_FILL_UNITS = 2.0
+"""Evaluations' worth of wall time (``WallBudget.unit_s``) one greedy list schedule, and one
+W-fill of a family order, need to be drawn: on DeepSeek-V3 pp 32 vpp 2 M 1024 (133,120
+actions) ``list_schedule`` took 3.1-3.7 s and ``fill_w`` 2.1-2.9 s, against 0.93 s for a
+simulation and 0.4 s for a validation (one evaluation is both). A draw cannot be cut
+halfway, so it starts only when the wall affords it (a fill started 0.2 s before the
+polish deadline had made that plan 14.1-16.1 s against its 14 s limit)."""
+
+
 def drawn(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[Key, float],
-          families: list[str], greedy: bool):
+          families: list[str], greedy: bool, *, wall: Deadline | None = None, cut: list[str] | None = None):
     """The family orders (as drawn and W-filled) and the greedy list schedules for ``costs``:
     every candidate that does not depend on a start, as ``(position, name, schedule or
     reason)``.
@@ -59,10 +69,12 @@ def drawn(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[K
     41.9 s), which came ninth, after 1.2 s of drawing, so ``--time-limit 3`` planned
     dualpipev. ``position`` (family orders first, then the greedy ones, each stream in
     its own order) is what ties are broken by once the draw is complete, so a complete
-    draw chooses exactly as a draw of one stream after the other."""
-    streams = [enumerate(_family_orders(costs, m, budget, deadlines, families, greedy))]
+    draw chooses exactly as a draw of one stream after the other. A greedy draw starts only
+    when ``wall`` affords ``GREEDY_DRAW_UNITS``; when it does not, the greedy stream ends
+    and its label goes to ``cut`` (the draw is then incomplete)."""
+    streams = [enumerate(_family_orders(costs, m, budget, deadlines, families, greedy, wall, cut))]
     if greedy:
-        streams.append(iter(_greedy_schedules(costs, m, budget, deadlines)))
+        streams.append(iter(_greedy_schedules(costs, m, budget, deadlines, wall, cut)))
     live = list(range(len(streams)))
     while live:
         for k in list(live):
@@ -75,8 +87,9 @@ def drawn(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[K
 
 
 def _family_orders(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[Key, float],
-                   families: list[str], greedy: bool):
-    """Each applicable family's order, as drawn and W-filled (eager, then fit)."""
+                   families: list[str], greedy: bool, wall: Deadline | None = None, cut: list[str] | None = None):
+    """Each applicable family's order, as drawn and W-filled (eager, then fit); a W-fill
+    starts only when ``wall`` affords ``W_FILL_UNITS`` (else the stream ends, noted in ``cut``)."""
     pp, vpp = costs.num_ranks, costs.num_stages // costs.num_ranks
     place, fuse = placement_of(costs), fuses(costs)
     exact = not greedy and all(n in EXACT_FAMILIES for n in families)
@@ -93,11 +106,14 @@ def _family_orders(costs: StageCosts, m: int, budget: list[int] | None, deadline
         if exact:
             continue
         for mode in ("eager", "fit"):
-            yield f"{name}+w-fill" + ("" if mode == "eager" else "-fit"), \
-                fill_w(order, costs, act_budget=budget, deadlines=deadlines, w_mode=mode)
+            label = f"{name}+w-fill" + ("" if mode == "eager" else "-fit")
+            if not _affords(wall, W_FILL_UNITS, label, cut):
+                return
+            yield label, fill_w(order, costs, act_budget=budget, deadlines=deadlines, w_mode=mode)
 
 
-def _greedy_schedules(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[Key, float]):
+def _greedy_schedules(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[Key, float],
+                      wall: Deadline | None = None, cut: list[str] | None = None):
     """The greedy list scheduler under the memory budget, then capped at p and 2p
     microbatches of activations, eager W before fit, as ``(position, (name, schedule or
     reason))``. Fused runs (when the costs fuse) are drawn before plain ones, positioned
@@ -118,9 +134,21 @@ def _greedy_schedules(costs: StageCosts, m: int, budget: list[int] | None, deadl
             for k, mode in enumerate(("eager", "fit")):
                 label = "greedy" + ("-fused" if f else "") + ("" if cap is None else f"@{cap // pp}p") + \
                     ("" if mode == "eager" else "-fit")
+                if not _affords(wall, GREEDY_DRAW_UNITS, label, cut):
+                    return
                 res = list_schedule(costs, m, act_budget=b, fuse=f, deadlines=deadlines, w_mode=mode)
                 yield j + 2 * (f and fuse) + k, (label, res.schedule if res.schedule is not None else res.reason)
         j += 2 * len(kinds)
+
+
+def _affords(wall: Deadline | None, units: float, label: str, cut: list[str] | None) -> bool:
+    """Whether ``wall`` leaves time for a draw of ``units`` evaluations; notes ``label`` in
+    ``cut`` when it does not."""
+    if wall is None or wall.affords(units):
+        return True
+    if cut is not None:
+        cut.append(label)
+    return False
 
 
 def limits(schedule: Schedule, costs: StageCosts, budget: list[int] | None,
@@ -184,8 +212,8 @@ def simulated(costs: StageCosts, m: int, budget, deadlines, families: list[str],
     key = _memo_key(costs, m, budget, deadlines, families, greedy)
     hit = _memo.get(key)
     if hit is None:
-        got, complete = [], True
-        candidates = drawn(costs, m, budget, deadlines, families, greedy)
+        got, complete, unaffordable = [], True, []
+        candidates = drawn(costs, m, budget, deadlines, families, greedy, wall=wall, cut=unaffordable)
         while complete:
             if wall is not None and wall.expired():  # checked before drawing the next one
                 complete = False
@@ -195,7 +223,7 @@ def simulated(costs: StageCosts, m: int, budget, deadlines, families: list[str],
                 break
             pos, name, sched = item
             got.append((pos, (name, sched, *verdict(sched, costs, budget, deadlines))))
-        if not complete:
+        if not complete or unaffordable:
             return [c for _, c in got]
         hit = [c for _, c in sorted(got, key=lambda g: g[0])]  # [Note: draw order]
         _memo[key] = hit
