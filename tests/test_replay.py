@@ -178,3 +178,21 @@ def test_replay_engine_plan_parses_as_torch_actions(tmp_path):
     acts = to_torch_actions(sched)
     assert [str(a) for a in acts[0]] == ["0F0", "0F1", "(0F2;0I0)OVERLAP_F_B", "0W0"]
     assert acts[0][2].sub_actions[1].computation_type.value == "I"
+
+
+def test_reprediction_table_recomputes_as_the_plan_does(tmp_path, monkeypatch):
+    """A full recomputation's backward runs the forward again: the table a re-prediction uses
+    must be timed with the layers recomputing as the replayed plan's do."""
+    import planner.runtime as runtime
+    from planner.replay.costs_here import measure_layer_costs
+    from planner.replay.model import replay_model
+    from profiler.timing import Clock
+
+    seen = []
+    real = runtime.apply_recompute
+    monkeypatch.setattr(runtime, "apply_recompute", lambda layers, mode: (seen.append(mode), real(layers, mode)))
+    rm = replay_model(_plan(tmp_path), scale=1.0, seq_len=16)
+    table = measure_layer_costs(rm, torch.device("cpu"), Clock(torch.device("cpu")), label="cpu", reps=1,
+                                recompute="full")
+    assert seen and set(seen) == {"full"} and table.meta["recompute"] == "full"
+    assert all(lc.b is not None and lc.b > 0 for lc in table.layers if lc.role != "embedding")

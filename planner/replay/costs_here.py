@@ -38,10 +38,14 @@ __all__ = ["measure_layer_costs", "measure_p2p"]
 
 
 def _time_layer(rm: ReplayModel, k: int, device: torch.device, clock: Clock,
-                reps: int) -> tuple[float, float, float, float]:
-    """Median (F, I, W, B) seconds of layer ``k`` for one microbatch."""
+                reps: int, recompute: str = "none") -> tuple[float, float, float, float]:
+    """Median (F, I, W, B) seconds of layer ``k`` for one microbatch, recomputing as
+    ``recompute`` says (``planner.runtime.apply_recompute``, as the replay builds it)."""
+    from planner.runtime import apply_recompute
+
     layer = rm.spec.layers[k]
     module = build_stage(rm, k, k + 1, device)
+    apply_recompute(list(module.layers.values()), recompute)
     shape = (rm.microbatch_size, rm.seq_len)
     gen = torch.Generator().manual_seed(rm.seed + 7)
     target = torch.randint(0, rm.spec.vocab, shape, generator=gen).to(device)
@@ -81,13 +85,15 @@ def _time_layer(rm: ReplayModel, k: int, device: torch.device, clock: Clock,
 
 
 def measure_layer_costs(rm: ReplayModel, device: torch.device, clock: Clock, *,
-                        label: str, reps: int = 5) -> CostTable:
-    """Per-layer F, I, W measured here (one layer per type, averaged over ranks)."""
+                        label: str, reps: int = 5, recompute: str = "none") -> CostTable:
+    """Per-layer F, I, W, B measured here (one layer per type, averaged over ranks), the
+    layers recomputing as ``recompute`` says (a full recomputation's backward runs the
+    forward again, which a re-prediction of such a plan must count)."""
     first: dict[str, int] = {}
     for layer in rm.spec.layers:
         first.setdefault(layer.type_key, layer.index)
     keys = list(first)
-    times = torch.tensor([_time_layer(rm, first[t], device, clock, reps) for t in keys],
+    times = torch.tensor([_time_layer(rm, first[t], device, clock, reps, recompute) for t in keys],
                          dtype=torch.float64, device=device)
     if dist.is_initialized():
         dist.all_reduce(times)
@@ -104,7 +110,7 @@ def measure_layer_costs(rm: ReplayModel, device: torch.device, clock: Clock, *,
             flops=3.0 * layer_forward_flops(layer, rm.spec, rm.seq_len) * tokens))
     return CostTable(model=rm.spec.name, source="measured", layers=tuple(layers),
                      microbatch_size=rm.microbatch_size, seq_len=rm.seq_len, device=label,
-                     scale=rm.scale, meta={"measured_by": "ppplan replay", "reps": reps})
+                     scale=rm.scale, meta={"measured_by": "ppplan replay", "reps": reps, "recompute": recompute})
 
 
 def _pingpong(rank: int, nbytes: int, device: torch.device, reps: int) -> float:

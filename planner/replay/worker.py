@@ -88,12 +88,12 @@ def _peak(device: torch.device) -> tuple[float, str]:
     return float(rate) / dist.get_world_size(), label
 
 
-def _measure_table(rm: ReplayModel, device: torch.device, rank: int) -> Any:
+def _measure_table(rm: ReplayModel, device: torch.device, rank: int, recompute: str) -> Any:
     """A cost table measured here, for a re-prediction (every rank measures at once, see
-    ``costs_here``)."""
+    ``costs_here``), with the layers recomputing as the replayed plan's do."""
     from planner.replay.costs_here import measure_layer_costs, measure_p2p
 
-    table = measure_layer_costs(rm, device, Clock(device), label=dev.device_label(device))
+    table = measure_layer_costs(rm, device, Clock(device), label=dev.device_label(device), recompute=recompute)
     if dist.get_world_size() > 1:
         nbytes = rm.microbatch_size * rm.seq_len * rm.spec.hidden * 4
         table = replace(table, p2p=measure_p2p(rank, nbytes, device))
@@ -225,9 +225,9 @@ def _prepare(plan: Plan, opts: ReplayOptions, layout: Layout, device: torch.devi
                       moe_capacity=opts.moe_capacity())
     table = None
     if not _exact(plan, rm, device):  # every rank takes the same branches: same plans everywhere
-        key = (rm.spec.name, rm.scale, rm.seq_len, rm.microbatch_size)
+        key = (rm.spec.name, rm.scale, rm.seq_len, rm.microbatch_size, recompute_mode(plan))
         if key not in tables:
-            tables[key] = _measure_table(rm, device, layout.rank)
+            tables[key] = _measure_table(rm, device, layout.rank, recompute_mode(plan))
         table = tables[key]
     recorder = Recorder(Clock(device))
     mods, runtime = _build(plan, rm, layout, device, recorder, opts)
