@@ -50,6 +50,7 @@ def _layers(table) -> dict:
         if base in rows:
             continue
         rows[base] = {"f_ms": 1e3 * lc.f, "i_ms": 1e3 * lc.i, "w_ms": 1e3 * lc.w,
+                      "b_ms": None if lc.b is None else 1e3 * lc.b,
                       "a2a_f_ms": 1e3 * lc.a2a_f, "a2a_b_ms": 1e3 * lc.a2a_b,
                       **{f"cv_{k}": v for k, v in cv[base].items()}}
     return rows
