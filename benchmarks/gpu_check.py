@@ -18,7 +18,10 @@ For Qwen3-Next-80B-A3B and DeepSeek-V3, on one GPU (one H200: budget 8 minutes):
 4. ``ppplan simulate`` of both plans (``planner.simulation.simulate_plan``: the plans'
    stage costs are the measured profile's);
 5. the *analytical* profile of the same layer types (the model's shipped cluster, full
-   width, BF16 peak) beside the measured one.
+   width, BF16 peak) beside the measured one;
+6. the MoE layer types again in Megatron's *padded capacity mode* (capacity factor 1.0,
+   ``profiler.layers.moe_capacity``): no host sync, the local experts as one batched GEMM,
+   beside the dropless loop of 1. (skipped once ``--budget-s`` is spent).
 
 ``--dry-run`` runs the same code on the CPU at a tiny width (a test runs it in CI).
 
@@ -104,8 +107,9 @@ def _pick_scale(model: Any, settings: Settings) -> float:
     return next((s for s in SCALES if _type_bytes(model, s) <= MEMORY_SHARE * free), SCALES[-1])
 
 
-def _profile(model: Any, scale: float, settings: Settings):
-    """Measured cost table and the modules it timed (one process, side-stream link)."""
+def _profile(model: Any, scale: float, settings: Settings, *, capacity: Any = None):
+    """Measured cost table and the modules it timed (one process, side-stream link);
+    ``capacity``: a ``CapacityMode`` for the routed experts (None: dropless)."""
     import torch
 
     from profiler.layers.program import SideStreamLink
@@ -115,7 +119,7 @@ def _profile(model: Any, scale: float, settings: Settings):
     device = torch.device(settings.device)
     cfg = WorkerConfig(model=model, scale=scale, ep=1, device=settings.device, seq_len=settings.seq_len,
                        micro_batch=1, warmup=settings.warmup, repeats=settings.repeats, seed=0,
-                       threads=torch.get_num_threads())
+                       threads=torch.get_num_threads(), moe_capacity=capacity)
     group = SideStreamLink() if model.moe is not None else None
     t0 = time.perf_counter()
     layers, pairs, built = measure_types(cfg, device, group, lambda label: None)
@@ -195,11 +199,26 @@ def _analytical(model: Any) -> dict[str, Any]:
 
 
 def _layer_types(table: Any) -> dict[str, Any]:
-    """F, I, W and all-to-all seconds of the first layer of each type in ``table``."""
+    """F, I, W, full backward B and all-to-all seconds of the first layer of each type in ``table``."""
     types = {}
     for lc in table.layers:
-        types.setdefault(lc.type, {k: getattr(lc, k) for k in ("f", "i", "w", "a2a_f", "a2a_b")})
+        types.setdefault(lc.type, {k: getattr(lc, k) for k in ("f", "i", "w", "b", "a2a_f", "a2a_b")})
     return types
+
+
+def _capacity_section(model: Any, scale: float, settings: Settings) -> dict[str, Any]:
+    """The MoE layer types again in Megatron's padded capacity mode (capacity factor 1.0,
+    ``--moe-pad-expert-input-to-capacity``): static all-to-all splits, no host sync, the local
+    experts as one batched GEMM instead of a Python loop per expert (the dropless path's
+    per-expert launches made the full-width MoE layers launch-bound on the H200)."""
+    from profiler.layers.moe_capacity import capacity_mode
+
+    mode = capacity_mode(1.0, pad=True)
+    table, built = _profile(model, scale, settings, capacity=mode)
+    del built
+    types = {t: v for t, v in _layer_types(table).items() if "moe" in t}
+    return {"mode": "capacity factor 1.0, padded (Megatron --moe-expert-capacity-factor 1.0 "
+                    "--moe-pad-expert-input-to-capacity)", "layer_types": types, "wall_s": table.meta["wall_s"]}
 
 
 GEMM_SHAPES = (
@@ -294,6 +313,10 @@ def check_model(name: str, settings: Settings, work: str, result: dict[str, Any]
     sims = {k: v["simulate"]["step_time_s"] for k, v in result["plans"].items()}
     result["overlap_vs_serial_simulated"] = sims["overlap"] / sims["serial"] - 1 if sims["serial"] else None
     save()
+    if model.moe is not None and time.perf_counter() < deadline:
+        _log(f"{name}: MoE layer types in padded capacity mode")
+        result["measured_capacity_padded"] = _capacity_section(model, scale, settings)
+        save()
     for partition, (plan, _) in plans.items():
         if time.perf_counter() > deadline:
             result["plans"][partition]["stage_pairs"] = "skipped: the run's time budget (--budget-s) was spent"

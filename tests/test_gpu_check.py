@@ -29,6 +29,9 @@ def test_dry_run_writes_every_section(tmp_path):
         moe = [t for t in types if t.endswith("moe")]
         assert moe and all(types[t]["f"] > 0 and types[t]["w"] > 0 for t in types)
         assert all(types[t]["a2a_f"] > 0 for t in moe), "the side-stream link moved no bytes"
+        assert all(types[t]["b"] > 0 for t in types if t != "embedding")   # the full backward, timed
+        padded = m["measured_capacity_padded"]["layer_types"]
+        assert set(padded) == set(moe) and all(padded[t]["f"] > 0 and padded[t]["b"] > 0 for t in moe)
         assert set(m["plans"]) == {"overlap", "serial"}
         for p in m["plans"].values():
             assert p["simulate"]["step_time_s"] > 0
