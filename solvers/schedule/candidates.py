@@ -69,9 +69,9 @@ def drawn(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[K
     41.9 s), which came ninth, after 1.2 s of drawing, so ``--time-limit 3`` planned
     dualpipev. ``position`` (family orders first, then the greedy ones, each stream in
     its own order) is what ties are broken by once the draw is complete, so a complete
-    draw chooses exactly as a draw of one stream after the other. A greedy draw starts only
-    when ``wall`` affords ``GREEDY_DRAW_UNITS``; when it does not, the greedy stream ends
-    and its label goes to ``cut`` (the draw is then incomplete)."""
+    draw chooses exactly as a draw of one stream after the other. A greedy run or a W-fill
+    starts only when ``wall`` affords ``GREEDY_DRAW_UNITS`` or ``W_FILL_UNITS``; when it does
+    not, it is skipped, its label goes to ``cut`` and the draw is incomplete (not memoised)."""
     streams = [enumerate(_family_orders(costs, m, budget, deadlines, families, greedy, wall, cut))]
     if greedy:
         streams.append(iter(_greedy_schedules(costs, m, budget, deadlines, wall, cut)))
@@ -89,7 +89,7 @@ def drawn(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[K
 def _family_orders(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[Key, float],
                    families: list[str], greedy: bool, wall: Deadline | None = None, cut: list[str] | None = None):
     """Each applicable family's order, as drawn and W-filled (eager, then fit); a W-fill
-    starts only when ``wall`` affords ``W_FILL_UNITS`` (else the stream ends, noted in ``cut``)."""
+    starts only when ``wall`` affords ``W_FILL_UNITS`` (else it is skipped, noted in ``cut``)."""
     pp, vpp = costs.num_ranks, costs.num_stages // costs.num_ranks
     place, fuse = placement_of(costs), fuses(costs)
     exact = not greedy and all(n in EXACT_FAMILIES for n in families)
@@ -108,7 +108,7 @@ def _family_orders(costs: StageCosts, m: int, budget: list[int] | None, deadline
         for mode in ("eager", "fit"):
             label = f"{name}+w-fill" + ("" if mode == "eager" else "-fit")
             if not _affords(wall, W_FILL_UNITS, label, cut):
-                return
+                break  # no time for fills; the next family's plain order may still fit
             yield label, fill_w(order, costs, act_budget=budget, deadlines=deadlines, w_mode=mode)
 
 
