@@ -15,10 +15,23 @@ of each MoE layer that the analytical profile gives them on the GPU. Compute is 
     unfused 1F1B. The plans' predictions are for the GPU (analytical costs), so they
     are compared as ratios to the first plan (and the fusion gain), beside the measured
     ratios; ``resolution`` is twice the standard error of the paired step differences.
+    Each plan is also predicted for this machine before its steps are timed
+    ([Note: prediction here]); the fusion gain is compared with both predictions.
 (c) one row with the REAL gloo link on pp 2 x ep 2: 4 processes on this machine's
     cores (OVERSUBSCRIBED: 4 processes on 2 cores), fused against unfused, same
     partition, steps alternating. An error of that replay is recorded in the row
     instead of losing (a) and (b).
+
+[Note: prediction here] A GPU ratio is not this machine's: at 1/32 width on CPU the
+MoE layers, and the emulated link beside them, are a different share of each stage than
+on the GPU (the link scale is fitted on one layer's forward timed alone, the replay's
+layers run beside another rank), so each plan's step is also predicted here: the
+replay's re-prediction, made from costs measured in the replay's own processes before
+and after its timed steps (``costs_here``: F, I, W, B per layer type, recomputing as the
+plan does; ``planner.replay.worker`` [Note: table around the steps]), the emulated
+link's own times and the planner's overlap model carried over as
+the share of each pair's link time it hides (``planner.replay.link`` [Note:
+re-prediction with the link]). No measured step enters it.
 
     python benchmarks/overlap.py [--json] [--scale 0.03125] [--seq-len 64] [--steps 20]
                                  [--skip-real | --only-real] [--real-steps 5]
@@ -82,16 +95,17 @@ def _link_scale(spec: Any, table: Any, plan: Any, scale: float, seq: int) -> tup
     from overlap_pairs import compute_only
     from profiler.layers import scaled_model
 
-    c_f, _ = compute_only(spec, 1, scale, seq, reps=7)
+    mbs = int(plan.microbatches.get("size", 1))  # the replay's microbatch, as planner.replay.link scales it
+    c_f, _ = compute_only(spec, 1, scale, seq, reps=7, batch=mbs)
     small = scaled_model(spec, scale)
     plan_seq = int(plan.cluster.get("training", {}).get("seq_len") or seq)
-    bytes_factor = (small.hidden / spec.hidden) * seq / plan_seq
+    bytes_factor = (small.hidden / spec.hidden) * seq / plan_seq  # x replay mbs / plan mbs = 1
     return (c_f / table.layers[1].f) / bytes_factor, c_f
 
 
 def _rows(results: list, names: list[str], preds: list[float]) -> list[dict[str, Any]]:
     steps = [r.report["measured"]["step_times_s"] for r in results]
-    base = steps[0]
+    base, here0 = steps[0], results[0].report["predicted"]["step_time_s"]
     out = []
     for name, s, pred, res in zip(names, steps, preds, results):
         diffs = [a - b for a, b in zip(s, base)]
@@ -100,7 +114,15 @@ def _rows(results: list, names: list[str], preds: list[float]) -> list[dict[str,
                     "measured_vs_first": statistics.median(s) / statistics.median(base),
                     "predicted_step_s_gpu": pred, "predicted_vs_first": pred / preds[0],
                     "paired_difference_s": statistics.fmean(diffs), "resolution_s": res_s,
-                    "replay_reprediction_s": res.report["predicted"]["step_time_s"],
+                    "predicted_step_s_here": res.report["predicted"]["step_time_s"],
+                    "predicted_here_vs_first": res.report["predicted"]["step_time_s"] / here0,
+                    "here_step_error": (statistics.median(s) - res.report["predicted"]["step_time_s"])
+                    / res.report["predicted"]["step_time_s"],
+                    "here_error_by_rank_s": [{k: round(v, 4) for k, v in d["difference_s"].items()}
+                                             for d in res.report["decomposition"]],
+                    "here_busy_excess_by_kind_s": [{k: round(v["measured_s"] - v["predicted_s"], 4)
+                                                    for k, v in d["busy_by_kind"].items()}
+                                                   for d in res.report["decomposition"]],
                     "stages": res.report["plan"]["stages"], "link": res.report["replay"]["expert_parallel"]})
     return out
 
@@ -112,10 +134,21 @@ def _replay(plans: list, opts: Any) -> list:
 
 
 def _fusion(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    fusion = {"predicted_gain": rows[2]["predicted_vs_first"] - 1, "measured_gain": rows[2]["measured_vs_first"] - 1}
-    fusion["relative_error"] = (fusion["measured_gain"] - fusion["predicted_gain"]) / fusion["predicted_gain"] \
-        if fusion["predicted_gain"] else None
+    """Fusion gain (unfused / fused - 1): measured, predicted for the GPU and for here
+    ([Note: prediction here]), and the measured gain's relative error against each."""
+    measured = rows[2]["measured_vs_first"] - 1
+    here = rows[2]["predicted_here_vs_first"] - 1
+    fusion: dict[str, Any] = {"measured_gain": measured, "resolution": rows[2]["resolution_s"] / rows[0]["measured_step_s"]}
+    for key, gain in (("gpu", rows[2]["predicted_vs_first"] - 1), ("here", here)):
+        fusion[f"predicted_gain_{key}"] = gain
+        fusion[f"relative_error_{key}"] = (measured - gain) / gain if gain else None
     return fusion
+
+
+def _link_share(results: list) -> dict[str, float]:
+    """Emulated link time over measured forward time of each MoE layer type, here."""
+    types = results[0].report["predicted"]["costs"]["layer_types"]
+    return {t: round(c["a2a_f"] / c["f"], 4) for t, c in types.items() if c.get("a2a_f")}
 
 
 def _real(plans: list, opts: Any) -> dict[str, Any]:
@@ -157,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     from planner.replay import ReplayOptions
 
     torch.set_num_threads(1)
-    started = time.perf_counter()
+    started, load = time.perf_counter(), {"start": os.getloadavg()}
     spec = load_model(MODEL)
     plans = _plans(args.microbatches, args.time_limit)
     table = _table(plans[0][1])
@@ -171,22 +204,26 @@ def main(argv: list[str] | None = None) -> int:
         results = _replay([p for _, p in plans], replace(opts, link_scale=link_scale))
         rows = _rows(results, [n for n, _ in plans], [p.predicted["step_time_s"] for _, p in plans])
         fusion = _fusion(rows)
+        fusion["link_share_of_forward_here"] = _link_share(results)
+        fusion["table_f_plus_b_before_after_steps_s"] = results[0].report["predicted"]["costs"]["f_plus_b_before_after_s"]
     real = None if args.skip_real else _real(plans, replace(opts, link="real", ep=2, steps=args.real_steps, warmup=1))
     out = {"label": "EMULATED expert-parallel link (a, b); measured on a shared machine",
            "cpu_cores": os.cpu_count(), "torch_threads_per_rank": 1,
            "pairs": {"scale": args.pair_scale, "seq_len": args.pair_seq_len, "reps": args.reps, "rows": pairs},
            "plans": {"scale": args.scale, "seq_len": args.seq_len, "steps": args.steps, "microbatches": args.microbatches,
                      "link_scale": link_scale, "linear_moe_forward_here_s": c_f, "rows": rows, "fusion": fusion},
-           "real_link": real, "wall_s": time.perf_counter() - started}
+           "real_link": real, "wall_s": time.perf_counter() - started, "load_average": {**load, "end": os.getloadavg()}}
     if args.json:
         print(json.dumps(out, indent=1))
     else:
         for p in pairs:
             print(f"{p['pair']:<34} hidden measured {p['measured_hidden']:+.3f} predicted {p['predicted_hidden']:+.3f}")
         for r in rows:
-            print(f"{r['plan']:<45} measured x{r['measured_vs_first']:.3f}  predicted x{r['predicted_vs_first']:.3f}")
+            print(f"{r['plan']:<45} measured {r['measured_step_s']:.3f} s x{r['measured_vs_first']:.3f}  predicted"
+                  f" x{r['predicted_vs_first']:.3f} (GPU), {r['predicted_step_s_here']:.3f} s here")
         if fusion:
-            print(f"fusion gain measured {fusion['measured_gain']:+.3f} predicted {fusion['predicted_gain']:+.3f}")
+            print(f"fusion gain measured {fusion['measured_gain']:+.3f} predicted {fusion['predicted_gain_gpu']:+.3f}"
+                  f" (GPU), {fusion['predicted_gain_here']:+.3f} (here)")
         for r in (real or {}).get("rows", []):
             print(f"REAL link, oversubscribed: {r['plan']:<40} measured {r['measured_step_s']:.3f} s x{r['measured_vs_first']:.3f}")
         if real and "error" in real:

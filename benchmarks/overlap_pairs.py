@@ -28,10 +28,10 @@ def _layer(spec: Any, index: int, scale: float, seconds: dict[str, float]):
     return build_layer(spec, spec.layers[index], scale=scale, ep_group=EmulatedLink(seconds=seconds), seed=0)
 
 
-def _input(spec: Any, index: int, scale: float, seq: int, seed: int) -> torch.Tensor:
+def _input(spec: Any, index: int, scale: float, seq: int, seed: int, batch: int = 1) -> torch.Tensor:
     from profiler.layers import layer_input
 
-    return layer_input(spec, spec.layers[index], scale=scale, batch=1, seq_len=seq, seed=seed).requires_grad_()
+    return layer_input(spec, spec.layers[index], scale=scale, batch=batch, seq_len=seq, seed=seed).requires_grad_()
 
 
 def _fwd(layer: Any, x: torch.Tensor) -> float:
@@ -58,13 +58,14 @@ def _link_seconds(compute_f: float, compute_i: float, lc: Any) -> dict[str, floa
     return {"dispatch": f, "combine": f, "dispatch.grad": b, "combine.grad": b}
 
 
-def compute_only(spec: Any, index: int, scale: float, seq: int, reps: int) -> tuple[float, float]:
-    """Median forward and input-gradient time of a layer with a zero-time link."""
+def compute_only(spec: Any, index: int, scale: float, seq: int, reps: int, *, batch: int = 1) -> tuple[float, float]:
+    """Median forward and input-gradient time of a layer with a zero-time link, ``batch``
+    sequences per microbatch."""
     layer = _layer(spec, index, scale, {})
     fs, bs = [], []
     for r in range(reps):
-        fs.append(_fwd(layer, _input(spec, index, scale, seq, r)))
-        bs.append(_timed(_bwd_prepared(layer, _input(spec, index, scale, seq, r))))
+        fs.append(_fwd(layer, _input(spec, index, scale, seq, r, batch)))
+        bs.append(_timed(_bwd_prepared(layer, _input(spec, index, scale, seq, r, batch))))
     return statistics.median(fs), statistics.median(bs)
 
 

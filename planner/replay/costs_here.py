@@ -15,8 +15,10 @@ No pair (OVERLAP) costs are recorded, so a fused pair is re-predicted as its two
 one after the other. The replay runs it with the overlap runtime (``planner.runtime``,
 registered by ``fused_pairs``): the two halves run concurrently and take turns at each
 MoE all-to-all, so a pair hides only the all-to-alls, and with every expert local
-(``--ep 1``, this table's setting) there are none: serial is what it costs. Hiding with
-``--ep > 1`` or an emulated link is measured by ``benchmarks/overlap.py``.
+(``--ep 1``, this table's setting) there are none: serial is what it costs. With an
+emulated link the replay adds the link's times and the planner's hiding to this table
+(``planner.replay.link`` [Note: re-prediction with the link]); hiding with ``--ep > 1``
+is measured by ``benchmarks/overlap.py``.
 """
 
 from __future__ import annotations

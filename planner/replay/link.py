@@ -2,41 +2,96 @@
 
 Every MoE all-to-all becomes a local copy of the same rows whose work completes no
 earlier than its issue time plus the time the analytical cost model
-(``profiler.analytical``, the plan's model on the plan's cluster) gives it:
-``a2a_f / 2`` for the forward dispatch and combine, ``a2a_b / 2`` for their gradients,
-scaled to the replay's all-to-all bytes (hidden width x tokens per microbatch, relative
-to the plan's) and by ``--link-scale``. Compute stays real. On a machine whose
-loopback copies cost as much as the compute they should hide (2 shared CPU cores), it
-is the way to see hiding at a GPU-like communication share; every figure made with it
-is labelled emulated.
+(``profiler.analytical``, the plan's model on the plan's cluster) gives it, scaled to
+the replay's all-to-all bytes (hidden width x tokens per microbatch, relative to the
+plan's) and by ``--link-scale``. Compute stays real. On a machine whose loopback
+copies cost as much as the compute they should hide (2 shared CPU cores), it is the
+way to see hiding at a GPU-like communication share; every figure made with it is
+labelled emulated.
+
+[Note: link per exchange] Each of the four exchanges of a layer (dispatch, combine and
+their gradients) takes ``a2a_f / 2``: a gradient moves the same rows back
+(``profiler.analytical``: ``dispatch_b = combine``, ``combine_b = dispatch``). The
+table's ``a2a_b`` is not used per exchange: under ``recompute: full`` it also holds the
+recomputed forward's dispatch and combine (``profiler.analytical``: "the whole forward
+again, its dispatch and combine all-to-alls included"), and the replay's recomputation
+runs those through this link itself (``planner.runtime.recompute``). So a backward's
+link time totals the table's ``a2a_b`` in every mode, as ``link_table`` counts it.
+
+[Note: re-prediction with the link] A replay with this link re-predicts with the layer
+times measured here (``costs_here``, no all-to-all) plus each layer's link time
+(``a2a_f``, ``a2a_b`` scaled as above) and, for each fused pair type, the planner's own
+overlap model (``profiler.overlap_dag`` through the analytical table) carried over as
+the share of the pair's all-to-all time it hides: ``(serial_pair - ov) / (a2a_f of a +
+a2a_b of b)`` on the GPU, times the pair's link time here. Not the share of the whole
+pair: the overlap runtime (``planner.runtime``) runs one half at a time and hides only
+all-to-all time, so where the link is a smaller part of a layer than on the GPU, a pair
+hides less of its total; a share of the pair would claim hidden compute.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable
 
+from planner.core.costs import CostTable
 from planner.core.plan import Plan
 
-__all__ = ["emulated_links", "LINK_LABEL"]
+__all__ = ["emulated_links", "link_table", "LINK_LABEL"]
 
 LINK_LABEL = "EMULATED expert-parallel link: all-to-alls are local copies held to the analytical model's time"
 
 
-def emulated_links(plan: Plan, rm: Any, *, scale: float) -> Callable[[int], Any]:
-    """``layer index -> EmulatedLink`` for ``plan`` replayed as ``rm``."""
+def _analytical(plan: Plan) -> CostTable:
+    """The analytical cost table of ``plan``'s model on ``plan``'s cluster and parallelism."""
     from planner.core.cluster import cluster_from_dict
     from planner.core.hf_config import load_model
     from profiler.analytical import analytical_costs
-    from profiler.layers.program import EmulatedLink
 
-    full = load_model(str(plan.model["name"]))
     par = {k: plan.parallel[k] for k in ("pp", "tp", "ep", "dp") if k in plan.parallel}
-    table = analytical_costs(full, cluster_from_dict({**plan.cluster, "parallel": {**plan.cluster.get("parallel", {}), **par}}))
+    cluster = cluster_from_dict({**plan.cluster, "parallel": {**plan.cluster.get("parallel", {}), **par}})
+    return analytical_costs(load_model(str(plan.model["name"])), cluster)
+
+
+def _factor(plan: Plan, rm: Any, full_hidden: int, scale: float) -> float:
+    """Replay all-to-all bytes over the plan's (hidden x tokens per microbatch), times ``scale``."""
     plan_seq = int(plan.costs.get("seq_len") or plan.cluster.get("training", {}).get("seq_len") or rm.seq_len)
     plan_mbs = int(plan.costs.get("microbatch_size") or rm.microbatch_size)
-    factor = scale * (rm.spec.hidden / full.hidden) * (rm.seq_len * rm.microbatch_size) / (plan_seq * plan_mbs)
+    return scale * (rm.spec.hidden / full_hidden) * (rm.seq_len * rm.microbatch_size) / (plan_seq * plan_mbs)
+
+
+def emulated_links(plan: Plan, rm: Any, *, scale: float) -> Callable[[int], Any]:
+    """``layer index -> EmulatedLink`` for ``plan`` replayed as ``rm`` ([Note: link per exchange])."""
+    from planner.core.hf_config import load_model
+    from profiler.layers.program import EmulatedLink
+
+    table = _analytical(plan)
+    factor = _factor(plan, rm, load_model(str(plan.model["name"])).hidden, scale)
     links = {}
     for k, lc in enumerate(table.layers):
-        f, b = lc.a2a_f / 2 * factor, lc.a2a_b / 2 * factor
-        links[k] = EmulatedLink(seconds={"dispatch": f, "combine": f, "dispatch.grad": b, "combine.grad": b})
+        t = lc.a2a_f / 2 * factor
+        links[k] = EmulatedLink(seconds={"dispatch": t, "combine": t, "dispatch.grad": t, "combine.grad": t})
     return lambda k: links[k]
+
+
+def link_table(here: CostTable, plan: Plan, rm: Any, *, scale: float) -> CostTable:
+    """``here`` (layer times measured here, no all-to-all) with the emulated link's times and
+    the planner's hidden share of every fused pair type ([Note: re-prediction with the link])."""
+    from planner.core.hf_config import load_model
+
+    gpu = _analytical(plan)
+    factor = _factor(plan, rm, load_model(str(plan.model["name"])).hidden, scale)
+    layers = tuple(replace(h, a2a_f=g.a2a_f * factor, a2a_b=g.a2a_b * factor)
+                   for h, g in zip(here.layers, gpu.layers))
+    first = {lc.type: k for k, lc in reversed(list(enumerate(gpu.layers)))}
+    pairs, shares = {}, {}
+    for ta, tb in gpu.pairs:
+        a, b = first[ta], first[tb]
+        gpu_link = gpu.layers[a].a2a_f + gpu.layers[b].a2a_b
+        share = (gpu.serial_pair(a, b) - gpu.ov(a, b)) / gpu_link if gpu_link else 0.0
+        key = (layers[a].type, layers[b].type)
+        pairs[key] = layers[a].serial_f + layers[b].serial_i - share * (layers[a].a2a_f + layers[b].a2a_b)
+        shares[f"{key[0]}|{key[1]}"] = share
+    link = {"label": LINK_LABEL, "link_scale": scale, "bytes_factor": factor / scale,
+            "hidden_share_of_link": shares}
+    return replace(here, layers=layers, pairs=pairs, meta={**here.meta, "link": link})

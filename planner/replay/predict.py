@@ -6,7 +6,9 @@ length (``plan.costs``: source ``measured``, ``device``, ``scale``, ``seq_len``)
 is replayed exactly and its prediction is copied. Any other plan (analytical, or
 measured elsewhere) keeps its partition and schedule, and its step is re-predicted:
 a cost table measured here (``costs_here``) -> stage costs for the same partition ->
-``planner.core.simulate``.
+``planner.core.simulate``. With ``--link emulated`` the table also holds the link's
+times and the planner's hiding of fused pairs (``planner.replay.link`` [Note:
+re-prediction with the link]).
 
 A cost table measured here holds each layer's full backward (``LayerCost.b``); the
 stage costs carry it and the simulator times every B action with it
@@ -89,7 +91,8 @@ def repredict(plan: Plan, table: CostTable) -> tuple[dict[str, Any], SimResult]:
     pred = {**_summary(sim), "step_time_s": step, "source": REPREDICTED, "peak_memory_bytes": None,
             "costs": {"device": table.device, "scale": table.scale, "seq_len": table.seq_len,
                       "p2p_latency_s": table.p2p.latency_s, "p2p_bandwidth": table.p2p.bandwidth,
-                      "layer_types": _type_costs(table)},
+                      "layer_types": _type_costs(table), "link": table.meta.get("link"),
+                      "f_plus_b_before_after_s": table.meta.get("f_plus_b_before_after_s")},
             "plan": {"step_time_s": plan.predicted.get("step_time_s"),
                      "mfu": plan.predicted.get("mfu"), "costs": plan.costs}}
     if cal:
@@ -100,5 +103,5 @@ def repredict(plan: Plan, table: CostTable) -> tuple[dict[str, Any], SimResult]:
 def _type_costs(table: CostTable) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for lc in table.layers:
-        out.setdefault(lc.type, {"f": lc.f, "i": lc.i, "w": lc.w, "b": lc.b})
+        out.setdefault(lc.type, {"f": lc.f, "i": lc.i, "w": lc.w, "b": lc.b, "a2a_f": lc.a2a_f, "a2a_b": lc.a2a_b})
     return out

@@ -4,7 +4,8 @@ Order on every rank: join the process group (timeout on every collective and
 receive) -> measure the peak (CPU) -> per plan: when it was made for other hardware,
 layer costs here (once per model shape); build its stages; load its actions into
 torch's ``_PipelineScheduleRuntime`` -> per plan, one step whose gradients are kept
-for the check -> warm-up steps -> timed steps -> send everything to rank 0. Rank 0
+for the check -> warm-up steps -> timed steps -> layer costs here again, for the
+plans re-predicted ([Note: table around the steps]) -> send everything to rank 0. Rank 0
 then runs the single-process reference and assembles each plan's report.
 
 Several plans (same pipeline size) can share one launch: their warm-up and timed
@@ -175,6 +176,8 @@ class _Run:
     rank_args: tuple
     target: torch.Tensor
     table: Any
+    """Key of its cost table measured here (``tables``), None for an exact replay; after the
+    timed steps, the table itself ([Note: table around the steps])."""
     steps: list = field(default_factory=list)
     peak: int = 0
 
@@ -223,18 +226,36 @@ def _prepare(plan: Plan, opts: ReplayOptions, layout: Layout, device: torch.devi
     scale, seq = resolve_shape(plan, opts)
     rm = replay_model(plan, scale=scale, seq_len=seq, seed=opts.seed, ep=layout.ep,
                       moe_capacity=opts.moe_capacity())
-    table = None
+    key = None
     if not _exact(plan, rm, device):  # every rank takes the same branches: same plans everywhere
         key = (rm.spec.name, rm.scale, rm.seq_len, rm.microbatch_size, recompute_mode(plan))
         if key not in tables:
             tables[key] = _measure_table(rm, device, layout.rank, recompute_mode(plan))
-        table = tables[key]
     recorder = Recorder(Clock(device))
     mods, runtime = _build(plan, rm, layout, device, recorder, opts)
     ids, target = make_batch(rm, device, ep_rank=layout.ep_rank)
     rank_args = (ids,) if plan.ranks()[0] == layout.pp_rank else ()
     return _Run(plan=plan, rm=rm, mods=mods, runtime=runtime, recorder=recorder, rank_args=rank_args,
-                target=target, table=table)
+                target=target, table=key)
+
+
+def _table_for(run: _Run, before: Any, after: Any, opts: ReplayOptions) -> Any:
+    """[Note: table around the steps] The re-prediction's table: the mean of the layer times
+    measured before and after the timed steps (a shared machine's load drifts during a
+    replay; both are measured apart from the steps, whose times never enter it), plus the
+    emulated link ([Note: re-prediction with the link] in ``planner.replay.link``)."""
+    layers = tuple(replace(a, f=(a.f + b.f) / 2, i=(a.i + b.i) / 2, w=(a.w + b.w) / 2,
+                           b=None if a.b is None else (a.b + b.b) / 2) for a, b in zip(before.layers, after.layers))
+    drift = {}
+    for a, b in zip(before.layers, after.layers):
+        drift.setdefault(a.type, [a.f + a.b, b.f + b.b] if a.b is not None else [a.f + a.i, b.f + b.i])
+    table = replace(before, layers=layers, meta={**before.meta, "measured": "mean of before and after the timed steps",
+                                                 "f_plus_b_before_after_s": drift})
+    if opts.link == "emulated":
+        from planner.replay.link import link_table
+
+        table = link_table(table, run.plan, run.rm, scale=opts.link_scale)
+    return table
 
 
 def _exact(plan: Plan, rm: ReplayModel, device: torch.device) -> bool:
@@ -266,6 +287,10 @@ def _replay(plans: list[Plan], opts: ReplayOptions, layout: Layout, device: torc
     for _ in range(opts.steps):
         for run in runs:
             _timed_step(run, device, opts, backend)
+    after = {key: _measure_table(run.rm, device, rank, key[-1]) for key, run in
+             {r.table: r for r in runs if r.table is not None}.items()}
+    for run in runs:
+        run.table = None if run.table is None else _table_for(run, tables[run.table], after[run.table], opts)
     mine = [{"rank": rank, "steps": run.steps, "memory": _memory(device, baseline, run.peak), "losses": losses,
              "grads": grads, "threads": torch.get_num_threads()} for run, (losses, grads) in zip(runs, firsts)]
     gathered: list[Any] = [None] * dist.get_world_size() if rank == 0 else []

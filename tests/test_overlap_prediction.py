@@ -1,0 +1,82 @@
+"""The re-prediction of a replay with the emulated link (``planner.replay.link``): the link's
+time per exchange and the table the replay predicts with, built on the tiny model.
+Structural checks only: nothing here is timed."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+
+import pytest
+
+from planner.core.costs import CostTable, LayerCost
+from planner.core.hardware import gpu_from_config
+from planner.replay.link import emulated_links, link_table
+from planner.replay.model import replay_model
+
+from test_replay_run import SEQ, make_plan, tiny_config  # noqa: E402  (same tests folder)
+from solvers.schedule.generators import one_f_one_b
+
+
+def _plan(tmp_path, recompute: str):
+    plan = make_plan(tiny_config(tmp_path), one_f_one_b(2, 4), [(0, 4), (4, 7)],
+                     costs={"source": "analytical", "seq_len": SEQ, "microbatch_size": 1})
+    cluster = {"gpu": asdict(gpu_from_config("h100")), "num_gpus": 4, "training": {"global_batch": 8, "seq_len": SEQ, "micro_batch_size": 1,
+                                                         "recompute": recompute}}
+    return replace(plan, cluster=cluster, parallel={**plan.parallel, "ep": 2, "dp": 2})
+
+
+def _here(rm) -> CostTable:
+    """Unit compute times per layer, no all-to-all: what ``costs_here`` measures."""
+    layers = tuple(LayerCost(type=l.type_key, role=l.role, f=1e-3, i=2e-3, w=1e-3, b=2.5e-3) for l in rm.spec.layers)
+    return CostTable(model="tiny", source="measured", layers=layers, seq_len=SEQ)
+
+
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_backward_link_time_equals_the_tables_a2a_b(tmp_path, recompute):
+    """Every exchange takes a2a_f / 2; a full recomputation runs the forward's two again in the
+    backward, so a backward's link time is the table's a2a_b in both modes (not 1.5x it)."""
+    plan = _plan(tmp_path, recompute)
+    rm = replay_model(plan, scale=1.0, seq_len=SEQ)
+    links = emulated_links(plan, rm, scale=1.0)
+    table = link_table(_here(rm), plan, rm, scale=1.0)
+    moe = [k for k, l in enumerate(rm.spec.layers) if l.is_moe]
+    assert moe and all(table.layers[k].a2a_f > 0 for k in moe)
+    for k in moe:
+        sec = links(k).seconds
+        assert sec["dispatch"] + sec["combine"] == pytest.approx(table.layers[k].a2a_f)
+        backward = sec["dispatch.grad"] + sec["combine.grad"]
+        if recompute == "full":
+            backward += sec["dispatch"] + sec["combine"]
+        assert backward == pytest.approx(table.layers[k].a2a_b)
+
+
+def test_link_table_keeps_measured_compute_and_hides_only_link_time(tmp_path):
+    plan = _plan(tmp_path, "full")
+    rm = replay_model(plan, scale=1.0, seq_len=SEQ)
+    here = _here(rm)
+    table = link_table(here, plan, rm, scale=1.0)
+    assert [(l.f, l.i, l.w, l.b) for l in table.layers] == [(l.f, l.i, l.w, l.b) for l in here.layers]
+    assert table.pairs and set(table.meta["link"]["hidden_share_of_link"].values()) != {0.0}
+    index = {l.type: k for k, l in enumerate(table.layers)}
+    for (ta, tb), cost in table.pairs.items():
+        a, b = table.layers[index[ta]], table.layers[index[tb]]
+        serial = a.serial_f + b.serial_i
+        assert serial - (a.a2a_f + b.a2a_b) - 1e-15 <= cost <= serial + 1e-15
+        assert 0.0 <= table.meta["link"]["hidden_share_of_link"][f"{ta}|{tb}"] <= 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_emulated_link_replay_repredicts_with_the_link_and_the_table_around_the_steps(tmp_path):
+    """A plan made for other hardware, replayed with the emulated link: its re-prediction
+    holds the link's times, and its table was measured before and after the timed steps."""
+    from planner.replay import ReplayOptions, replay
+
+    plan = _plan(tmp_path, "full")
+    opts = ReplayOptions(steps=2, warmup=0, timeout_s=30.0, deadline_s=240.0, threads=1, scale=1.0, seq_len=SEQ,
+                         link="emulated", link_scale=1.0, grad_check=False)
+    costs = replay(plan, opts).report["predicted"]["costs"]
+    moe = {l.type_key for l in replay_model(plan, scale=1.0, seq_len=SEQ).spec.layers if l.is_moe}
+    assert all(costs["layer_types"][t]["a2a_f"] > 0 for t in moe)
+    assert costs["link"]["hidden_share_of_link"]
+    assert all(len(v) == 2 for v in costs["f_plus_b_before_after_s"].values())
