@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 
 import pytest
+import torch
 
 from planner.core.costs import CostTable, LayerCost
 from planner.core.hardware import gpu_from_config
@@ -80,3 +81,18 @@ def test_emulated_link_replay_repredicts_with_the_link_and_the_table_around_the_
     assert all(costs["layer_types"][t]["a2a_f"] > 0 for t in moe)
     assert costs["link"]["hidden_share_of_link"]
     assert all(len(v) == 2 for v in costs["f_plus_b_before_after_s"].values())
+
+
+def test_table_for_an_emulated_link_is_timed_through_the_link_path(tmp_path, monkeypatch):
+    """``costs_here`` [Note: link path]: the layers are built with the group the replay uses."""
+    import planner.replay.costs_here as costs_here
+    from profiler.layers.program import EmulatedLink
+    from profiler.timing import Clock
+
+    seen, real = [], costs_here.build_stage
+    monkeypatch.setattr(costs_here, "build_stage", lambda *a, **kw: (seen.append(kw.get("ep_group")), real(*a, **kw))[1])
+    zero = EmulatedLink(seconds={})
+    rm = replay_model(_plan(tmp_path, "none"), scale=1.0, seq_len=SEQ)
+    costs_here.measure_layer_costs(rm, torch.device("cpu"), Clock(torch.device("cpu")), label="cpu", reps=1,
+                                   ep_group=lambda k: zero)
+    assert seen and all(g is not None and g(1) is zero for g in seen)

@@ -9,6 +9,13 @@ at a time: F = forward (plus the loss for the head); I and W = torch's
 ``planner.core.costs`` [Note: full backward]). Every rank measures at once, so the
 cores are as busy as during the replay, and the medians are averaged over ranks.
 
+[Note: link path] A replay with the emulated link runs every MoE layer through the
+exchange path (local copies, the counts exchange) even where the link takes no time;
+on 2 CPU cores that path costs about 13% of a stage's F and 11% of its B at 1/32 width
+(26 Qwen3-Next layers alone: F 0.114 s against 0.097-0.104 s without it). So such a
+replay's table is timed with a zero-time ``EmulatedLink`` (the link's own time is added
+by ``planner.replay.link``), not with every expert local.
+
 Pipeline send/receive is measured too: a ping-pong between ranks 0 and 1 with a
 1-element tensor (latency) and with one stage-boundary activation (bandwidth).
 No pair (OVERLAP) costs are recorded, so a fused pair is re-predicted as its two halves
@@ -40,13 +47,14 @@ __all__ = ["measure_layer_costs", "measure_p2p"]
 
 
 def _time_layer(rm: ReplayModel, k: int, device: torch.device, clock: Clock,
-                reps: int, recompute: str = "none") -> tuple[float, float, float, float]:
+                reps: int, recompute: str = "none", ep_group: Any = None) -> tuple[float, float, float, float]:
     """Median (F, I, W, B) seconds of layer ``k`` for one microbatch, recomputing as
-    ``recompute`` says (``planner.runtime.apply_recompute``, as the replay builds it)."""
+    ``recompute`` says (``planner.runtime.apply_recompute``, as the replay builds it), its
+    MoE exchanging over ``ep_group`` (``build_stage``; [Note: link path])."""
     from planner.runtime import apply_recompute
 
     layer = rm.spec.layers[k]
-    module = build_stage(rm, k, k + 1, device)
+    module = build_stage(rm, k, k + 1, device, ep_group=ep_group)
     apply_recompute(list(module.layers.values()), recompute)
     shape = (rm.microbatch_size, rm.seq_len)
     gen = torch.Generator().manual_seed(rm.seed + 7)
@@ -87,15 +95,16 @@ def _time_layer(rm: ReplayModel, k: int, device: torch.device, clock: Clock,
 
 
 def measure_layer_costs(rm: ReplayModel, device: torch.device, clock: Clock, *,
-                        label: str, reps: int = 5, recompute: str = "none") -> CostTable:
+                        label: str, reps: int = 5, recompute: str = "none", ep_group: Any = None) -> CostTable:
     """Per-layer F, I, W, B measured here (one layer per type, averaged over ranks), the
     layers recomputing as ``recompute`` says (a full recomputation's backward runs the
-    forward again, which a re-prediction of such a plan must count)."""
+    forward again, which a re-prediction of such a plan must count) and exchanging over
+    ``ep_group`` as the replay's do ([Note: link path])."""
     first: dict[str, int] = {}
     for layer in rm.spec.layers:
         first.setdefault(layer.type_key, layer.index)
     keys = list(first)
-    times = torch.tensor([_time_layer(rm, first[t], device, clock, reps, recompute) for t in keys],
+    times = torch.tensor([_time_layer(rm, first[t], device, clock, reps, recompute, ep_group) for t in keys],
                          dtype=torch.float64, device=device)
     if dist.is_initialized():
         dist.all_reduce(times)

@@ -89,12 +89,16 @@ def _peak(device: torch.device) -> tuple[float, str]:
     return float(rate) / dist.get_world_size(), label
 
 
-def _measure_table(rm: ReplayModel, device: torch.device, rank: int, recompute: str) -> Any:
+def _measure_table(rm: ReplayModel, device: torch.device, rank: int, recompute: str, link: str) -> Any:
     """A cost table measured here, for a re-prediction (every rank measures at once, see
-    ``costs_here``), with the layers recomputing as the replayed plan's do."""
+    ``costs_here``), with the layers recomputing as the replayed plan's do and, with the
+    emulated link, exchanging through a zero-time one (``costs_here`` [Note: link path])."""
     from planner.replay.costs_here import measure_layer_costs, measure_p2p
+    from profiler.layers.program import EmulatedLink
 
-    table = measure_layer_costs(rm, device, Clock(device), label=dev.device_label(device), recompute=recompute)
+    zero = EmulatedLink(seconds={})
+    table = measure_layer_costs(rm, device, Clock(device), label=dev.device_label(device), recompute=recompute,
+                                ep_group=(lambda k: zero) if link == "emulated" else None)
     if dist.get_world_size() > 1:
         nbytes = rm.microbatch_size * rm.seq_len * rm.spec.hidden * 4
         table = replace(table, p2p=measure_p2p(rank, nbytes, device))
@@ -230,7 +234,7 @@ def _prepare(plan: Plan, opts: ReplayOptions, layout: Layout, device: torch.devi
     if not _exact(plan, rm, device):  # every rank takes the same branches: same plans everywhere
         key = (rm.spec.name, rm.scale, rm.seq_len, rm.microbatch_size, recompute_mode(plan))
         if key not in tables:
-            tables[key] = _measure_table(rm, device, layout.rank, recompute_mode(plan))
+            tables[key] = _measure_table(rm, device, layout.rank, recompute_mode(plan), opts.link)
     recorder = Recorder(Clock(device))
     mods, runtime = _build(plan, rm, layout, device, recorder, opts)
     ids, target = make_batch(rm, device, ep_rank=layout.ep_rank)
@@ -287,7 +291,7 @@ def _replay(plans: list[Plan], opts: ReplayOptions, layout: Layout, device: torc
     for _ in range(opts.steps):
         for run in runs:
             _timed_step(run, device, opts, backend)
-    after = {key: _measure_table(run.rm, device, rank, key[-1]) for key, run in
+    after = {key: _measure_table(run.rm, device, rank, key[-1], opts.link) for key, run in
              {r.table: r for r in runs if r.table is not None}.items()}
     for run in runs:
         run.table = None if run.table is None else _table_for(run, tables[run.table], after[run.table], opts)
