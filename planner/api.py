@@ -81,8 +81,15 @@ def cluster_section(spec: ClusterSpec) -> dict:
     """The plan's ``cluster`` section."""
     from dataclasses import asdict
 
+    training = {k: v for k, v in asdict(spec.training).items()
+                if k not in _UNSET_WHEN_DEFAULT or v != _UNSET_WHEN_DEFAULT[k]}
     return {"gpu": asdict(spec.gpu), "num_gpus": spec.num_gpus, "gpus_per_node": spec.gpus_per_node,
-            "training": asdict(spec.training), "network": asdict(spec.network)}
+            "training": training, "network": asdict(spec.network)}
+
+
+_UNSET_WHEN_DEFAULT = {"moe_expert_capacity_factor": None, "moe_pad_expert_input_to_capacity": False}
+"""Training fields a plan records only when set (MoE capacity mode), so plans of dropless
+models read as before."""
 
 
 def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None = None,
@@ -140,6 +147,9 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
             _vpp_error(spec, pp or resolve_cluster(spec, cluster, tp=tp, ep=ep, dp=dp).parallel.pp, vpp)
         raise
     cl = _batch_for_microbatches(cl, microbatches)  # [issue 15]
+    if cl.training.moe_expert_capacity_factor is not None and not tgt.moe_capacity:
+        raise InputError("training.moe_expert_capacity_factor", f"--target {tgt.name} does not run Megatron's "
+                         "MoE capacity mode", "use --target megatron or torch, or leave the field out (dropless)")
     tables = _costs(spec, cl, profile)
     auto = microbatches == "auto"
     if isinstance(microbatches, str) and not auto:

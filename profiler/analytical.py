@@ -12,7 +12,8 @@ Per layer and microbatch on one GPU (the parts live in ``profiler.cost_model``):
 - Backward: input-gradient FLOPs = forward FLOPs for every matmul (dX = dY W^T) plus
   2.5x the attention core; weight-gradient FLOPs = forward matmul FLOPs (dW = X^T dY).
 - MoE: each GPU receives ``local tokens x top_k x (busiest-rank load / mean)`` token
-  copies; dispatch and combine follow ``cost_model.comm`` (NVLink inside a node, the NIC
+  copies (under Megatron's capacity mode, at most the capacity factor, exactly it when
+  padded: ``capacity_load``); dispatch and combine follow ``cost_model.comm`` (NVLink inside a node, the NIC
   across nodes, per-node deduplication and node-limited routing with DeepEP/HybridEP,
   FP8 dispatch and BF16 combine); expert tensor parallelism adds an all-gather and a
   reduce-scatter of the expert tokens in the etp group. A fixed per-layer overhead
@@ -47,7 +48,7 @@ from profiler.cost_model.mixer import mixer_cost
 from profiler.overlap_dag import LayerTasks, overlapped_time
 from profiler.routing_scale import layer_imbalance
 
-__all__ = ["analytical_costs"]
+__all__ = ["analytical_costs", "capacity_load"]
 
 
 def _decoder_tasks(ctx: CostContext, layer: LayerSpec, imbalance: float):
@@ -193,13 +194,28 @@ def _serial_total(t: CostTable) -> float:
     return sum(lc.f + lc.i + lc.w for lc in t.layers)
 
 
+def capacity_load(imbalance: float, cluster: ClusterSpec) -> float:
+    """The busiest rank's expert load / mean under Megatron's capacity mode
+    (``training.moe_expert_capacity_factor`` C; megatron/core/transformer/moe/moe_utils.py
+    ``get_capacity``, ``apply_router_token_dropping``): each expert keeps at most C times
+    its mean share of copies, so a rank's load is at most C x mean (``min(imbalance, C)``);
+    padded to capacity (``moe_pad_expert_input_to_capacity``), every expert computes and
+    sends exactly its capacity, C x mean, however the tokens were routed. Dropless: the
+    routing imbalance as given."""
+    t = cluster.training
+    c = t.moe_expert_capacity_factor
+    if c is None:
+        return imbalance
+    return c if t.moe_pad_expert_input_to_capacity else min(imbalance, c)
+
+
 def _table(model: ModelSpec, cluster: ClusterSpec, mbs: int, imbalance: list[float] | None,
            contention: float, cal: Calibration, pairs: bool = True) -> CostTable:
     ctx = CostContext(model, cluster, mbs * cluster.training.seq_len / cluster.parallel.cp, cal)
     imb = imbalance or layer_imbalance(model, None)
     layers, tasks = [], {}
     for layer in model.layers:
-        cost, t = _layer_cost(ctx, layer, imb[layer.index] if layer.is_moe else 1.0)
+        cost, t = _layer_cost(ctx, layer, capacity_load(imb[layer.index], cluster) if layer.is_moe else 1.0)
         layers.append(cost)
         tasks[cost.type] = t
     ov = {}

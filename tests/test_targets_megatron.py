@@ -93,7 +93,9 @@ def _transformer_config(model: str, flags: dict[str, list[str]], vpp: int):
                   moe_grouped_gemm="moe_grouped_gemm" in flags,
                   expert_model_parallel_size=one("expert_model_parallel_size"),
                   expert_tensor_parallel_size=one("expert_tensor_parallel_size"),
-                  moe_token_dispatcher_type=one("moe_token_dispatcher_type", str) or "allgather")
+                  moe_token_dispatcher_type=one("moe_token_dispatcher_type", str) or "allgather",
+                  moe_expert_capacity_factor=one("moe_expert_capacity_factor", float),
+                  moe_pad_expert_input_to_capacity="moe_pad_expert_input_to_capacity" in flags)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return config_mod.TransformerConfig(**kw)

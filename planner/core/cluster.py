@@ -8,6 +8,7 @@ default) and overridable from CLI options; ``check()`` validates the combination
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,15 @@ class TrainingSpec:
     ``--cuda-graph-scope moe_router moe_preprocess``): their host-side launches and the
     host-device synchronisation of token counts leave the step (``Calibration.moe_layer_overhead_s``
     is not charged)."""
+    moe_expert_capacity_factor: float | None = None
+    """Megatron's ``--moe-expert-capacity-factor``: each expert takes at most this many times
+    its mean share of a rank's token copies, the rest are dropped (None: dropless). The
+    busiest rank's expert work and all-to-all volume are then at most this factor times the
+    mean, whatever the routing (``profiler.analytical``)."""
+    moe_pad_expert_input_to_capacity: bool = False
+    """Megatron's ``--moe-pad-expert-input-to-capacity``: every expert's buffer is filled to
+    capacity, so each rank computes and sends exactly the capacity (and the token counts
+    need no host synchronisation)."""
     recompute: str = "auto"
     """Activation recomputation: none, selective (attention core and element-wise work, Megatron's
     selective with ``core_attn moe_act layernorm``), full (keep only each layer's input; the
@@ -172,6 +182,13 @@ class ClusterSpec:
                              f"{t.global_batch} is not divisible by dp x micro_batch_size"
                              f" = {p.dp * t.micro_batch_size}",
                              "make global_batch a multiple of dp x micro_batch_size")
+        c = t.moe_expert_capacity_factor
+        if c is not None and not (math.isfinite(c) and c > 0):
+            raise InputError("training.moe_expert_capacity_factor", f"must be a positive finite number, got {c}",
+                             "e.g. 1.25, or leave it out for dropless routing")
+        if t.moe_pad_expert_input_to_capacity and c is None:
+            raise InputError("training.moe_pad_expert_input_to_capacity", "needs a capacity",
+                             "set training.moe_expert_capacity_factor too, as Megatron requires")
         if t.kernels not in KERNEL_CHOICES:
             raise InputError("training.kernels", f"unknown {t.kernels!r}", f"use one of {', '.join(KERNEL_CHOICES)}")
         if t.recompute not in RECOMPUTE_CHOICES:

@@ -83,6 +83,9 @@ class Target:
     virtual chunk) or ``none`` (the framework's models have no MTP module)."""
     min_pp: int = 1
     """Fewest pipeline ranks it builds stages for."""
+    moe_capacity: bool = True
+    """Whether it runs Megatron's MoE capacity mode (``training.moe_expert_capacity_factor``):
+    Megatron's own flags; torch through ``ppplan replay``'s layers (``profiler.layers.moe_capacity``)."""
 
 
 TARGETS: dict[str, Target] = {
@@ -93,9 +96,10 @@ TARGETS: dict[str, Target] = {
                        any_order=False, fused_pairs=True, fused_needs_vpp=True, fused_needs_ep=True,
                        fused_recompute=("none", "selective"), placements=("loop",), mtp="last-chunk"),
     "torchtitan": Target(name="torchtitan", export_format="torchtitan", families=None, any_order=True,
-                         fused_pairs=False, mtp="none", min_pp=2),
+                         fused_pairs=False, mtp="none", min_pp=2, moe_capacity=False),
     "deepspeed": Target(name="deepspeed", export_format="deepspeed", families=("1f1b",), any_order=False,
-                        fused_pairs=False, placements=("loop",), max_vpp=1, recompute=("none", "full")),
+                        fused_pairs=False, placements=("loop",), max_vpp=1, recompute=("none", "full"),
+                        moe_capacity=False),
 }
 """Capabilities per ``--target`` (sources in the module docstring)."""
 

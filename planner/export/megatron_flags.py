@@ -97,6 +97,11 @@ def companion_flags(plan: Plan, *, overlap: bool) -> Companions:
     if train.get("distributed_optimizer", True):
         args.append("--use-distributed-optimizer")
     args += recompute_args(plan)
+    capacity = train.get("moe_expert_capacity_factor") if moe else None
+    if capacity is not None:  # Megatron's capacity mode, as the plan was costed
+        args += ["--moe-expert-capacity-factor", f"{float(capacity):g}"]
+        if train.get("moe_pad_expert_input_to_capacity"):
+            args.append("--moe-pad-expert-input-to-capacity")
     if overlap or (moe and ep > 1):
         args += ["--moe-token-dispatcher-type", "alltoall"]
     env = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"} if tp > 1 and not overlap else {}

@@ -79,12 +79,17 @@ class ReplayOptions:
                                  "use die:RANK, hang:RANK, pair-die:RANK or pair-raise:RANK")
         return self
 
-    def moe_capacity(self) -> Any:
-        """The MoE layers' ``CapacityMode`` (None: dropless); ``InputError`` on bad flags."""
+    def moe_capacity(self, plan: Any = None) -> Any:
+        """The MoE layers' ``CapacityMode`` (None: dropless); ``InputError`` on bad flags. The
+        flags win; without them, ``plan``'s own ``training.moe_expert_capacity_factor`` and
+        ``moe_pad_expert_input_to_capacity`` (the mode the plan was costed for)."""
         from profiler.layers.moe_capacity import capacity_mode
 
-        return capacity_mode(self.moe_expert_capacity_factor, pad=self.moe_pad_expert_input_to_capacity,
-                             drop_policy=self.moe_token_drop_policy)
+        factor, pad = self.moe_expert_capacity_factor, self.moe_pad_expert_input_to_capacity
+        if factor is None and not pad and plan is not None:
+            train = plan.cluster.get("training", {})
+            factor, pad = train.get("moe_expert_capacity_factor"), bool(train.get("moe_pad_expert_input_to_capacity"))
+        return capacity_mode(factor, pad=pad, drop_policy=self.moe_token_drop_policy)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -229,7 +229,7 @@ def run_rank(plans_data: list[dict], opts: ReplayOptions, *, rank: int, world_si
 def _prepare(plan: Plan, opts: ReplayOptions, layout: Layout, device: torch.device, tables: dict) -> _Run:
     scale, seq = resolve_shape(plan, opts)
     rm = replay_model(plan, scale=scale, seq_len=seq, seed=opts.seed, ep=layout.ep,
-                      moe_capacity=opts.moe_capacity())
+                      moe_capacity=opts.moe_capacity(plan))
     key = None
     if not _exact(plan, rm, device):  # every rank takes the same branches: same plans everywhere
         key = (rm.spec.name, rm.scale, rm.seq_len, rm.microbatch_size, recompute_mode(plan))
