@@ -116,3 +116,15 @@ def test_megatron_core_accepts_the_exported_capacity_flags(tmp_path):
         with pytest.raises(ValueError, match="moe_expert_capacity_factor must be set"):
             config_mod.TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, num_moe_experts=4,
                                          moe_pad_expert_input_to_capacity=True)
+
+
+def test_analytical_profile_takes_the_capacity_flags(tmp_path):
+    out = tmp_path / "p.json"
+    run = subprocess.run([sys.executable, "-m", "planner.cli", "profile", MODEL, "--analytical",
+                          "--moe-expert-capacity-factor", "1.25", "--moe-pad-expert-input-to-capacity",
+                          "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    from planner.core.costs_io import load_costs
+
+    moe = [lc for lc in load_costs(out).layers if "moe" in lc.type]
+    assert moe and {lc.imbalance for lc in moe} == {1.25}

@@ -278,7 +278,7 @@ def test_measured_profile_records_the_mode_and_caps_the_imbalance(pad, want):
     ("--moe-expert-capacity-factor", "nan"),
     ("--moe-expert-capacity-factor", "1", "--moe-token-drop-policy", "random"),
     ("--moe-pad-expert-input-to-capacity",),
-    ("--analytical", "--moe-expert-capacity-factor", "1"),
+    ("--analytical", "--moe-pad-expert-input-to-capacity"),
 ])
 def test_profile_bad_capacity_flags_are_one_line_exit_2(ppplan, tmp_path, args):
     out = tmp_path / "p.json"

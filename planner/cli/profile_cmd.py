@@ -52,17 +52,21 @@ def profile_command(model: str | None, analytical: bool, cluster: str | None, de
     if model is None:
         raise click.UsageError("missing MODEL (a shipped id or a config.json path)")
     spec = load_model(model)
-    if analytical and (moe_capacity["moe_expert_capacity_factor"] is not None
-                       or moe_capacity["moe_pad_expert_input_to_capacity"]):
-        from planner.core.errors import InputError
-
-        raise InputError("--moe-expert-capacity-factor", "is not modelled by --analytical: its expert GEMMs "
-                         "take the routed mean rows", "leave out --analytical to measure the profile")
     if analytical:
+        from dataclasses import replace
+
         from planner.api import resolve_cluster
         from profiler.analytical import analytical_costs
+        from profiler.layers.moe_capacity import capacity_mode
 
-        table = analytical_costs(spec, resolve_cluster(spec, cluster))
+        cl = resolve_cluster(spec, cluster)
+        mode = capacity_mode(moe_capacity["moe_expert_capacity_factor"],
+                             pad=moe_capacity["moe_pad_expert_input_to_capacity"],
+                             drop_policy=moe_capacity.get("moe_token_drop_policy") or "probs")
+        if mode is not None:  # the flags as the cluster file's training fields (profiler.analytical.capacity_load)
+            cl = replace(cl, training=replace(cl.training, moe_expert_capacity_factor=mode.factor,
+                                              moe_pad_expert_input_to_capacity=mode.pad)).check()
+        table = analytical_costs(spec, cl)
     else:
         table = _measure(spec, device=device, scale=scale, ep=ep, routing=routing, trace_ep=trace_ep, seq_len=seq_len,
                          micro_batch=micro_batch, warmup=warmup, repeats=repeats, threads=threads,
