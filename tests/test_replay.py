@@ -110,6 +110,7 @@ def test_reprediction_models_full_backward_and_torch_first_stage(tmp_path):
     plan = _plan(tmp_path, one_f_one_b(2, 4, split_w=True))
     sc = _torch_first_stage(stage_costs(table, plan.bounds(), plan.ranks()), plan)
     assert sc.i[0] == 0.0 and sc.w[0] == pytest.approx(3 * 2.4 + 1.0) and sc.i[1] == 6.0
+    assert sc.b_time(0) == pytest.approx(3 * 2.4 + 1.0)  # a B on stage 0 is still the full backward
 
 
 def test_exact_replay_only_for_a_profile_of_this_device_and_shape(tmp_path):

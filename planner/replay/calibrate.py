@@ -255,8 +255,8 @@ def torch_first_stage(sc: StageCosts, schedule: Schedule) -> StageCosts:
         return sc
     moved = sc.i[0]
     fused = {k: (t - moved if k[1] == 0 else t) for k, t in sc.fused.items()}
-    b = (sc.b[0] - moved, *sc.b[1:]) if sc.b else ()  # B stays the full backward
-    return replace(sc, i=(0.0, *sc.i[1:]), w=(sc.b_time(0), *sc.w[1:]), b=b, fused=fused)
+    # W becomes the full backward; B (``b``, or the new I + W) stays the full backward
+    return replace(sc, i=(0.0, *sc.i[1:]), w=(sc.b_time(0), *sc.w[1:]), fused=fused)
 
 
 def calibrated_plan(plan: Plan, cal: Calibration) -> Plan:
