@@ -62,7 +62,7 @@ def profile_command(model: str | None, analytical: bool, cluster: str | None, de
         cl = resolve_cluster(spec, cluster)
         mode = capacity_mode(moe_capacity["moe_expert_capacity_factor"],
                              pad=moe_capacity["moe_pad_expert_input_to_capacity"],
-                             drop_policy=moe_capacity.get("moe_token_drop_policy") or "probs")
+                             drop_policy=moe_capacity["moe_token_drop_policy"])
         if mode is not None:  # the flags as the cluster file's training fields (profiler.analytical.capacity_load)
             cl = replace(cl, training=replace(cl.training, moe_expert_capacity_factor=mode.factor,
                                               moe_pad_expert_input_to_capacity=mode.pad)).check()

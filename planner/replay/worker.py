@@ -179,9 +179,10 @@ class _Run:
     recorder: Recorder
     rank_args: tuple
     target: torch.Tensor
-    table: Any
-    """Key of its cost table measured here (``tables``), None for an exact replay; after the
-    timed steps, the table itself ([Note: table around the steps])."""
+    table_key: tuple | None
+    """Key of its cost table measured here (``tables``), None for an exact replay."""
+    table: Any = None
+    """The re-prediction's table, set after the timed steps ([Note: table around the steps])."""
     steps: list = field(default_factory=list)
     peak: int = 0
 
@@ -240,7 +241,7 @@ def _prepare(plan: Plan, opts: ReplayOptions, layout: Layout, device: torch.devi
     ids, target = make_batch(rm, device, ep_rank=layout.ep_rank)
     rank_args = (ids,) if plan.ranks()[0] == layout.pp_rank else ()
     return _Run(plan=plan, rm=rm, mods=mods, runtime=runtime, recorder=recorder, rank_args=rank_args,
-                target=target, table=key)
+                target=target, table_key=key)
 
 
 def _table_for(run: _Run, before: Any, after: Any, opts: ReplayOptions) -> Any:
@@ -292,9 +293,10 @@ def _replay(plans: list[Plan], opts: ReplayOptions, layout: Layout, device: torc
         for run in runs:
             _timed_step(run, device, opts, backend)
     after = {key: _measure_table(run.rm, device, rank, key[-1], opts.link) for key, run in
-             {r.table: r for r in runs if r.table is not None}.items()}
+             {r.table_key: r for r in runs if r.table_key is not None}.items()}
     for run in runs:
-        run.table = None if run.table is None else _table_for(run, tables[run.table], after[run.table], opts)
+        if run.table_key is not None:
+            run.table = _table_for(run, tables[run.table_key], after[run.table_key], opts)
     mine = [{"rank": rank, "steps": run.steps, "memory": _memory(device, baseline, run.peak), "losses": losses,
              "grads": grads, "threads": torch.get_num_threads()} for run, (losses, grads) in zip(runs, firsts)]
     gathered: list[Any] = [None] * dist.get_world_size() if rank == 0 else []
