@@ -29,9 +29,10 @@ layers run beside another rank), so each plan's step is also predicted here: the
 replay's re-prediction, made from costs measured in the replay's own processes before
 and after its timed steps (``costs_here``: F, I, W, B per layer type, recomputing as the
 plan does; ``planner.replay.worker`` [Note: table around the steps]), the emulated
-link's own times and the planner's overlap model carried over as
-the share of each pair's link time it hides (``planner.replay.link`` [Note:
-re-prediction with the link]). No measured step enters it.
+link's own times and, for each pair type the plan fuses, the link time the pair hides,
+measured there through the runtime (``planner.replay.pairs_here`` [Note: pairs measured
+here]; ``planner.replay.link`` [Note: re-prediction with the link]). No measured step
+enters it.
 
     python benchmarks/overlap.py [--json] [--scale 0.03125] [--seq-len 64] [--steps 20]
                                  [--skip-real | --only-real] [--real-steps 5]
@@ -151,6 +152,16 @@ def _link_share(results: list) -> dict[str, float]:
     return {t: round(c["a2a_f"] / c["f"], 4) for t, c in types.items() if c.get("a2a_f")}
 
 
+def _shares(result: Any) -> dict[str, dict[str, float]]:
+    """Per fused pair type of the first plan: the share of its link time the pair hides,
+    measured here ([Note: pairs measured here] in ``planner.replay.pairs_here``) beside the
+    GPU model's share that was carried over before."""
+    link = result.report["predicted"]["costs"]["link"]
+    here = link.get("hidden_share_of_link_measured_here", {})
+    return {k: {"measured_here": round(v, 3), "gpu_model": round(link["hidden_share_of_link"].get(k, 0.0), 3)}
+            for k, v in here.items()}
+
+
 def _real(plans: list, opts: Any) -> dict[str, Any]:
     """(c): fused and unfused on the overlap-aware partition, real gloo all-to-alls, pp 2 x ep 2."""
     from planner.replay import ReplayFailed
@@ -206,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
         fusion = _fusion(rows)
         fusion["link_share_of_forward_here"] = _link_share(results)
         fusion["table_f_plus_b_before_after_steps_s"] = results[0].report["predicted"]["costs"]["f_plus_b_before_after_s"]
+        fusion["hidden_share_of_link"] = _shares(results[0])
+        fusion["cpu_binding"] = results[0].report["replay"]["cpu_binding"]
     real = None if args.skip_real else _real(plans, replace(opts, link="real", ep=2, steps=args.real_steps, warmup=1))
     out = {"label": "EMULATED expert-parallel link (a, b); measured on a shared machine",
            "cpu_cores": os.cpu_count(), "torch_threads_per_rank": 1,

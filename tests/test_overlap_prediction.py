@@ -13,13 +13,14 @@ from planner.core.costs import CostTable, LayerCost
 from planner.core.hardware import gpu_from_config
 from planner.replay.link import emulated_links, link_table
 from planner.replay.model import replay_model
+from planner.replay.pairs_here import fused_type_pairs, measure_hidden
 
 from test_replay_run import SEQ, make_plan, tiny_config  # noqa: E402  (same tests folder)
 from solvers.schedule.generators import one_f_one_b
 
 
-def _plan(tmp_path, recompute: str):
-    plan = make_plan(tiny_config(tmp_path), one_f_one_b(2, 4), [(0, 4), (4, 7)],
+def _plan(tmp_path, recompute: str, *, fuse: bool = False):
+    plan = make_plan(tiny_config(tmp_path), one_f_one_b(2, 4, fuse=fuse), [(0, 4), (4, 7)],
                      costs={"source": "analytical", "seq_len": SEQ, "microbatch_size": 1})
     cluster = {"gpu": asdict(gpu_from_config("h100")), "num_gpus": 4, "training": {"global_batch": 8, "seq_len": SEQ, "micro_batch_size": 1,
                                                          "recompute": recompute}}
@@ -73,14 +74,20 @@ def test_emulated_link_replay_repredicts_with_the_link_and_the_table_around_the_
     holds the link's times, and its table was measured before and after the timed steps."""
     from planner.replay import ReplayOptions, replay
 
-    plan = _plan(tmp_path, "full")
+    plan = _plan(tmp_path, "full", fuse=True)
     opts = ReplayOptions(steps=2, warmup=0, timeout_s=30.0, deadline_s=240.0, threads=1, scale=1.0, seq_len=SEQ,
                          link="emulated", link_scale=1.0, grad_check=False)
-    costs = replay(plan, opts).report["predicted"]["costs"]
+    report = replay(plan, opts).report
+    costs = report["predicted"]["costs"]
+    assert len(report["replay"]["cpu_binding"]) == 2  # [Note: core binding], one line per rank
+    assert all(b.startswith(("bound to cores", "not bound")) for b in report["replay"]["cpu_binding"])
     moe = {l.type_key for l in replay_model(plan, scale=1.0, seq_len=SEQ).spec.layers if l.is_moe}
     assert all(costs["layer_types"][t]["a2a_f"] > 0 for t in moe)
     assert costs["link"]["hidden_share_of_link"]
     assert all(len(v) == 2 for v in costs["f_plus_b_before_after_s"].values())
+    rm = replay_model(plan, scale=1.0, seq_len=SEQ)
+    measured = {f"{a}|{b}" for a, b, _ in fused_type_pairs(plan, rm)}  # [Note: pairs measured here]
+    assert measured and set(costs["link"]["hidden_s_measured_here"]) == measured
 
 
 def test_table_for_an_emulated_link_is_timed_through_the_link_path(tmp_path, monkeypatch):
@@ -96,3 +103,57 @@ def test_table_for_an_emulated_link_is_timed_through_the_link_path(tmp_path, mon
     costs_here.measure_layer_costs(rm, torch.device("cpu"), Clock(torch.device("cpu")), label="cpu", reps=1,
                                    ep_group=lambda k: zero)
     assert seen and all(g is not None and g(1) is zero for g in seen)
+
+
+def test_fused_type_pairs_follow_the_planners_layer_pairing(tmp_path):
+    """F of the j-th forward layer beside the backward of the j-th layer from the end
+    (``fused_range_cost``), with the backward's kind; an unfused plan has none."""
+    from planner.core.schedule import OVERLAP
+
+    plan = _plan(tmp_path, "none", fuse=True)
+    rm = replay_model(plan, scale=1.0, seq_len=SEQ)
+    types = [l.type_key for l in rm.spec.layers]
+    expected = set()
+    for actions in plan.parsed_schedule().values():
+        for act in (a for a in actions if a.kind == OVERLAP):
+            (fa, fb), (ba, bb) = plan.bounds()[act.sub[0].stage], plan.bounds()[act.sub[1].stage]
+            expected |= {(types[f], types[b], act.sub[1].kind.value == "B")
+                         for f, b in zip(range(fa, fb), reversed(range(ba, bb)))}
+    assert expected and set(fused_type_pairs(plan, rm)) == expected
+    assert fused_type_pairs(_plan(tmp_path, "none"), rm) == []
+
+
+def test_link_table_takes_the_seconds_measured_here_over_the_carried_share(tmp_path):
+    plan = _plan(tmp_path, "none", fuse=True)
+    rm = replay_model(plan, scale=1.0, seq_len=SEQ)
+    pairs = fused_type_pairs(plan, rm)
+    hidden = {p: 1e-4 * (j + 1) for j, p in enumerate(pairs)}
+    table = link_table(_here(rm), plan, rm, scale=1.0, hidden=hidden)
+    index = {l.type: k for k, l in enumerate(table.layers)}
+    for (ta, tb, _), sec in hidden.items():
+        a, b = table.layers[index[ta]], table.layers[index[tb]]
+        assert table.pairs[(ta, tb)] == pytest.approx(a.serial_f + b.serial_i - sec)
+        link_s = a.a2a_f + b.a2a_b
+        if link_s:
+            assert table.meta["link"]["hidden_share_of_link_measured_here"][f"{ta}|{tb}"] == pytest.approx(sec / link_s)
+
+
+@pytest.mark.timeout(120)
+def test_measured_pair_hides_link_time_behind_the_other_half(tmp_path):
+    """A MoE/MoE pair with a slow emulated link (40 ms per exchange, compute of a few ms):
+    fused, the forward's exchanges travel while the backward's do, so the pair hides at
+    least one exchange's worth; a pair without all-to-alls hides nothing of the kind."""
+    from profiler.layers.program import EmulatedLink
+    from profiler.timing import Clock
+
+    plan = _plan(tmp_path, "none", fuse=True)
+    rm = replay_model(plan, scale=1.0, seq_len=SEQ)
+    moe = next(l.type_key for l in rm.spec.layers if l.is_moe)
+    dense = next((l.type_key for l in rm.spec.layers if not l.is_moe and l.role == "decoder"), None)
+    slow = EmulatedLink(seconds={k: 0.04 for k in ("dispatch", "combine", "dispatch.grad", "combine.grad")})
+    pairs = [(moe, moe, True)] + ([(dense, dense, True)] if dense else [])
+    hid = measure_hidden(rm, pairs, torch.device("cpu"), Clock(torch.device("cpu")), link=lambda k: slow,
+                         recompute="none", reps=3)
+    assert hid[(moe, moe, True)] > 0.04
+    if dense:
+        assert hid[(dense, dense, True)] < 0.02

@@ -19,6 +19,7 @@ __all__ = ["COMMANDS"]
 @click.option("--warmup", type=click.IntRange(min=0), default=2, show_default=True, help="Untimed steps first.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--threads", type=click.IntRange(min=1), help="Torch threads per rank on CPU (default: cores / ranks).")
+@click.option("--bind-cores/--no-bind-cores", default=True, show_default=True, help="On CPU, bind each rank to cores of its own when there are enough (fused pairs hand over at every all-to-all; a rank sharing cores waits for the other's time slice).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True, help="Seconds any collective or receive may wait.")
 @click.option("--deadline", "deadline_s", type=click.FloatRange(min=0, min_open=True), default=900.0, show_default=True, help="Seconds for the whole replay.")
 @click.option("--no-grad-check", is_flag=True, help="Skip the single-process gradient check.")

@@ -23,8 +23,9 @@ one after the other. The replay runs it with the overlap runtime (``planner.runt
 registered by ``fused_pairs``): the two halves run concurrently and take turns at each
 MoE all-to-all, so a pair hides only the all-to-alls, and with every expert local
 (``--ep 1``, this table's setting) there are none: serial is what it costs. With an
-emulated link the replay adds the link's times and the planner's hiding to this table
-(``planner.replay.link`` [Note: re-prediction with the link]); hiding with ``--ep > 1``
+emulated link the replay adds the link's times to this table and the hiding of the plan's
+fused pair types, measured through that link (``planner.replay.link`` [Note: re-prediction
+with the link], ``planner.replay.pairs_here``); hiding with ``--ep > 1``
 is measured by ``benchmarks/overlap.py``.
 """
 
@@ -43,23 +44,28 @@ from planner.core.layer_math import layer_forward_flops
 from planner.replay.model import ReplayModel, build_stage, loss_fn
 from planner.replay.timing import Clock
 
-__all__ = ["measure_layer_costs", "measure_p2p"]
+__all__ = ["measure_layer_costs", "measure_p2p", "layer_module", "sampler"]
 
 
-def _time_layer(rm: ReplayModel, k: int, device: torch.device, clock: Clock,
-                reps: int, recompute: str = "none", ep_group: Any = None) -> tuple[float, float, float, float]:
-    """Median (F, I, W, B) seconds of layer ``k`` for one microbatch, recomputing as
-    ``recompute`` says (``planner.runtime.apply_recompute``, as the replay builds it), its
-    MoE exchanging over ``ep_group`` (``build_stage``; [Note: link path])."""
+def layer_module(rm: ReplayModel, k: int, device: torch.device, recompute: str, ep_group: Any) -> Any:
+    """Layer ``k`` alone as the replay builds it: its own stage module, recomputing as
+    ``recompute`` says (``planner.runtime.apply_recompute``), its MoE exchanging over
+    ``ep_group`` (``build_stage``)."""
     from planner.runtime import apply_recompute
 
-    layer = rm.spec.layers[k]
     module = build_stage(rm, k, k + 1, device, ep_group=ep_group)
     apply_recompute(list(module.layers.values()), recompute)
+    return module
+
+
+def sampler(rm: ReplayModel, k: int, module: Any, device: torch.device):
+    """``forward() -> (input, output or loss, output gradients or None)`` of one microbatch
+    through layer ``k``'s ``module``: token ids into the embedding, random activations
+    elsewhere, the loss after the head (``None`` gradients: the loss is the root)."""
+    layer = rm.spec.layers[k]
     shape = (rm.microbatch_size, rm.seq_len)
     gen = torch.Generator().manual_seed(rm.seed + 7)
     target = torch.randint(0, rm.spec.vocab, shape, generator=gen).to(device)
-    samples: list[tuple[float, float, float, float]] = []
 
     def forward() -> tuple[torch.Tensor, torch.Tensor, list | None]:
         if layer.role == "embedding":
@@ -70,6 +76,16 @@ def _time_layer(rm: ReplayModel, k: int, device: torch.device, clock: Clock,
         if layer.role == "head":
             out = loss_fn(out, target)
         return x, out, None if layer.role == "head" else [torch.ones_like(out)]
+    return forward
+
+
+def _time_layer(rm: ReplayModel, k: int, device: torch.device, clock: Clock,
+                reps: int, recompute: str = "none", ep_group: Any = None) -> tuple[float, float, float, float]:
+    """Median (F, I, W, B) seconds of layer ``k`` for one microbatch, recomputing as
+    ``recompute`` says, its MoE exchanging over ``ep_group`` ([Note: link path])."""
+    module = layer_module(rm, k, device, recompute, ep_group)
+    forward = sampler(rm, k, module, device)
+    samples: list[tuple[float, float, float, float]] = []
 
     for rep in range(reps + 2):
         t0 = clock.mark()

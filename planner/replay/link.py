@@ -26,7 +26,16 @@ the share of the pair's all-to-all time it hides: ``(serial_pair - ov) / (a2a_f 
 a2a_b of b)`` on the GPU, times the pair's link time here. Not the share of the whole
 pair: the overlap runtime (``planner.runtime``) runs one half at a time and hides only
 all-to-all time, so where the link is a smaller part of a layer than on the GPU, a pair
-hides less of its total; a share of the pair would claim hidden compute.
+hides less of its total; a share of the pair would claim hidden compute. Nor does the
+GPU model's share hold here: with two streams a GPU hides an exchange behind any compute
+of the other microbatch, while the runtime's turns hide it only behind the other half's
+next segment; where compute is short beside the link (1/32 width on a CPU), the two
+halves' exchange chains overlap each other and a MoE/MoE pair hides about half its link
+time, against the GPU model's 0.84. So the replay measures the plan's fused pair types
+here, through the same link and the runtime's turns, and their measured seconds replace
+the carried-over share (``planner.replay.pairs_here`` [Note: pairs measured here]);
+the share is carried over only for a pair type not measured. The report keeps both
+shares (``predicted.costs.link``).
 """
 
 from __future__ import annotations
@@ -74,24 +83,41 @@ def emulated_links(plan: Plan, rm: Any, *, scale: float) -> Callable[[int], Any]
     return lambda k: links[k]
 
 
-def link_table(here: CostTable, plan: Plan, rm: Any, *, scale: float) -> CostTable:
-    """``here`` (layer times measured here, no all-to-all) with the emulated link's times and
-    the planner's hidden share of every fused pair type ([Note: re-prediction with the link])."""
+def link_table(here: CostTable, plan: Plan, rm: Any, *, scale: float,
+               hidden: dict[tuple[str, str, bool], float] | None = None) -> CostTable:
+    """``here`` (layer times measured here, no all-to-all) with the emulated link's times and,
+    for every fused pair type, the seconds it hides: measured here where ``hidden`` has the
+    pair (``planner.replay.pairs_here`` [Note: pairs measured here]; the full-backward
+    measurement where both kinds were), else the planner's hidden share carried over
+    ([Note: re-prediction with the link])."""
     from planner.core.hf_config import load_model
 
     gpu = _analytical(plan)
     factor = _factor(plan, rm, load_model(str(plan.model["name"])).hidden, scale)
     layers = tuple(replace(h, a2a_f=g.a2a_f * factor, a2a_b=g.a2a_b * factor)
                    for h, g in zip(here.layers, gpu.layers))
+    measured = {(ta, tb): s for (ta, tb, full), s in sorted((hidden or {}).items(), key=lambda kv: kv[0][2])}
     first = {lc.type: k for k, lc in reversed(list(enumerate(gpu.layers)))}
-    pairs, shares = {}, {}
+    here_first = {lc.type: k for k, lc in reversed(list(enumerate(layers)))}
+    pairs, shares, shares_here = {}, {}, {}
     for ta, tb in gpu.pairs:
         a, b = first[ta], first[tb]
         gpu_link = gpu.layers[a].a2a_f + gpu.layers[b].a2a_b
         share = (gpu.serial_pair(a, b) - gpu.ov(a, b)) / gpu_link if gpu_link else 0.0
         key = (layers[a].type, layers[b].type)
-        pairs[key] = layers[a].serial_f + layers[b].serial_i - share * (layers[a].a2a_f + layers[b].a2a_b)
+        link_s = layers[a].a2a_f + layers[b].a2a_b
+        hid = measured.get(key, share * link_s)
+        pairs[key] = layers[a].serial_f + layers[b].serial_i - hid
         shares[f"{key[0]}|{key[1]}"] = share
+        if key in measured and link_s:
+            shares_here[f"{key[0]}|{key[1]}"] = hid / link_s
+    for (ta, tb), hid in measured.items():  # a measured pair the analytical table has no entry for
+        if (ta, tb) not in pairs:
+            a, b = here_first[ta], here_first[tb]
+            pairs[(ta, tb)] = layers[a].serial_f + layers[b].serial_i - hid
     link = {"label": LINK_LABEL, "link_scale": scale, "bytes_factor": factor / scale,
             "hidden_share_of_link": shares}
+    if measured:
+        link["hidden_share_of_link_measured_here"] = shares_here
+        link["hidden_s_measured_here"] = {f"{ta}|{tb}": s for (ta, tb), s in measured.items()}
     return replace(here, layers=layers, pairs=pairs, meta={**here.meta, "link": link})

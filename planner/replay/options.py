@@ -32,6 +32,9 @@ class ReplayOptions:
     """Limit on the whole replay; the launcher kills every rank after it."""
     threads: int | None = None
     """Torch threads per rank on CPU; None = CPU cores / local ranks (at least 1)."""
+    bind_cores: bool = True
+    """On CPU, bind each rank to cores of its own when there are enough
+    (``planner.replay.binding`` [Note: core binding])."""
     ep: int | None = None
     """Expert-parallel size of the replay (pp x ep processes); None = the plan's EP."""
     link: str = "real"

@@ -64,6 +64,7 @@ def assemble(plan: Plan, opts: ReplayOptions, out: dict[str, Any]) -> ReplayResu
         "replay": {"scale": rm.scale, "seq_len": rm.seq_len, "microbatch_size": rm.microbatch_size,
                    "hidden": rm.spec.hidden, "device": out["device"], "backend": out["backend"],
                    "world_size": len(gathered), "threads_per_rank": gathered[0]["threads"],
+                   "cpu_binding": [g.get("binding") for g in gathered],
                    "steps": opts.steps, "warmup": opts.warmup, "seed": opts.seed, "engine": ENGINE,
                    "plan_ep": plan.parallel.get("ep", 1), "expert_parallel": _link(opts, out.get("ep", 1)),
                    "processes": len(gathered) * out.get("ep", 1), "moe_dispatch": describe(rm.moe_capacity)},

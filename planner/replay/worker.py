@@ -36,7 +36,9 @@ import torch.distributed as dist
 
 from planner.core.plan import Plan
 from planner.replay import device as dev
+from planner.replay.binding import bind_rank
 from planner.replay.lowering import to_torch_actions
+from planner.replay.manual_gc import collector_off, freeze_setup
 from planner.replay.model import ReplayModel, build_stage, loss_fn, make_batch, replay_model
 from planner.replay.expert_parallel import Layout, make_layout, merge_ranks, sync_gradients
 from planner.replay.fused_pairs import attach_timed
@@ -61,9 +63,12 @@ def _barrier(backend: str, timeout_s: float) -> None:
         dist.barrier()
 
 
-def _threads(opts: ReplayOptions) -> int:
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", dist.get_world_size()))
-    return opts.threads or max(1, (os.cpu_count() or 1) // local)
+def _local_world(world_size: int) -> int:
+    return int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+
+
+def _threads(opts: ReplayOptions, world_size: int) -> int:
+    return opts.threads or max(1, (os.cpu_count() or 1) // _local_world(world_size))
 
 
 def _inject(opts: ReplayOptions, rank: int) -> None:
@@ -181,6 +186,9 @@ class _Run:
     target: torch.Tensor
     table_key: tuple | None
     """Key of its cost table measured here (``tables``), None for an exact replay."""
+    pairs_key: tuple | None = None
+    """Key of its fused pairs measured here (``tables``), None when none are
+    ([Note: pairs measured here] in ``planner.replay.pairs_here``)."""
     table: Any = None
     """The re-prediction's table, set after the timed steps ([Note: table around the steps])."""
     steps: list = field(default_factory=list)
@@ -196,9 +204,10 @@ def _timed_step(run: _Run, device: torch.device, opts: ReplayOptions, backend: s
         m.zero_grad(set_to_none=True)
     _barrier(backend, opts.timeout_s)
     _reset_peak(device)
-    run.recorder.begin_step()
-    run.runtime.step(*run.rank_args, target=run.target)
-    end = clock.mark()
+    with collector_off():  # [Note: manual gc]
+        run.recorder.begin_step()
+        run.runtime.step(*run.rank_args, target=run.target)
+        end = clock.mark()
     run.peak = max(run.peak, _read_peak(device))
     run.steps.append({"step_s": clock.seconds(run.recorder.base, end),
                       "base_s": None if clock.cuda else run.recorder.base,
@@ -215,14 +224,19 @@ def run_rank(plans_data: list[dict], opts: ReplayOptions, *, rank: int, world_si
     """Replay the plans on this rank, their steps interleaved; rank 0 returns the report
     pieces of each plan, the others None."""
     device, backend = dev.pick_device(local_rank)
+    binding = "not bound: GPU ranks"
+    if device.type == "cpu" and opts.bind_cores:  # before any thread starts ([Note: core binding])
+        binding = bind_rank(local_rank, _local_world(world_size), _threads(opts, world_size))
+    elif device.type == "cpu":
+        binding = "not bound (--no-bind-cores)"
     dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world_size,
                             timeout=timedelta(seconds=opts.timeout_s))
     try:
         if device.type == "cpu":
-            torch.set_num_threads(_threads(opts))
+            torch.set_num_threads(_threads(opts, world_size))
         plans = [Plan.from_dict(p) for p in plans_data]
         layout = make_layout(plans[0].pp, world_size // plans[0].pp, rank)
-        return _replay(plans, opts, layout, device, backend)
+        return _replay(plans, opts, layout, device, backend, binding)
     finally:
         dist.destroy_process_group()
 
@@ -231,20 +245,40 @@ def _prepare(plan: Plan, opts: ReplayOptions, layout: Layout, device: torch.devi
     scale, seq = resolve_shape(plan, opts)
     rm = replay_model(plan, scale=scale, seq_len=seq, seed=opts.seed, ep=layout.ep,
                       moe_capacity=opts.moe_capacity(plan))
-    key = None
+    key = pairs_key = None
     if not _exact(plan, rm, device):  # every rank takes the same branches: same plans everywhere
         key = (rm.spec.name, rm.scale, rm.seq_len, rm.microbatch_size, recompute_mode(plan))
         if key not in tables:
             tables[key] = _measure_table(rm, device, layout.rank, recompute_mode(plan), opts.link)
+        pairs_key = _pairs_key(plan, rm, opts, key)
+        if pairs_key is not None and pairs_key not in tables:
+            tables[pairs_key] = _measure_pairs(plan, rm, opts, layout, device, pairs_key)
     recorder = Recorder(Clock(device))
     mods, runtime = _build(plan, rm, layout, device, recorder, opts)
     ids, target = make_batch(rm, device, ep_rank=layout.ep_rank)
     rank_args = (ids,) if plan.ranks()[0] == layout.pp_rank else ()
     return _Run(plan=plan, rm=rm, mods=mods, runtime=runtime, recorder=recorder, rank_args=rank_args,
-                target=target, table_key=key)
+                target=target, table_key=key, pairs_key=pairs_key)
 
 
-def _table_for(run: _Run, before: Any, after: Any, opts: ReplayOptions) -> Any:
+def _pairs_key(plan: Plan, rm: ReplayModel, opts: ReplayOptions, key: tuple) -> tuple | None:
+    """Key of the plan's fused pair types to measure here: only with the emulated link (with
+    every expert local a pair has no all-to-all to hide, ``costs_here``)."""
+    from planner.replay.pairs_here import fused_type_pairs
+
+    pairs = fused_type_pairs(plan, rm) if opts.link == "emulated" else []
+    return ("pairs", *key, opts.link_scale, tuple(pairs)) if pairs else None
+
+
+def _measure_pairs(plan: Plan, rm: ReplayModel, opts: ReplayOptions, layout: Layout, device: torch.device,
+                   pairs_key: tuple) -> dict:
+    from planner.replay.pairs_here import measure_hidden
+
+    return measure_hidden(rm, list(pairs_key[-1]), device, Clock(device), link=_ep_group(plan, rm, opts, layout),
+                          recompute=recompute_mode(plan))
+
+
+def _table_for(run: _Run, before: Any, after: Any, opts: ReplayOptions, hidden: dict | None = None) -> Any:
     """[Note: table around the steps] The re-prediction's table: the mean of the layer times
     measured before and after the timed steps (a shared machine's load drifts during a
     replay; both are measured apart from the steps, whose times never enter it), plus the
@@ -259,7 +293,7 @@ def _table_for(run: _Run, before: Any, after: Any, opts: ReplayOptions) -> Any:
     if opts.link == "emulated":
         from planner.replay.link import link_table
 
-        table = link_table(table, run.plan, run.rm, scale=opts.link_scale)
+        table = link_table(table, run.plan, run.rm, scale=opts.link_scale, hidden=hidden)
     return table
 
 
@@ -270,7 +304,7 @@ def _exact(plan: Plan, rm: ReplayModel, device: torch.device) -> bool:
 
 
 def _replay(plans: list[Plan], opts: ReplayOptions, layout: Layout, device: torch.device,
-            backend: str) -> list[dict[str, Any]] | None:
+            backend: str, binding: str) -> list[dict[str, Any]] | None:
     """Build every plan, one gradient-check step each, warm-up, then the timed steps in
     rounds (plan 1, plan 2, ..., plan 1, ...) so that drift on a shared machine hits
     every plan alike."""
@@ -289,16 +323,21 @@ def _replay(plans: list[Plan], opts: ReplayOptions, layout: Layout, device: torc
     for _ in range(opts.warmup):
         for run in runs:
             _step(run.runtime, run.rank_args, run.target, run.mods)
+    freeze_setup()  # [Note: manual gc] in planner.replay.manual_gc
     for _ in range(opts.steps):
         for run in runs:
             _timed_step(run, device, opts, backend)
     after = {key: _measure_table(run.rm, device, rank, key[-1], opts.link) for key, run in
              {r.table_key: r for r in runs if r.table_key is not None}.items()}
+    after.update({key: _measure_pairs(run.plan, run.rm, opts, layout, device, key) for key, run in
+                  {r.pairs_key: r for r in runs if r.pairs_key is not None}.items()})
     for run in runs:
         if run.table_key is not None:
-            run.table = _table_for(run, tables[run.table_key], after[run.table_key], opts)
+            hidden = None if run.pairs_key is None else \
+                {p: (s + after[run.pairs_key][p]) / 2 for p, s in tables[run.pairs_key].items()}
+            run.table = _table_for(run, tables[run.table_key], after[run.table_key], opts, hidden)
     mine = [{"rank": rank, "steps": run.steps, "memory": _memory(device, baseline, run.peak), "losses": losses,
-             "grads": grads, "threads": torch.get_num_threads()} for run, (losses, grads) in zip(runs, firsts)]
+             "grads": grads, "threads": torch.get_num_threads(), "binding": binding} for run, (losses, grads) in zip(runs, firsts)]
     gathered: list[Any] = [None] * dist.get_world_size() if rank == 0 else []
     dist.gather_object(mine, gathered if rank == 0 else None, dst=0)
     if rank != 0:
