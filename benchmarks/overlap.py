@@ -94,14 +94,13 @@ def _link_scale(spec: Any, table: Any, plan: Any, scale: float, seq: int) -> tup
     """``--link-scale`` giving the emulated link the GPU share of a linear+moe layer here,
     and the forward compute time it was fitted on."""
     from overlap_pairs import compute_only
-    from profiler.layers import scaled_model
+    from planner.replay.link import bytes_factor
+    from planner.replay.model import replay_model
 
-    mbs = int(plan.microbatches.get("size", 1))  # the replay's microbatch, as planner.replay.link scales it
-    c_f, _ = compute_only(spec, 1, scale, seq, reps=7, batch=mbs)
-    small = scaled_model(spec, scale)
-    plan_seq = int(plan.cluster.get("training", {}).get("seq_len") or seq)
-    bytes_factor = (small.hidden / spec.hidden) * seq / plan_seq  # x replay mbs / plan mbs = 1
-    return (c_f / table.layers[1].f) / bytes_factor, c_f
+    rm = replay_model(plan, scale=scale, seq_len=seq)  # the replay's model, as planner.replay.link scales it
+    c_f, _ = compute_only(spec, 1, scale, seq, reps=7, batch=rm.microbatch_size)
+    factor = bytes_factor(plan, rm, spec.hidden)
+    return (c_f / table.layers[1].f) / factor, c_f
 
 
 def _rows(results: list, names: list[str], preds: list[float]) -> list[dict[str, Any]]:

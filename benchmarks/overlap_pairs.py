@@ -71,6 +71,7 @@ def compute_only(spec: Any, index: int, scale: float, seq: int, reps: int, *, ba
 
 def measure_pair(spec: Any, table: Any, a: int, b: int, *, scale: float, seq: int, reps: int) -> dict[str, Any]:
     """Measured and predicted hidden share of (F of layer a; I of layer b)."""
+    from planner.replay.manual_gc import collector_off
     from planner.runtime.baton import run_pair
     from profiler.layers.program import set_wait_hook
 
@@ -80,12 +81,13 @@ def measure_pair(spec: Any, table: Any, a: int, b: int, *, scale: float, seq: in
     mod_b = _layer(spec, b, scale, _link_seconds(*cb, lb))
     serial, fused = [], []
     for r in range(reps):  # alone and fused alternate, so machine load falls on both alike
-        f = _fwd(mod_a, _input(spec, a, scale, seq, r))
-        i = _timed(_bwd_prepared(mod_b, _input(spec, b, scale, seq, r)))
-        serial.append(f + i)
-        x_a = _input(spec, a, scale, seq, 100 + r)
-        bwd = _bwd_prepared(mod_b, _input(spec, b, scale, seq, 200 + r))
-        fused.append(_timed(lambda: run_pair(lambda: mod_a(x_a), bwd, timeout_s=60, install=set_wait_hook)))
+        with collector_off():  # no collection inside a timing, as in the replay's steps
+            f = _fwd(mod_a, _input(spec, a, scale, seq, r))
+            i = _timed(_bwd_prepared(mod_b, _input(spec, b, scale, seq, r)))
+            serial.append(f + i)
+            x_a = _input(spec, a, scale, seq, 100 + r)
+            bwd = _bwd_prepared(mod_b, _input(spec, b, scale, seq, 200 + r))
+            fused.append(_timed(lambda: run_pair(lambda: mod_a(x_a), bwd, timeout_s=60, install=set_wait_hook)))
     s, fu = statistics.median(serial), statistics.median(fused)
     pred_serial = la.f + la.a2a_f + lb.i + lb.a2a_b
     ov = table.pairs.get((la.type, lb.type), pred_serial)

@@ -41,6 +41,7 @@ from torch.distributed.pipelining._backward import stage_backward_input, stage_b
 
 from planner.core.costs import CostTable, LayerCost, P2PCost
 from planner.core.layer_math import layer_forward_flops
+from planner.replay.manual_gc import collector_off
 from planner.replay.model import ReplayModel, build_stage, loss_fn
 from planner.replay.timing import Clock
 
@@ -86,28 +87,32 @@ def _time_layer(rm: ReplayModel, k: int, device: torch.device, clock: Clock,
     module = layer_module(rm, k, device, recompute, ep_group)
     forward = sampler(rm, k, module, device)
     samples: list[tuple[float, float, float, float]] = []
-
-    for rep in range(reps + 2):
-        t0 = clock.mark()
-        x, out, grads = forward()
-        t1 = clock.mark()
-        if x.requires_grad:
-            _, groups = stage_backward_input([out], grads, [x], module.parameters())
-            t2 = clock.mark()
-            stage_backward_weight(module.parameters(), groups)
-        else:  # token ids: torch's first stage skips I and runs the full backward as W
-            t2 = clock.mark()
-            torch.autograd.backward([out], grads)
-        t3 = clock.mark()
-        x, out, grads = forward()
-        t4 = clock.mark()
-        torch.autograd.backward([out], grads)  # B: torch's stage_backward is autograd.backward
-        t5 = clock.mark()
-        module.zero_grad(set_to_none=True)
-        if rep >= 2:
-            sec = clock.seconds
-            samples.append((sec(t0, t1), sec(t1, t2), sec(t2, t3), sec(t4, t5)))
+    with collector_off():  # as in the timed steps ([Note: manual gc] in planner.replay.manual_gc)
+        for rep in range(reps + 2):
+            samples += _layer_sample(module, forward, clock, rep >= 2)
     return tuple(statistics.median(s[j] for s in samples) for j in range(4))  # type: ignore[return-value]
+
+
+def _layer_sample(module: Any, forward: Any, clock: Clock, keep: bool) -> list[tuple[float, float, float, float]]:
+    """One (F, I, W, B) sample of a one-layer module (kept unless a warm-up)."""
+    t0 = clock.mark()
+    x, out, grads = forward()
+    t1 = clock.mark()
+    if x.requires_grad:
+        _, groups = stage_backward_input([out], grads, [x], module.parameters())
+        t2 = clock.mark()
+        stage_backward_weight(module.parameters(), groups)
+    else:  # token ids: torch's first stage skips I and runs the full backward as W
+        t2 = clock.mark()
+        torch.autograd.backward([out], grads)
+    t3 = clock.mark()
+    x, out, grads = forward()
+    t4 = clock.mark()
+    torch.autograd.backward([out], grads)  # B: torch's stage_backward is autograd.backward
+    t5 = clock.mark()
+    module.zero_grad(set_to_none=True)
+    sec = clock.seconds
+    return [(sec(t0, t1), sec(t1, t2), sec(t2, t3), sec(t4, t5))] if keep else []
 
 
 def measure_layer_costs(rm: ReplayModel, device: torch.device, clock: Clock, *,

@@ -46,7 +46,7 @@ from typing import Any, Callable
 from planner.core.costs import CostTable
 from planner.core.plan import Plan
 
-__all__ = ["emulated_links", "link_table", "LINK_LABEL"]
+__all__ = ["emulated_links", "link_table", "bytes_factor", "LINK_LABEL"]
 
 LINK_LABEL = "EMULATED expert-parallel link: all-to-alls are local copies held to the analytical model's time"
 
@@ -62,11 +62,17 @@ def _analytical(plan: Plan) -> CostTable:
     return analytical_costs(load_model(str(plan.model["name"])), cluster)
 
 
-def _factor(plan: Plan, rm: Any, full_hidden: int, scale: float) -> float:
-    """Replay all-to-all bytes over the plan's (hidden x tokens per microbatch), times ``scale``."""
+def bytes_factor(plan: Plan, rm: Any, full_hidden: int) -> float:
+    """Replay all-to-all bytes over the plan's: (hidden x tokens per microbatch) of the
+    replayed model ``rm`` over the plan's, ``full_hidden`` being the plan's hidden size."""
     plan_seq = int(plan.costs.get("seq_len") or plan.cluster.get("training", {}).get("seq_len") or rm.seq_len)
     plan_mbs = int(plan.costs.get("microbatch_size") or rm.microbatch_size)
-    return scale * (rm.spec.hidden / full_hidden) * (rm.seq_len * rm.microbatch_size) / (plan_seq * plan_mbs)
+    return (rm.spec.hidden / full_hidden) * (rm.seq_len * rm.microbatch_size) / (plan_seq * plan_mbs)
+
+
+def _factor(plan: Plan, rm: Any, full_hidden: int, scale: float) -> float:
+    """``bytes_factor`` times ``scale`` (``--link-scale``)."""
+    return scale * bytes_factor(plan, rm, full_hidden)
 
 
 def emulated_links(plan: Plan, rm: Any, *, scale: float) -> Callable[[int], Any]:
