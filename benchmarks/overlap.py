@@ -6,8 +6,8 @@ all-to-all is a local copy of the same rows held to a set time, ``planner.replay
 of each MoE layer that the analytical profile gives them on the GPU. Compute is real.
 
 (a) per fused pair type (``overlap_pairs``): layer a's forward beside layer b's
-    input-gradient, alone and fused through ``planner.runtime``; measured hidden share
-    ``1 - fused / (F + I)`` beside the analytical pair cost's prediction.
+    input-gradient, alone and fused through ``planner.runtime``, on one core; measured
+    hidden share ``1 - fused / (F + I)`` beside the analytical pair cost's prediction.
 (b) three plans of Qwen3-Next-80B-A3B (pp 2, 4 microbatches) replayed in one launch,
     their steps alternating (``replay_interleaved``), 20 timed steps each: the
     overlap-aware partition with the fused schedule (1f1b-overlap), the serially
@@ -46,8 +46,9 @@ import os
 import statistics
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import Any, Iterator
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]  # benchmarks/profiler.py would shadow profiler/
@@ -101,6 +102,24 @@ def _link_scale(spec: Any, table: Any, plan: Any, scale: float, seq: int) -> tup
     c_f, _ = compute_only(spec, 1, scale, seq, reps=7, batch=rm.microbatch_size)
     factor = bytes_factor(plan, rm, spec.hidden)
     return (c_f / table.layers[1].f) / factor, c_f
+
+
+@contextmanager
+def _one_core() -> Iterator[None]:
+    """(a) on one core, as each replay rank is (``planner.replay.binding`` [Note: core
+    binding]): unbound, the fused pair's two threads hand over across cores and each turn
+    starts with the other core's caches. Measured, (a) four times at 9 repetitions: bound,
+    every MoE/MoE pair within 0.091 of the prediction (mostly within 0.04); unbound, 0.036-0.19
+    below it. The mask is restored before the replays, whose ranks inherit it."""
+    if not hasattr(os, "sched_setaffinity"):
+        yield
+        return
+    mask = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(mask)})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, mask)
 
 
 def _rows(results: list, names: list[str], preds: list[float]) -> list[dict[str, Any]]:
@@ -208,8 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     opts = ReplayOptions(scale=args.scale, seq_len=args.seq_len, steps=args.steps, warmup=2, threads=1,
                          grad_check=False, link="emulated", deadline_s=3000.0)
     if not args.only_real:
-        pairs = [measure_pair(spec, table, a, b, scale=args.pair_scale, seq=args.pair_seq_len,
-                              reps=args.reps) for a, b in PAIRS]
+        with _one_core():
+            pairs = [measure_pair(spec, table, a, b, scale=args.pair_scale, seq=args.pair_seq_len,
+                                  reps=args.reps) for a, b in PAIRS]
         link_scale, c_f = _link_scale(spec, table, plans[0][1], args.scale, args.seq_len)
         results = _replay([p for _, p in plans], replace(opts, link_scale=link_scale))
         rows = _rows(results, [n for n, _ in plans], [p.predicted["step_time_s"] for _, p in plans])
