@@ -107,3 +107,25 @@ def test_recording_is_off_outside_a_recorded_forward():
     x, _, _ = _inputs(rm, 1, 3)
     stage(x.requires_grad_(True))
     assert not cuts.records
+
+
+def test_only_split_backwards_are_cut(tmp_path):
+    """[Note: whole B]: a microbatch whose backward on a stage is one full B keeps the stage's
+    graph whole; one with I and W there (or both kinds) is cut."""
+    from planner.core.schedule import Action, ActionKind, format_schedule, parse_schedule
+    from planner.replay.worker import whole_backward_chunks
+    from solvers.schedule.generators import one_f_one_b
+
+    from test_replay_run import make_plan, tiny_config, zero_bubble  # noqa: E402  (same tests folder)
+
+    config = tiny_config(tmp_path)
+    full = make_plan(config, one_f_one_b(2, 4), [(0, 4), (4, 7)])
+    assert whole_backward_chunks(full) == {0: frozenset(range(4)), 1: frozenset(range(4))}
+    fused = make_plan(config, one_f_one_b(2, 4, fuse=True), [(0, 4), (4, 7)])
+    assert whole_backward_chunks(fused) == {0: frozenset(range(4)), 1: frozenset(range(4))}
+    assert whole_backward_chunks(make_plan(config, zero_bubble(2, 4), [(0, 4), (4, 7)])) == {}
+    mixed = parse_schedule(format_schedule(one_f_one_b(2, 4)))
+    mixed[1] = [a for a in mixed[1] if not (a.kind == "B" and a.microbatch == 3)]
+    mixed[1] += [Action(1, ActionKind.I, 3), Action(1, ActionKind.W, 3)]
+    plan = make_plan(config, mixed, [(0, 4), (4, 7)])
+    assert whole_backward_chunks(plan)[1] == frozenset({0, 1, 2})

@@ -35,6 +35,7 @@ import torch
 import torch.distributed as dist
 
 from planner.core.plan import Plan
+from planner.core.schedule import ActionKind
 from planner.replay import device as dev
 from planner.replay.binding import bind_rank
 from planner.replay.lowering import to_torch_actions
@@ -125,19 +126,35 @@ def _ep_group(plan: Plan, rm: ReplayModel, opts: ReplayOptions, layout: Layout) 
     return layout.ep_group
 
 
+def whole_backward_chunks(plan: Plan) -> dict[int, frozenset[int]]:
+    """Per stage, the microbatches whose backward there is one full B, never I or W
+    (``TimedStage`` keeps their graph whole: [Note: whole B] in ``planner.replay.timing``)."""
+    full: dict[int, set[int]] = {}
+    split: dict[int, set[int]] = {}
+    for actions in plan.parsed_schedule().values():
+        for act in actions:
+            for part in act.parts:
+                if part.kind == ActionKind.B:
+                    full.setdefault(part.stage, set()).add(part.microbatch)
+                elif part.kind in (ActionKind.I, ActionKind.W):
+                    split.setdefault(part.stage, set()).add(part.microbatch)
+    return {s: frozenset(m - split.get(s, set())) for s, m in full.items()}
+
+
 def _build(plan: Plan, rm: ReplayModel, layout: Layout, device: torch.device, recorder: Recorder,
            opts: ReplayOptions):
     from planner.runtime import apply_recompute
 
     mods, stages = [], []
     group = _ep_group(plan, rm, opts, layout)
+    whole = whole_backward_chunks(plan)
     for s, ((a, b), r) in enumerate(zip(plan.bounds(), plan.ranks())):
         if r == layout.pp_rank:
             mod = build_stage(rm, a, b, device, ep_group=group)
             apply_recompute(list(mod.layers.values()), recompute_mode(plan))
             mods.append(mod)
             stages.append(TimedStage(mod, s, plan.num_stages, device, group=layout.pp_group,
-                                     recorder=recorder))
+                                     recorder=recorder, whole_backward=whole.get(s, frozenset())))
     runtime = TimedRuntime(stages, plan.num_microbatches, loss_fn=loss_fn, scale_grads=True,
                            recorder=recorder)
     runtime._prepare_schedule_with_comms(to_torch_actions(plan.parsed_schedule()))
