@@ -157,3 +157,19 @@ def test_measured_pair_hides_link_time_behind_the_other_half(tmp_path):
     assert hid[(moe, moe, True)] > 0.04
     if dense:
         assert hid[(dense, dense, True)] < 0.02
+
+
+def test_pairs_measured_for_one_link_are_not_reused_for_another(tmp_path):
+    """Plans whose emulated links differ (another EP, so other all-to-all times) get their own
+    pair measurements; the same plan twice shares one."""
+    from planner.replay import ReplayOptions
+    from planner.replay.worker import _pairs_key
+
+    plan = _plan(tmp_path, "none", fuse=True)
+    other = replace(plan, parallel={**plan.parallel, "ep": 1, "dp": 4})
+    rm = replay_model(plan, scale=1.0, seq_len=SEQ)
+    opts = ReplayOptions(link="emulated", link_scale=1.0)
+    key = ("tiny", 1.0, SEQ, 1, "none")
+    assert _pairs_key(plan, rm, opts, key) == _pairs_key(plan, rm, opts, key) is not None
+    assert _pairs_key(plan, rm, opts, key) != _pairs_key(other, rm, opts, key)
+    assert _pairs_key(plan, rm, ReplayOptions(link="real"), key) is None

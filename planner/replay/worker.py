@@ -25,6 +25,7 @@ no-op whose work W does (see ``predict``).
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass, field, replace
@@ -284,7 +285,9 @@ def _pairs_key(plan: Plan, rm: ReplayModel, opts: ReplayOptions, key: tuple) -> 
     from planner.replay.pairs_here import fused_type_pairs
 
     pairs = fused_type_pairs(plan, rm) if opts.link == "emulated" else []
-    return ("pairs", *key, opts.link_scale, tuple(pairs)) if pairs else None
+    # the link's times follow from the plan's cluster and parallelism (``planner.replay.link``)
+    link = json.dumps([plan.cluster, plan.parallel, plan.costs], sort_keys=True, default=str)
+    return ("pairs", *key, opts.link_scale, link, tuple(pairs)) if pairs else None
 
 
 def _measure_pairs(plan: Plan, rm: ReplayModel, opts: ReplayOptions, layout: Layout, device: torch.device,
