@@ -45,7 +45,15 @@ from planner.replay.manual_gc import collector_off
 from planner.replay.model import ReplayModel, build_stage, loss_fn
 from planner.replay.timing import Clock
 
-__all__ = ["measure_layer_costs", "measure_p2p", "layer_module", "sampler"]
+__all__ = ["measure_layer_costs", "measure_p2p", "first_of_type", "layer_module", "sampler"]
+
+
+def first_of_type(rm: ReplayModel) -> dict[str, int]:
+    """Index of the first layer of each layer type, in layer order (the one that is timed)."""
+    first: dict[str, int] = {}
+    for layer in rm.spec.layers:
+        first.setdefault(layer.type_key, layer.index)
+    return first
 
 
 def layer_module(rm: ReplayModel, k: int, device: torch.device, recompute: str, ep_group: Any) -> Any:
@@ -86,15 +94,13 @@ def _time_layer(rm: ReplayModel, k: int, device: torch.device, clock: Clock,
     ``recompute`` says, its MoE exchanging over ``ep_group`` ([Note: link path])."""
     module = layer_module(rm, k, device, recompute, ep_group)
     forward = sampler(rm, k, module, device)
-    samples: list[tuple[float, float, float, float]] = []
     with collector_off():  # as in the timed steps ([Note: manual gc] in planner.replay.manual_gc)
-        for rep in range(reps + 2):
-            samples += _layer_sample(module, forward, clock, rep >= 2)
+        samples = [_layer_sample(module, forward, clock) for _ in range(reps + 2)][2:]  # 2 warm-ups
     return tuple(statistics.median(s[j] for s in samples) for j in range(4))  # type: ignore[return-value]
 
 
-def _layer_sample(module: Any, forward: Any, clock: Clock, keep: bool) -> list[tuple[float, float, float, float]]:
-    """One (F, I, W, B) sample of a one-layer module (kept unless a warm-up)."""
+def _layer_sample(module: Any, forward: Any, clock: Clock) -> tuple[float, float, float, float]:
+    """One (F, I, W, B) sample of a one-layer module."""
     t0 = clock.mark()
     x, out, grads = forward()
     t1 = clock.mark()
@@ -112,7 +118,7 @@ def _layer_sample(module: Any, forward: Any, clock: Clock, keep: bool) -> list[t
     t5 = clock.mark()
     module.zero_grad(set_to_none=True)
     sec = clock.seconds
-    return [(sec(t0, t1), sec(t1, t2), sec(t2, t3), sec(t4, t5))] if keep else []
+    return sec(t0, t1), sec(t1, t2), sec(t2, t3), sec(t4, t5)
 
 
 def measure_layer_costs(rm: ReplayModel, device: torch.device, clock: Clock, *,
@@ -121,9 +127,7 @@ def measure_layer_costs(rm: ReplayModel, device: torch.device, clock: Clock, *,
     layers recomputing as ``recompute`` says (a full recomputation's backward runs the
     forward again, which a re-prediction of such a plan must count) and exchanging over
     ``ep_group`` as the replay's do ([Note: link path])."""
-    first: dict[str, int] = {}
-    for layer in rm.spec.layers:
-        first.setdefault(layer.type_key, layer.index)
+    first = first_of_type(rm)
     keys = list(first)
     times = torch.tensor([_time_layer(rm, first[t], device, clock, reps, recompute, ep_group) for t in keys],
                          dtype=torch.float64, device=device)

@@ -70,18 +70,19 @@ def bytes_factor(plan: Plan, rm: Any, full_hidden: int) -> float:
     return (rm.spec.hidden / full_hidden) * (rm.seq_len * rm.microbatch_size) / (plan_seq * plan_mbs)
 
 
-def _factor(plan: Plan, rm: Any, full_hidden: int, scale: float) -> float:
+def _factor(plan: Plan, rm: Any, scale: float) -> float:
     """``bytes_factor`` times ``scale`` (``--link-scale``)."""
-    return scale * bytes_factor(plan, rm, full_hidden)
+    from planner.core.hf_config import load_model
+
+    return scale * bytes_factor(plan, rm, load_model(str(plan.model["name"])).hidden)
 
 
 def emulated_links(plan: Plan, rm: Any, *, scale: float) -> Callable[[int], Any]:
     """``layer index -> EmulatedLink`` for ``plan`` replayed as ``rm`` ([Note: link per exchange])."""
-    from planner.core.hf_config import load_model
     from profiler.layers.program import EmulatedLink
 
     table = _analytical(plan)
-    factor = _factor(plan, rm, load_model(str(plan.model["name"])).hidden, scale)
+    factor = _factor(plan, rm, scale)
     links = {}
     for k, lc in enumerate(table.layers):
         t = lc.a2a_f / 2 * factor
@@ -96,10 +97,8 @@ def link_table(here: CostTable, plan: Plan, rm: Any, *, scale: float,
     pair (``planner.replay.pairs_here`` [Note: pairs measured here]; the full-backward
     measurement where both kinds were), else the planner's hidden share carried over
     ([Note: re-prediction with the link])."""
-    from planner.core.hf_config import load_model
-
     gpu = _analytical(plan)
-    factor = _factor(plan, rm, load_model(str(plan.model["name"])).hidden, scale)
+    factor = _factor(plan, rm, scale)
     layers = tuple(replace(h, a2a_f=g.a2a_f * factor, a2a_b=g.a2a_b * factor)
                    for h, g in zip(here.layers, gpu.layers))
     measured = {(ta, tb): s for (ta, tb, full), s in sorted((hidden or {}).items(), key=lambda kv: kv[0][2])}

@@ -31,7 +31,7 @@ from torch.distributed.pipelining._backward import stage_backward_input
 
 from planner.core.plan import Plan
 from planner.core.schedule import OVERLAP, ActionKind
-from planner.replay.costs_here import layer_module, sampler
+from planner.replay.costs_here import first_of_type, layer_module, sampler
 from planner.replay.manual_gc import collector_off
 from planner.replay.model import ReplayModel
 from planner.replay.timing import Clock
@@ -71,49 +71,42 @@ def _backward(module: Any, x: torch.Tensor, out: torch.Tensor, grads: list | Non
 
 def _one(modules: dict[int, Any], samplers: dict[int, Any], a: int, b: int, full: bool, clock: Clock,
          reps: int) -> float:
-    """Median seconds the pair (F of layer a; backward of layer b) hides fused."""
-    fwd_a, fwd_b = samplers[a], samplers[b]
-    hidden = []
+    """Median seconds the pair (F of layer a; backward of layer b) hides fused: of the paired
+    differences alone - fused, after two warm-up repetitions."""
     with collector_off():  # as in the timed steps ([Note: manual gc] in planner.replay.manual_gc)
-        for rep in range(reps + 2):
-            hidden += _sample(modules, fwd_a, fwd_b, a, b, full, clock, rep)
-    alone = [t for f, t in hidden if not f]
-    fused_t = [t for f, t in hidden if f]
-    return statistics.median(s - f for s, f in zip(alone, fused_t))
+        samples = [_sample(modules, samplers, a, b, full, clock, rep) for rep in range(reps + 2)][2:]
+    return statistics.median(alone - fused for alone, fused in samples)
 
 
-def _sample(modules: dict[int, Any], fwd_a: Any, fwd_b: Any, a: int, b: int, full: bool, clock: Clock,
-            rep: int) -> list[tuple[bool, float]]:
-    """Layer a's forward and layer b's backward, alone and fused, in an order that alternates
-    with ``rep``; nothing kept from the two warm-up repetitions."""
+def _sample(modules: dict[int, Any], samplers: dict[int, Any], a: int, b: int, full: bool, clock: Clock,
+            rep: int) -> tuple[float, float]:
+    """(alone, fused) seconds of layer a's forward and layer b's backward, run in an order
+    that alternates with ``rep``."""
     from planner.runtime.baton import run_pair
     from profiler.layers.program import set_wait_hook
 
-    out_s = []
-    for fused in ((False, True) if rep % 2 else (True, False)):  # alone and fused alternate
-        x, out, grads = fwd_b()  # the backward's own forward, untimed
+    took = {}
+    for fused in ((False, True) if rep % 2 else (True, False)):
+        x, out, grads = samplers[b]()  # the backward's own forward, untimed
         back = _backward(modules[b], x, out, grads, full)
         t0 = clock.mark()
         if fused:
-            run_pair(fwd_a, back, timeout_s=120, install=set_wait_hook)
+            run_pair(samplers[a], back, timeout_s=120, install=set_wait_hook)
         else:
-            fwd_a()
+            samplers[a]()
             back()
-        t2 = clock.mark()
+        t1 = clock.mark()
         for k in {a, b}:
             modules[k].zero_grad(set_to_none=True)
-        if rep >= 2:
-            out_s.append((fused, clock.seconds(t0, t2)))
-    return out_s
+        took[fused] = clock.seconds(t0, t1)
+    return took[False], took[True]
 
 
 def measure_hidden(rm: ReplayModel, pairs: list[PairKey], device: torch.device, clock: Clock, *,
                    link: Any, recompute: str, reps: int = 7) -> dict[PairKey, float]:
     """Seconds each pair type hides fused, measured here ([Note: pairs measured here]);
     ``link`` is what the replay's MoE layers exchange over (``layer index -> EmulatedLink``)."""
-    first: dict[str, int] = {}
-    for layer in rm.spec.layers:
-        first.setdefault(layer.type_key, layer.index)
+    first = first_of_type(rm)
     used = sorted({first[t] for ta, tb, _ in pairs for t in (ta, tb)})
     modules = {k: layer_module(rm, k, device, recompute, link) for k in used}
     samplers = {k: sampler(rm, k, modules[k], device) for k in used}
