@@ -21,7 +21,10 @@ For Qwen3-Next-80B-A3B and DeepSeek-V3, on one GPU (one H200: budget 8 minutes):
    width, BF16 peak) beside the measured one;
 6. the MoE layer types again in Megatron's *padded capacity mode* (capacity factor 1.0,
    ``profiler.layers.moe_capacity``): no host sync, the local experts as one batched GEMM,
-   beside the dropless loop of 1. (skipped once ``--budget-s`` is spent).
+   beside the dropless loop of 1. (skipped once ``--budget-s`` is spent);
+7. when transformers is installed, every layer type again built from transformers' own
+   classes (``profiler.hf``: the family's decoder layer, experts as one grouped GEMM pair),
+   beside the native modules of 1. (``measured_transformers``, with each type's class).
 
 ``--dry-run`` runs the same code on the CPU at a tiny width (a test runs it in CI).
 
@@ -78,7 +81,7 @@ class Settings:
     microbatches: int
     """Microbatches of the plans."""
     time_limit: float
-    """``ppplan plan --time-limit``."""
+    """``ppplan plan --work``."""
 
 
 GPU = Settings(device="cuda", scale=None, seq_len=4096, warmup=1, repeats=3, pp=4, microbatches=8, time_limit=10.0)
@@ -107,9 +110,10 @@ def _pick_scale(model: Any, settings: Settings) -> float:
     return next((s for s in SCALES if _type_bytes(model, s) <= MEMORY_SHARE * free), SCALES[-1])
 
 
-def _profile(model: Any, scale: float, settings: Settings, *, capacity: Any = None):
+def _profile(model: Any, scale: float, settings: Settings, *, capacity: Any = None, modules: str = "native"):
     """Measured cost table and the modules it timed (one process, side-stream link);
-    ``capacity``: a ``CapacityMode`` for the routed experts (None: dropless)."""
+    ``capacity``: a ``CapacityMode`` for the routed experts (None: dropless); ``modules``:
+    native or transformers (``profiler.hf``)."""
     import torch
 
     from profiler.layers.program import SideStreamLink
@@ -119,7 +123,8 @@ def _profile(model: Any, scale: float, settings: Settings, *, capacity: Any = No
     device = torch.device(settings.device)
     cfg = WorkerConfig(model=model, scale=scale, ep=1, device=settings.device, seq_len=settings.seq_len,
                        micro_batch=1, warmup=settings.warmup, repeats=settings.repeats, seed=0,
-                       threads=torch.get_num_threads(), moe_capacity=capacity)
+                       threads=torch.get_num_threads(), moe_capacity=capacity, modules=modules,
+                       raw_config=_raw(model) if modules == "transformers" else None)
     group = SideStreamLink() if model.moe is not None else None
     t0 = time.perf_counter()
     layers, pairs, built = measure_types(cfg, device, group, lambda label: None)
@@ -130,6 +135,22 @@ def _profile(model: Any, scale: float, settings: Settings, *, capacity: Any = No
     meta = dict(table.meta, link=LINK_LABEL if group is not None else "dense: no all-to-all",
                 wall_s=round(time.perf_counter() - t0, 3), routing="sample tokens of the measured batch")
     return replace(table, meta=meta), built
+
+
+def _raw(model: Any) -> dict[str, Any]:
+    from profiler.hf.config import raw_config
+
+    return raw_config(model)
+
+
+def _transformers_section(model: Any, scale: float, settings: Settings) -> dict[str, Any]:
+    """Every layer type measured on transformers' own classes (``profiler.hf``), with the
+    class of each module timed (the decoder layer inside ``HfDecoderLayer``)."""
+    table, built = _profile(model, scale, settings, modules="transformers")
+    classes = {t: type(getattr(m, "layer", m)).__name__ for t, m in built.modules.items()}
+    del built
+    return {"layer_types": _layer_types(table), "pairs": table.meta["pairs"], "wall_s": table.meta["wall_s"],
+            "classes": classes}
 
 
 def _stage_pairs(plan: Any, table: Any, built: Any, model: Any, settings: Settings) -> list[dict[str, Any]]:
@@ -169,7 +190,7 @@ def _plans(name: str, table: Any, settings: Settings, work: str) -> dict[str, An
     out = {}
     for partition in ("overlap", "serial"):
         p = make(name, profile=path, pp=settings.pp, microbatches=settings.microbatches, partition=partition,
-                 schedule="1f1b-overlap", seq_len=settings.seq_len, time_limit=settings.time_limit,
+                 schedule="1f1b-overlap", seq_len=settings.seq_len, work=settings.time_limit,
                  global_batch=settings.microbatches * _replicas(name, settings))
         file = os.path.join(work, f"{name}.{partition}.plan.json")
         p.save(file)
@@ -304,6 +325,12 @@ def check_model(name: str, settings: Settings, work: str, result: dict[str, Any]
     result["measured"] = {"layer_types": _layer_types(table), "pairs": table.meta["pairs"],
                           "cv": table.meta["cv"], "link": table.meta["link"], "wall_s": table.meta["wall_s"]}
     save()
+    from profiler.hf import available
+
+    if available():
+        _log(f"{name}: measured profile on transformers' layers")
+        result["measured_transformers"] = _transformers_section(model, scale, settings)
+        save()
     _log(f"{name}: profile took {table.meta['wall_s']:.1f} s; planning both partitions")
     plans = _plans(name, table, settings, work)
     for partition, (plan, sim) in plans.items():
@@ -348,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated model ids")
     ap.add_argument("--scale", type=float, help="width scale (default: the largest that fits; 0.01 with --dry-run)")
     ap.add_argument("--seq-len", type=int, help="tokens per sequence (default 4096; 16 with --dry-run)")
-    ap.add_argument("--time-limit", type=float, help="ppplan plan --time-limit per plan (default 10; 0.5 with --dry-run)")
+    ap.add_argument("--time-limit", type=float, help="ppplan plan --work per plan (default 10; 0.5 with --dry-run)")
     ap.add_argument("--budget-s", type=float, default=420.0,
                     help="after this many seconds, skip the remaining stage-pair timings (the JSON says so)")
     args = ap.parse_args(argv)

@@ -16,10 +16,10 @@ cluster but give each GPU 141 GB, where 2p microbatches in flight fit.
 
 Targets: joint <= each of (a)-(c) in every row; within 3% of the lower bound where
 memory allows 2p in flight; under 60 s per row on 2 cores. Where memory allows 2p, the
-joint plan is also made with ``--time-limit 60`` (``long_*``): the window search keeps
+joint plan is also made with ``--work 60`` (``long_*``): the window search keeps
 improving with time there.
 
-    python benchmarks/joint.py [--json] [--only MODEL] [--time-limit S]
+    python benchmarks/joint.py [--json] [--only MODEL] [--work S]
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ CASES = [("qwen3-next-80b-a3b", 8, 1, None), ("qwen3-next-80b-a3b", 16, 1, None)
          ("qwen3-next-80b-a3b", 16, 1, "h200"), ("qwen3-235b-a22b", 16, 2, "h200")]
 """(model, pp, vpp, GPU preset or None for the cluster's own)."""
 LONG_LIMIT_S = 60.0
-"""``--time-limit`` of the second joint run made where memory allows 2p in flight."""
+"""``--work`` of the second joint run made where memory allows 2p in flight."""
 
 
 def _heuristic_step(p: Plan) -> float:
@@ -79,7 +79,7 @@ def _plan_or_none(model: str, **kw) -> Plan | None:
 
 def run_case(model: str, pp: int, vpp: int, gpu: str | None, time_limit: float) -> dict:
     """All four plans of one case."""
-    kw = dict(pp=pp, vpp=vpp, time_limit=time_limit, gpu=gpu)
+    kw = dict(pp=pp, vpp=vpp, work=time_limit, gpu=gpu)
     t0 = time.perf_counter()
     joint = plan(model, **kw)
     wall = time.perf_counter() - t0
@@ -107,7 +107,7 @@ def run_case(model: str, pp: int, vpp: int, gpu: str | None, time_limit: float) 
     row["meets_time_target"] = wall < 60.0
     if row["memory_allows_2p"]:  # the regime of the 3% target: also with a longer search
         t0 = time.perf_counter()
-        longer = plan(model, **{**kw, "time_limit": LONG_LIMIT_S})
+        longer = plan(model, **{**kw, "work": LONG_LIMIT_S})
         row["long_time_limit_s"] = LONG_LIMIT_S
         row["long_wall_s"] = time.perf_counter() - t0
         row["long_step_s"] = longer.predicted["step_time_s"]
@@ -122,7 +122,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true", help="print JSON")
     ap.add_argument("--only", help="only cases of this model")
-    ap.add_argument("--time-limit", type=float, default=10.0)
+    ap.add_argument("--work", dest="time_limit", type=float, default=10.0)
     args = ap.parse_args()
     rows = [run_case(m, pp, vpp, gpu, args.time_limit) for m, pp, vpp, gpu in CASES
             if args.only in (None, m)]

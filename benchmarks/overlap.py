@@ -78,9 +78,9 @@ def _plans(microbatches: int, time_limit: float) -> list[tuple[str, Any]]:
     from solvers.schedule.generators import one_f_one_b
 
     aware = plan(MODEL, pp=2, microbatches=microbatches, schedule="1f1b-overlap", partition="overlap",
-                 time_limit=time_limit)
+                 work=time_limit)
     serial = plan(MODEL, pp=2, microbatches=microbatches, schedule="1f1b-overlap", partition="serial",
-                  time_limit=time_limit)
+                  work=time_limit)
     sched = one_f_one_b(2, microbatches)
     sim = simulate(sched, aware.parsed_stage_costs())
     unfused = replace(aware, schedule=format_schedule(sched),

@@ -1,5 +1,5 @@
 """Replay plans on this machine (gloo, one process per pipeline rank) and compare the
-measured step time and MFU with the prediction, on the path a user follows (issue 16).
+measured step time and MFU with the prediction, on the path a user follows.
 
 1. *profile*: ``ppplan profile qwen3-next-80b-a3b --device cpu --scale S --seq-len T``, the
    measured profiler (``profiler.measured``), at a reduced width of Qwen3-Next-80B-A3B
@@ -10,22 +10,25 @@ measured step time and MFU with the prediction, on the path a user follows (issu
    uniform partition; ``--schedule zb-h1``, whose backward is split into I and W: the
    profile times each layer's full backward B as well, ``planner.core.costs`` [Note: full
    backward], and where B costs less than I + W the planner's own choice runs full
-   backwards), and two *calibration plans* on the uniform partition: 1F1B (full
-   backwards) and ZB-H1 (backward split into I and W), merged with I and W from the
-   split one (``calibrate.with_split_kinds``: torch's full backward is one autograd pass
-   and costs less than its I + W, so I and W calibrated by B's scale came out too fast);
-3. *replay* the calibration plan and the judged plans in one launch (``ppplan replay``'s
-   engine), their timed steps alternating (CAL A B C, CAL A B C, ...:
-   ``replay_interleaved``), so that load from other jobs falls on every plan alike;
+   backwards);
+3. *replay* the judged plans with ``ppplan replay --calibrate``'s path
+   (``planner.replay.calibrated.replay_calibrated``): two *calibration plans* on the
+   first judged plan's partition, 1F1B with full backwards and with backwards split into
+   I and W (merged by ``calibrate.with_split_kinds``: torch's full backward is one
+   autograd pass and costs less than its I + W), replayed in one launch with the judged
+   plans, their timed steps alternating (CAL CAL' A B C, CAL CAL' A B C, ...), so that load
+   from other jobs falls on every plan alike; MFU divides by the CPU peak the profile
+   stored (``--profile``, ``planner.replay.peak``);
 4. compare each judged plan's measured mean step with its *uncalibrated* prediction
-   (the plan's own, made from the profile) and with the prediction *calibrated* by the
-   calibration plan's replay (``planner.replay.calibrate``, [Note: runtime
-   calibration]: alone durations per kind relative to the profile, slowdown while ranks
-   share cores, runtime work between actions, message latency, step overhead).
+   (its schedule simulated on its stage costs, made from the profile) and with the
+   prediction *calibrated* by the calibration plans' replay (``planner.replay.calibrate``,
+   [Note: runtime calibration]: alone durations per kind relative to the profile,
+   slowdown while ranks share cores, runtime work between actions, message latency,
+   step overhead).
 
 The calibration's per-kind alone scales (F, I, W relative to the profile) are the
-profiler-vs-replay agreement per kind: before the fixes of issue 16 ([Note: layer cuts],
-[Note: CPU threads], [Note: torch first stage]) W came out 9.7x the profile.
+profiler-vs-replay agreement per kind: before the fixes of [Note: layer cuts], [Note: CPU
+threads] and [Note: torch first stage], W came out 9.7x the profile.
 
 The measured figure is the *mean* step over the alternating steps (the median too):
 with other jobs starting and stopping on a shared machine the step time is bimodal
@@ -60,10 +63,6 @@ JUDGED = (("plan (user's path)", ()), ("serial_balanced", ("--partition", "seria
           ("contrast: gpipe, uniform", ("--partition", "uniform", "--schedule", "gpipe")),
           ("contrast: zb-h1 (split I, W)", ("--schedule", "zb-h1")))
 """The judged plans: ``ppplan plan`` options added to the user's command."""
-CALIBRATOR = ("--partition", "uniform", "--schedule", "1f1b")
-SPLIT_CALIBRATOR = ("--partition", "uniform", "--schedule", "zb-h1")
-"""Calibration plans: full backwards (F, B) and split ones (F, I, W), so every kind the judged
-plans run is calibrated like for like (``calibrate.with_split_kinds``)."""
 
 
 def _ppplan(*args: str, cwd: str) -> None:
@@ -76,8 +75,8 @@ def _ppplan(*args: str, cwd: str) -> None:
         raise RuntimeError(f"ppplan {' '.join(args)} failed: {run.stderr.strip()}")
 
 
-def _user_path(pp: int, args: argparse.Namespace, work: str) -> tuple[Any, dict[str, Any], Any]:
-    """``ppplan profile`` then ``ppplan plan`` per judged variant: (table, plans, calibrator)."""
+def _user_path(pp: int, args: argparse.Namespace, work: str) -> tuple[Any, dict[str, Any]]:
+    """``ppplan profile`` then ``ppplan plan`` per judged variant: (table, plans)."""
     from planner.core.costs_io import load_costs
     from planner.core.plan import load_plan_file
 
@@ -86,37 +85,33 @@ def _user_path(pp: int, args: argparse.Namespace, work: str) -> tuple[Any, dict[
     common = ("plan", MODEL, "--profile", "p.json", "--pp", str(pp), "--microbatches", str(args.microbatches),
               "--seq-len", str(args.seq_len))
     plans = {}
-    for j, (label, extra) in enumerate((*JUDGED, ("calibration", CALIBRATOR), ("split", SPLIT_CALIBRATOR))):
+    for j, (label, extra) in enumerate(JUDGED):
         _ppplan(*common, *extra, "--out", f"plan{j}.json", cwd=work)
         plans[label] = load_plan_file(os.path.join(work, f"plan{j}.json"))
-    return load_costs(os.path.join(work, "p.json")), plans, (plans.pop("calibration"), plans.pop("split"))
+    return load_costs(os.path.join(work, "p.json")), plans
 
 
 _median = statistics.median
 
 
-def _row(plan: Any, rep: dict[str, Any], cals: dict[str, Any]) -> dict[str, Any]:
-    """One judged plan: measured mean (and median) step, and the error of its prediction under
-    each calibration (``cals``: name -> Calibration) and uncalibrated."""
-    from planner.replay.calibrate import calibrated_plan
-
-    m = rep["measured"]
+def _row(plan: Any, rep: dict[str, Any]) -> dict[str, Any]:
+    """One judged plan: measured mean (and median) step, and the error of its prediction
+    calibrated (``ppplan replay --calibrate``'s figures) and uncalibrated."""
+    m, c = rep["measured"], rep["calibrated"]
     steps = m["step_times_s"]
-    measured = statistics.fmean(steps)  # see the module docstring: the calibration predicts means
-    preds = {"uncalibrated": plan.predicted["step_time_s"],
-             **{k: calibrated_plan(plan, c).predicted["step_time_s"] for k, c in cals.items()}}
+    measured = c["measured_mean_step_s"]  # see the module docstring: the calibration predicts means
+    preds = {"uncalibrated": rep["predicted"]["step_time_s"], "calibrated": c["step_time_s"]}
     q = statistics.quantiles(steps, n=4)
     slowest = max(rep["decomposition"], key=lambda d: d["measured"]["step_s"])
-    return {"stages": [list(b) for b in plan.bounds()], "predicted_step_s": preds["interleaved"],
-            "measured_step_s": measured, "step_error": (measured - preds["interleaved"]) / preds["interleaved"],
+    return {"stages": [list(b) for b in plan.bounds()], "predicted_step_s": c["step_time_s"],
+            "measured_step_s": measured, "step_error": c["step_time_error"],
             "predicted_step_s_by_calibration": preds,
             "step_error_by_calibration": {k: (measured - v) / v for k, v in preds.items()},
-            "measured_median_step_s": m["step_time_s"],
-            "median_step_error": (m["step_time_s"] - preds["interleaved"]) / preds["interleaved"],
+            "measured_median_step_s": m["step_time_s"], "median_step_error": c["median_step_time_error"],
             "measured_steps_s": steps, "relative_iqr": (q[2] - q[0]) / measured,
             "error_terms_vs_uncalibrated_s (slowest rank, median step)": slowest["difference_s"],
             "predicted_mfu_uncalibrated": rep["predicted"]["mfu"], "measured_mfu": m["mfu"],
-            "grad_check_passed": rep["grad_check"].get("passed")}
+            "peak_flops_source": m["peak_flops_source"], "grad_check_passed": rep["grad_check"].get("passed")}
 
 
 TIE_RULE = ("pairs are compared step by step (the plans' timed steps alternate): r = median over "
@@ -157,44 +152,31 @@ def _order(names: list[str], rows: dict[str, Any], key: str, pairs: list[dict[st
     return out
 
 
-def replay_reports(plans: list[Any], opts: Any) -> list[dict[str, Any]]:
-    from planner.replay import replay_interleaved
-
-    return [r.report for r in replay_interleaved(plans, opts)]
-
-
 def run_case(pp: int, args: argparse.Namespace) -> dict[str, Any]:
-    """The user's path (profile, plan), then one launch replaying the calibration plan and
-    the judged plans with their timed steps alternating."""
+    """The user's path (profile, plan), then one launch replaying the calibration plans and
+    the judged plans with their timed steps alternating (``ppplan replay --calibrate``)."""
     import tempfile
 
     from planner.replay import ReplayOptions
-    from planner.replay.calibrate import Calibration, with_split_kinds
+    from planner.replay.calibrated import replay_calibrated
 
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ppplan-replay-bench-") as work:
-        table, plans, (calibrator, splitter) = _user_path(pp, args, work)
-    opts = ReplayOptions(scale=args.scale, seq_len=args.seq_len, steps=args.steps, warmup=args.warmup,
-                         threads=1, timeout_s=120.0, deadline_s=3600.0)
-    t1 = time.perf_counter()
-    reports = replay_reports([calibrator, splitter, *plans.values()], opts)
-    full = Calibration.from_dict({**reports[0]["calibration"],
-                                  "source": "calibration plan (1F1B), its steps alternating with the judged plans'"})
-    split = Calibration.from_dict({**reports[1]["calibration"], "source": "split calibration plan (ZB-H1)"})
-    paired = with_split_kinds(full, split)
-    cals = {"interleaved": paired, "interleaved, I and W borrowing B's scale": full}
-    rows = {k: _row(plans[k], rep, cals) for k, rep in zip(plans, reports[2:])}
+        table, plans = _user_path(pp, args, work)
+        opts = ReplayOptions(scale=args.scale, seq_len=args.seq_len, steps=args.steps, warmup=args.warmup,
+                             threads=1, timeout_s=120.0, deadline_s=3600.0, profile=os.path.join(work, "p.json"))
+        t1 = time.perf_counter()
+        reports = [r.report for r in replay_calibrated(list(plans.values()), opts)]
+    rows = {k: _row(plans[k], rep) for k, rep in zip(plans, reports)}
+    cal = reports[0]["calibrated"]
     return {"pp": pp, "microbatches": args.microbatches, "timed_steps_per_plan": args.steps,
             "plans": rows, "ordering": _ordering(rows),
             "max_abs_step_error": {"uncalibrated": max(abs(r["step_error_by_calibration"]["uncalibrated"])
                                                        for r in rows.values()),
-                                   "calibrated": max(abs(r["step_error"]) for r in rows.values()),
-                                   "calibrated, I and W borrowing B's scale": max(
-                                       abs(r["step_error_by_calibration"]["interleaved, I and W borrowing B's scale"])
-                                       for r in rows.values())},
-            "calibration": {"interleaved": paired.to_dict(),
-                            "calibration plan (in-sample check; same partition and schedule as 'contrast: 1f1b' "
-                            "on the uniform partition)": _row(calibrator, reports[0], cals)},
+                                   "calibrated": max(abs(r["step_error"]) for r in rows.values())},
+            "calibration": {"interleaved": cal["calibration"],
+                            "calibration plans (in-sample check, on the first judged plan's partition)":
+                                cal["calibration_plans_in_sample"]},
             "profile": {"command": f"ppplan profile {MODEL} --device cpu --scale {args.scale} --seq-len "
                                    f"{args.seq_len} --threads 1 --repeats {args.profile_repeats}",
                         "layer_types": _type_costs(table), "threads": table.meta["profiler"].get("threads"),
@@ -228,10 +210,11 @@ def text(out: dict[str, Any]) -> str:
                          f"mean {r['measured_step_s'] * 1e3:7.1f} ms (median {r['measured_median_step_s'] * 1e3:.1f}, "
                          f"IQR {r['relative_iqr']:.0%})  error calibrated {r['step_error']:+.1%}, "
                          f"uncalibrated {e['uncalibrated']:+.1%}")
-        k = next(k for k in case["calibration"] if k.startswith("calibration plan"))
-        c = case["calibration"][k]
-        lines.append(f"  {'(' + k + ')':50s} {c['stages']}  predicted {c['predicted_step_s'] * 1e3:7.1f} ms  "
-                     f"measured mean {c['measured_step_s'] * 1e3:7.1f} ms  error {c['step_error']:+.1%}")
+        k = next(k for k in case["calibration"] if k.startswith("calibration plans"))
+        for c in case["calibration"][k]:
+            lines.append(f"  {'(calibration plan, ' + c['schedule'] + ', in-sample)':50s} predicted "
+                         f"{c['step_time_s'] * 1e3:7.1f} ms  measured mean {c['measured_mean_step_s'] * 1e3:7.1f} ms  "
+                         f"error {c['step_time_error']:+.1%}")
         lines.append(f"  predicted {o['predicted_order']}")
         lines.append(f"  measured  {o['measured_order']}")
         for p in o["pairs"]:

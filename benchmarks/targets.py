@@ -8,7 +8,7 @@ frameworks' own code in the tests (tests/test_targets_*.py); here it is ppplan's
 A refused request (e.g. torchtitan for a model with MTP, DeepSpeed with vpp 2) is a row
 with its one-line reason. Predicted times are the analytical model's (not measured).
 
-    python benchmarks/targets.py --json [--time-limit 3] [--models llama3-8b,...]
+    python benchmarks/targets.py --json [--work 3] [--models llama3-8b,...]
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def row(model: str, target: str, vpp: int, time_limit: float) -> dict:
     t0 = time.perf_counter()
     out = {"model": model, "target": target, "vpp": vpp}
     try:
-        plan = api_plan(model, target=target, vpp=vpp, time_limit=time_limit)
+        plan = api_plan(model, target=target, vpp=vpp, work=time_limit)
     except (InputError, InfeasibleError) as exc:
         return {**out, "status": "refused", "reason": str(exc), "wall_s": time.perf_counter() - t0}
     fmt = {"torch": "torch-csv"}.get(target, target)
@@ -55,7 +55,7 @@ def row(model: str, target: str, vpp: int, time_limit: float) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
-    ap.add_argument("--time-limit", type=float, default=3.0)
+    ap.add_argument("--work", dest="time_limit", type=float, default=3.0)
     ap.add_argument("--models", default=",".join(MODELS))
     args = ap.parse_args(argv)
     rows = [row(m, t, v, args.time_limit) for m in args.models.split(",") for v in (1, 2) for t in TARGET_NAMES]

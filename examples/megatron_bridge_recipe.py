@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="qwen3-30b-a3b")
     parser.add_argument("--pp", type=int)
     parser.add_argument("--vpp", type=int)
-    parser.add_argument("--time-limit", type=float, default=5.0)
+    parser.add_argument("--work", type=float, default=5.0, help="ppplan plan --work")
     parser.add_argument("--recipe", help="MODULE:FUNCTION returning a ConfigContainer")
     parser.add_argument("--json", action="store_true", help="print the settings as JSON")
     args = parser.parse_args(argv)
@@ -32,11 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     from planner import plan
     from planner.export.megatron_bridge import apply_plan_to_bridge, bridge_settings
 
-    p = plan(args.model, pp=args.pp, vpp=args.vpp, target="megatron", time_limit=args.time_limit)
+    p = plan(args.model, pp=args.pp, vpp=args.vpp, target="megatron", work=args.work)
     if args.recipe is None:
         settings = bridge_settings(p)
-        text = json.dumps(settings, indent=1) if args.json else "\n".join(
-            f"cfg.{section}.{key} = {value!r}" for section, values in settings.items() for key, value in values.items())
+        lines = ["\n".join(f"cfg.{section}.{k} = {v!r}" for k, v in values.items()) if isinstance(values, dict)
+                 else f"cfg.{section} = {values!r}" for section, values in settings.items()]
+        text = json.dumps(settings, indent=1) if args.json else "\n".join(lines)
         sys.stdout.write(text + "\n")
         return 0
     module, _, function = args.recipe.partition(":")

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         cmd = build_command(model=opts.model, nodes=opts.nodes, gpus_per_node=opts.gpus_per_node,
                             data_path=opts.data_path, pp=opts.pp, vpp=opts.vpp,
                             schedule=opts.schedule,
-                            time_limit=5.0)
+                            work=5.0)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         plans = [load_plan(p) for p in opts.plan]
     else:
         plans = [plan(opts.model, pp=opts.pp, vpp=opts.vpp, microbatches=opts.microbatches,
-                      schedule=opts.schedule, placement=opts.placement, time_limit=2.0)]
+                      schedule=opts.schedule, placement=opts.placement, work=2.0)]
     world = plans[0].pp
     if any(p.pp != world for p in plans):
         parser.error("all plans must have the same pp")

@@ -19,7 +19,7 @@ from planner.planning import PlanRequest
 from planner.planning.dp_step import add_dp_step
 from planner.planning.targets import check_shape, plan_for_target
 from solvers.partition.pins import StagePins
-from solvers.schedule.budget import check_time_limit
+from solvers.schedule.budget import DEFAULT_WORK, check_time_limit, check_work
 from solvers.schedule.deadlines import parse_deadlines
 from solvers.schedule.memory_limit import parse_memory_limit
 from solvers.partition.search import METHODS
@@ -40,8 +40,10 @@ def resolve_cluster(model: ModelSpec, cluster: str | Path | ClusterSpec | None, 
                     ep: int | None = None, dp: int | None = None,
                     global_batch: int | None = None, seq_len: int | None = None,
                     micro_batch_size: int | None = None, recompute: str | None = None,
-                    gpu: str | None = None) -> ClusterSpec:
-    """The cluster for ``model``: given, or the model's shipped default, with overrides."""
+                    gpu: str | None = None, target: str = DEFAULT_TARGET) -> ClusterSpec:
+    """The cluster for ``model``: given, or the model's shipped default, with overrides; with
+    ``target`` megatron or torchtitan, that framework's recipe fills the fields the file
+    leaves open (``planner.core.recipes``)."""
     if isinstance(cluster, ClusterSpec):
         spec = cluster
     else:
@@ -67,6 +69,7 @@ def resolve_cluster(model: ModelSpec, cluster: str | Path | ClusterSpec | None, 
         if p.pp * p.tp * p.dp != spec.num_gpus:
             raise InputError("--pp", f"pp x tp = {p.pp}x{p.tp} does not divide {spec.num_gpus} GPUs",
                              "pick pp x tp dividing the GPU count or pass --dp")
+    spec = spec.for_target(target)
     return spec.check().check_against(model)
 
 
@@ -97,7 +100,8 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
          ep: int | None = None, dp: int | None = None, microbatches: int | str | None = None,
          memory_gib: float | None = None, partition: str = "overlap", schedule: str = "auto",
          placement: str = "loop", profile: str | Path | None = None, seed: int = 0,
-         time_limit: float = 10.0, global_batch: int | None = None, seq_len: int | None = None,
+         work: float = DEFAULT_WORK, time_limit: float | None = None,
+         global_batch: int | None = None, seq_len: int | None = None,
          recompute: str | None = None, gpu: str | None = None,
          first_stage_layers: int | None = None, last_stage_layers: int | None = None,
          memory_limit: str | None = None, deadline: tuple[str, ...] | list[str] = (),
@@ -109,11 +113,15 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
     dividing the per-replica batch; ``first_stage_layers``/``last_stage_layers`` pin
     the decoder layers of the first/last stage (Megatron's
     ``--decoder-first/last-pipeline-num-layers``). ``target`` (``planner.core.targets``)
-    limits the search to what that framework executes; the plan records it.
+    limits the search to what that framework executes; the plan records it. ``work`` is the
+    search effort in reference seconds (deterministic: the same plan at any machine load);
+    ``time_limit`` an optional wall-clock cap on top ([Note: work budget] and [Note: kept
+    budget] in ``solvers.schedule.budget``).
     """
-    time_limit = check_time_limit(time_limit)  # [issue 19] the one check of --time-limit
-    check_objective(objective)  # [issue 19]
-    started = time.perf_counter()  # [issue 19] the budget covers cost tables and every search
+    work = check_work(work)  # the one check of --work and --time-limit
+    time_limit = None if time_limit is None else check_time_limit(time_limit)
+    check_objective(objective)
+    started = time.perf_counter()  # the wall cap covers cost tables and every search
     tgt = get_target(target)
     limit_bytes, limit_mb = _memory_options(memory_gib, memory_limit)  # [issue 4]
     if model is None and profile is not None:  # [issue 4] bring your own costs
@@ -126,22 +134,24 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
         return plan_from_profile(profile, pp=pp, vpp=vpp, microbatches=microbatches,
                                  memory_limit_bytes=limit_bytes, memory_limit_microbatches=limit_mb,
                                  schedule=schedule, partition=partition, placement=placement, seed=seed,
-                                 time_limit=time_limit, objective=objective,
+                                 work=work, time_limit=time_limit, started=started, objective=objective,
                                  deadlines=_deadlines(deadline, pp * (vpp or 1) if pp else 0, microbatches))
     spec = load_model(model or DEFAULT_MODEL)
     if gpus is not None:  # [issue 18] choose tp/pp/vpp/ep/cp/dp/micro-batch for gpus GPUs first
         from planner.planning.degree_plans import plan_for_gpus
 
         base = resolve_cluster(spec, cluster, global_batch=global_batch, seq_len=seq_len,
-                               recompute=recompute, gpu=gpu)
+                               recompute=recompute, gpu=gpu, target=tgt.name)
         rest = dict(pp=pp, vpp=vpp, tp=tp, ep=ep, dp=dp, microbatches=microbatches, memory_gib=memory_gib,
                     partition=partition, schedule=schedule, placement=placement, profile=profile, seed=seed,
                     first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers,
                     memory_limit=memory_limit, deadline=deadline, target=target, objective=objective)
-        return plan_for_gpus(plan, model or DEFAULT_MODEL, spec, base, gpus, time_limit=time_limit, options=rest)
+        return plan_for_gpus(plan, model or DEFAULT_MODEL, spec, base, gpus, work=work, time_limit=time_limit,
+                             started=started, options=rest)
     try:
         cl = resolve_cluster(spec, cluster, pp=pp, vpp=vpp, tp=tp, ep=ep, dp=dp,
-                             global_batch=global_batch, seq_len=seq_len, recompute=recompute, gpu=gpu)
+                             global_batch=global_batch, seq_len=seq_len, recompute=recompute, gpu=gpu,
+                             target=tgt.name)
     except InputError as exc:
         if exc.field == "parallel.pp" and vpp is not None and vpp > 1:
             _vpp_error(spec, pp or resolve_cluster(spec, cluster, tp=tp, ep=ep, dp=dp).parallel.pp, vpp)
@@ -168,7 +178,8 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
                       search_microbatches=auto, batch_per_replica=cl.training.global_batch // p.dp,
                       pins=StagePins(first=first_stage_layers, last=last_stage_layers),
                       memory_limit_bytes=limit, schedule=schedule, partition=partition,
-                      placement=placement, seed=seed, time_limit_s=time_limit, started_s=started, objective=objective,
+                      placement=placement, seed=seed, work_s=work, time_limit_s=time_limit, started_s=started,
+                      objective=objective,
                       model=model_section(spec, table), cluster=cluster_section(cl.with_recompute(mode)),
                       parallel={"tp": p.tp, "ep": p.ep, "dp": p.dp, "cp": p.cp, "etp": p.etp},
                       peak_flops=cl.gpu.peak_flops, num_gpus=cl.num_gpus,

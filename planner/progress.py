@@ -1,8 +1,12 @@
-"""A small progress bar on stderr for long solves and profiles.
+"""Progress on stderr for long solves and profiles: a live bar, or a line per phase.
 
-Drawn only when stderr is a terminal and nothing asked for quiet (``set_quiet(True)``,
-done by ``--quiet``, or the environment variable ``PPPLAN_QUIET=1``); otherwise every
-call is a no-op, so library code may report progress unconditionally::
+On a terminal a bar is redrawn in place. When stderr is not a terminal (a CI log, a
+launcher capturing output) the same progress comes as plain lines: one when a phase
+starts, with the best result so far, one every ``HEARTBEAT_S`` during a long phase, and
+one at the end; nothing at all for a run that ends within ``LINES_AFTER_S`` (a refusal
+stays the one ``error:`` line). Nothing is written when something asked for quiet
+(``set_quiet(True)``, done by ``--quiet``, or the environment variable
+``PPPLAN_QUIET=1``); library code may report progress unconditionally::
 
     with progress("profiling", total=len(layers)) as bar:
         for layer in layers:
@@ -29,12 +33,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-__all__ = ["Progress", "progress", "set_quiet", "enabled", "note", "phase"]
+__all__ = ["Progress", "progress", "set_quiet", "enabled", "lines_enabled", "note", "phase", "LINES_AFTER_S",
+           "HEARTBEAT_S"]
 
 _quiet = False
 _active: list["Progress"] = []
 _WIDTH = 28
 _REDRAW_S = 0.1
+LINES_AFTER_S = 2.0
+"""Off a terminal, no line is written before this many seconds of a bar have passed."""
+HEARTBEAT_S = 30.0
+"""Off a terminal, a phase that lasts longer gets a line this often."""
 
 
 def set_quiet(quiet: bool) -> None:
@@ -43,16 +52,27 @@ def set_quiet(quiet: bool) -> None:
     _quiet = quiet
 
 
-def enabled(stream: TextIO | None = None) -> bool:
-    """Whether bars are drawn: not quiet and the stream (default stderr) is a terminal."""
-    stream = stream or sys.stderr
-    if _quiet or os.environ.get("PPPLAN_QUIET", "") not in ("", "0"):
-        return False
+def _silenced() -> bool:
+    return _quiet or os.environ.get("PPPLAN_QUIET", "") not in ("", "0")
+
+
+def _is_tty(stream: TextIO) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)())
 
 
+def enabled(stream: TextIO | None = None) -> bool:
+    """Whether bars are drawn: not quiet and the stream (default stderr) is a terminal."""
+    return not _silenced() and _is_tty(stream or sys.stderr)
+
+
+def lines_enabled(stream: TextIO | None = None) -> bool:
+    """Whether progress comes as lines: not quiet and the stream is not a terminal."""
+    return not _silenced() and not _is_tty(stream or sys.stderr)
+
+
 class Progress:
-    """One bar: ``label [#####.....]  42%  3.1 s`` redrawn in place."""
+    """One bar: ``label [#####.....]  42%  3.1 s  phase  note`` redrawn in place, or off a
+    terminal ``label: phase (3.1 s; note)`` lines."""
 
     def __init__(self, label: str, total: float | None, *, unit: str = "",
                  stream: TextIO | None = None, active: bool | None = None, clock: bool = False) -> None:
@@ -62,6 +82,10 @@ class Progress:
         self.done = 0.0
         self.stream = stream or sys.stderr
         self.active = enabled(self.stream) if active is None else active
+        self.lines = not self.active and active is None and lines_enabled(self.stream)
+        """Whether this bar writes lines instead (stderr is not a terminal)."""
+        self._written = 0.0
+        """When the last line was written (0: none yet)."""
         self._t0 = time.monotonic()
         self._last = 0.0
         self._lock = threading.Lock()
@@ -81,6 +105,26 @@ class Progress:
         if self.active and now - self._last >= _REDRAW_S:
             self._last = now
             self._draw()
+        elif self.lines and now - (self._written or self._t0) >= HEARTBEAT_S:
+            self._line(self.phase or "working")
+
+    def set_phase(self, name: str) -> None:
+        """Enter phase ``name``; off a terminal, a line says so with the best so far."""
+        if name != self.phase and self.lines:
+            self._line(name)
+        self.phase = name
+
+    def _line(self, what: str) -> None:
+        """One progress line (off a terminal), once the bar has run ``LINES_AFTER_S``."""
+        now = time.monotonic()
+        if now - self._t0 < LINES_AFTER_S:
+            return
+        self._written = now
+        shown = _tail(what, self.note)
+        head, _, rest = shown.partition("  ")
+        with self._lock:
+            self.stream.write(f"{self.label}: {head} ({now - self._t0:.1f} s{'; ' + rest if rest else ''})\n")
+            self.stream.flush()
 
     def render(self) -> str:
         """The bar's current text (without the carriage return)."""
@@ -93,20 +137,31 @@ class Progress:
             bar = f"[{'#' * fill}{'.' * (_WIDTH - fill)}] {share:4.0%}"
         else:
             bar = f"{self.done:.1f}{self.unit}"
-        tail = "".join(f"  {x}" for x in (self.phase, self.note) if x)
-        return f"{self.label} {bar}  {elapsed:.1f} s{tail}"
+        shown = _tail(self.phase, self.note)
+        return f"{self.label} {bar}  {elapsed:.1f} s{'  ' + shown if shown else ''}"
 
     def _draw(self) -> None:
         with self._lock:
             self.stream.write("\r" + self.render() + "\x1b[K")
             self.stream.flush()
 
-    def close(self) -> None:
-        """Draw the final state and end the line."""
+    def close(self, *, finished: bool = True) -> None:
+        """Draw the final state and end the line; off a terminal, a ``done`` line when the
+        work ``finished`` (on an error the error line follows instead)."""
         if self.active:
             self._draw()
             self.stream.write("\n")
             self.stream.flush()
+        elif self.lines and self._written and finished:
+            self._line("done")
+
+
+def _tail(phase: str, note: str) -> str:
+    """Phase, then note, the phase's name once ("screening 1/9, best 1.2 s", not
+    "screening  screening 1/9, best 1.2 s")."""
+    if phase and note.startswith(phase):
+        return note
+    return "  ".join(x for x in (phase, note) if x)
 
 
 @contextmanager
@@ -117,21 +172,23 @@ def progress(label: str, total: float | None = None, *, unit: str = "", clock: b
     _active.append(bar)
     stop = threading.Event()
     ticker = None
-    if clock and bar.active:
+    if clock and (bar.active or bar.lines):
         def tick() -> None:
             while not stop.wait(_REDRAW_S):
                 bar.set(time.monotonic() - bar._t0)
 
         ticker = threading.Thread(target=tick, name="ppplan-progress", daemon=True)
         ticker.start()
+    finished = False
     try:
         yield bar
+        finished = True
     finally:
         stop.set()
         _active.remove(bar)
         if ticker is not None:
             ticker.join()
-        bar.close()
+        bar.close(finished=finished)
 
 
 def note(text: str) -> None:
@@ -145,4 +202,4 @@ def phase(name: str) -> None:
     """Show the current phase (e.g. ``screening``) after the innermost open bar; a no-op
     when no bar is open."""
     if _active:
-        _active[-1].phase = name
+        _active[-1].set_phase(name)

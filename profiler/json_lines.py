@@ -3,11 +3,11 @@ Megatron's tokens-per-expert logs share this reader)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Iterator
 
 from planner.core.errors import InputError
+from planner.core.reader import parse_json_record
 
 __all__ = ["json_records"]
 
@@ -20,10 +20,7 @@ def json_records(path: Path, text: str, *, fix: str, fields: str) -> Iterator[tu
         if not line.strip():
             continue
         where = f"{path}:{lineno}"
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(where, f"not valid JSON ({exc.msg})", fix) from None
+        rec = parse_json_record(line, where=where, fix=fix)
         if not isinstance(rec, dict):
             raise InputError(where, f"expected a JSON object with {fields}")
         yield lineno, where, rec

@@ -57,6 +57,11 @@ class WorkerConfig:
     """Collective timeout."""
     moe_capacity: CapacityMode | None = None
     """Megatron's capacity mode of the MoE layers (None: dropless)."""
+    modules: str = "native"
+    """Where the layer modules come from: native (``profiler.layers``) or transformers
+    (``profiler.hf``)."""
+    raw_config: dict[str, Any] | None = None
+    """The model's config.json, parsed (needed when ``modules`` is transformers)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,8 +144,7 @@ def measure_types(cfg: WorkerConfig, device: torch.device, group: Any, report: C
     reps = representatives(cfg.model)
     mods, inputs, losses, timings = {}, {}, {}, {}
     for t, layer in reps.items():
-        mods[t] = build_layer(cfg.model, layer, scale=cfg.scale, ep_group=group, seed=cfg.seed,
-                              moe_capacity=cfg.moe_capacity).to(device)
+        mods[t] = _build(cfg, layer, group).to(device)
         inputs[t] = layer_input(cfg.model, layer, scale=cfg.scale, batch=cfg.micro_batch,
                                 seq_len=cfg.seq_len, seed=cfg.seed + 7 * rank, device=device)
         vocab = mods[t].lm_head.out_features if layer.role == "head" else 0
@@ -158,6 +162,16 @@ def measure_types(cfg: WorkerConfig, device: torch.device, group: Any, report: C
                                                loss_a=losses[ta], loss_b=losses[tb], seed=cfg.seed)
                 report(f"pair {ta} / {tb}")
     return timings, pairs, BuiltTypes(modules=mods, inputs=inputs, losses=losses)
+
+
+def _build(cfg: WorkerConfig, layer: LayerSpec, group: Any) -> torch.nn.Module:
+    if cfg.modules == "transformers":
+        from profiler.hf import build_hf_layer
+
+        return build_hf_layer(cfg.model, layer, raw=cfg.raw_config, scale=cfg.scale, ep_group=group,
+                              seed=cfg.seed)
+    return build_layer(cfg.model, layer, scale=cfg.scale, ep_group=group, seed=cfg.seed,
+                       moe_capacity=cfg.moe_capacity)
 
 
 def _measure(rank: int, cfg: WorkerConfig, device: torch.device, group: Any,

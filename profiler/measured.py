@@ -35,12 +35,13 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Any, Callable
 
 from planner.core.costs import CostTable, LayerCost, P2PCost
 from planner.core.errors import InputError
 from planner.core.layer_math import layer_forward_flops
 from planner.core.model import LayerSpec, ModelSpec
+from profiler.cpu_peak import measure_cpu_peak
 from profiler.layers import scaled_model
 from profiler.layers.moe_capacity import CapacityMode, capacity_mode, describe
 from profiler.measure import LayerTiming
@@ -92,6 +93,11 @@ class ProfileRequest:
     """Megatron's ``--moe-pad-expert-input-to-capacity``: fixed-size expert buffers."""
     moe_token_drop_policy: str = "probs"
     """Megatron's ``--moe-token-drop-policy``: probs or position."""
+    modules: str = "native"
+    """Layer modules measured: native (``profiler.layers``) or transformers (the family's
+    own classes, ``profiler.hf``)."""
+    model_config: dict[str, Any] | None = None
+    """The model's parsed config.json for transformers modules (None: the shipped file)."""
 
     def moe_capacity(self) -> CapacityMode | None:
         """The MoE layers' capacity mode; ``InputError`` naming the flag on a bad value."""
@@ -121,6 +127,10 @@ def check_request(model: ModelSpec, req: ProfileRequest) -> None:
                              "pick an expert-parallel size that divides the expert count"
                              + (" or change --scale" if m is spec else ""))
     req.moe_capacity()
+    if req.modules != "native":
+        from profiler.hf import check_source
+
+        check_source(model, req.model_config, modules=req.modules, capacity=req.moe_capacity())
     if req.seq_len < 1 or req.micro_batch < 1 or req.repeats < 1 or req.warmup < 0:
         raise InputError("--seq-len/--micro-batch/--repeats", "must be positive")
 
@@ -160,12 +170,35 @@ def measured_costs(model: ModelSpec, req: ProfileRequest, *,
     cfg = WorkerConfig(model=model, scale=req.scale, ep=req.ep, device=req.device, seq_len=req.seq_len,
                        micro_batch=req.micro_batch, warmup=req.warmup, repeats=req.repeats,
                        seed=req.seed, threads=threads, timeout_s=req.timeout_s,
-                       moe_capacity=req.moe_capacity())
+                       moe_capacity=req.moe_capacity(), modules=req.modules, raw_config=_raw(model, req))
+    # measured before the profiling processes start, the machine then as idle as this run finds it
+    peak = measure_cpu_peak(threads) if req.device == "cpu" else None
     result = launch(cfg, world, timeout_s=req.timeout_s, progress=report)
     table = assemble(model, req, result, _capacity_imbalance(imbalance, req.moe_capacity()))
     meta = dict(table.meta, routing=source, wall_s=round(time.monotonic() - t0, 3), processes=world)
+    if peak is not None:
+        meta["cpu_peak"] = peak  # the replay's MFU denominator (profiler.cpu_peak)
     meta["profiler"] = dict(meta["profiler"], threads=threads)
+    meta["modules"] = _sources(model, req, cfg.raw_config)
     return replace(table, meta=meta)
+
+
+def _raw(model: ModelSpec, req: ProfileRequest) -> dict[str, Any] | None:
+    if req.modules == "native":
+        return None
+    from profiler.hf.config import raw_config
+
+    return req.model_config or raw_config(model)
+
+
+def _sources(model: ModelSpec, req: ProfileRequest, raw: dict[str, Any] | None) -> dict[str, object]:
+    """Which library, version and class each layer type was measured with."""
+    from profiler.hf import layer_source
+    from profiler.measure_worker import representatives
+
+    return {"source": req.modules,
+            "layers": {t: layer_source(model, layer, raw=raw, modules=req.modules, scale=req.scale)
+                       for t, layer in representatives(model).items()}}
 
 
 def default_threads(device: str, ep: int) -> int:

@@ -56,7 +56,9 @@ from pathlib import Path
 from typing import Any
 
 from planner.core.errors import InputError
+from planner.core.limits import MAX_TOKEN_COUNT
 from planner.core.model import ModelSpec
+from planner.core.reader import MAX_TRACE_BYTES, read_input_text
 from profiler.json_lines import json_records
 
 __all__ = ["RankCoords", "TpeLayout", "TpeKey", "read_megatron", "rank_files", "is_megatron_log",
@@ -182,10 +184,7 @@ def read_megatron(paths: list[str | Path], model: ModelSpec, layout: TpeLayout) 
 
 
 def _read_rank(path: Path, pp: int, model: ModelSpec, layout: TpeLayout) -> dict[int, dict[TpeKey, _Rec]]:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(str(path), f"cannot read: {exc.strerror or exc}", "check the path") from None
+    text = read_input_text(path, what="routing trace", limit=MAX_TRACE_BYTES)
     out: dict[int, dict[TpeKey, _Rec]] = {}
     last = -1
     for lineno, where, rec in json_records(path, text, fix="one JSON object per line",
@@ -264,8 +263,10 @@ def _split_rows(tpe: Any, chunks: tuple[tuple[int, int], ...], layout: TpeLayout
             raise InputError(f"{where}: tpe", f"a row has {len(row)} counts, the rank holds {n} local experts",
                              f"pass the plan of the run (experts / EP = {n})")
         for x in row:
-            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
-                raise InputError(f"{where}: tpe", f"{x!r} is not a token count >= 0")
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or not \
+                    0 <= x <= MAX_TOKEN_COUNT:
+                raise InputError(f"{where}: tpe", f"{x!r:.40} is not a token count in 0..{MAX_TOKEN_COUNT:g}",
+                                 "give the counts the router logged")
     m, rows = layout.microbatches, len(tpe)
     if len(chunks) == 1:
         if rows not in (m, 2 * m):

@@ -45,7 +45,6 @@ the summed counts would understate it):
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -53,7 +52,9 @@ from pathlib import Path
 from typing import Any
 
 from planner.core.errors import InputError
+from planner.core.limits import MAX_TOKEN_COUNT
 from planner.core.model import ModelSpec
+from planner.core.reader import MAX_TRACE_BYTES, parse_json, read_input_text
 from profiler.json_lines import json_records
 from profiler.megatron_tpe import TpeLayout, is_megatron_log, read_megatron
 
@@ -151,16 +152,10 @@ def routing_format(paths: list[str | Path], fmt: str = "auto") -> str:
 
 
 def _read_file(path: Path, model: ModelSpec, ep: int, records: _Records, kind: str) -> None:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(str(path), f"cannot read: {exc.strerror or exc}", "check the path") from None
+    text = read_input_text(path, what="routing trace", limit=MAX_TRACE_BYTES)
     if not text.strip():
         raise InputError(f"{path}:1", "empty trace", "pass a tokens-per-expert log with records")
-    try:
-        whole = json.loads(text)
-    except json.JSONDecodeError:
-        whole = None
+    whole = _whole_json(path, text)
     plain = isinstance(whole, dict) and "layers" in whole
     if kind == "json" and not plain:
         raise InputError(f"{path}:1", "not a {\"layers\": ...} JSON object",
@@ -169,6 +164,15 @@ def _read_file(path: Path, model: ModelSpec, ep: int, records: _Records, kind: s
         _read_plain(path, text, whole, model, ep, records)
     else:
         _read_lines(path, text, model, ep, records)
+
+
+def _whole_json(path: Path, text: str) -> Any:
+    """The file parsed as one JSON document, or None (JSON lines are not one; each line is
+    then read, and refused, on its own)."""
+    try:
+        return parse_json(text, what="routing trace", source=str(path))
+    except InputError:
+        return None
 
 
 def _read_lines(path: Path, text: str, model: ModelSpec, ep: int, records: _Records) -> None:
@@ -253,6 +257,9 @@ def _expert_counts(tpe: Any, model: ModelSpec, ep: int, where: str) -> list[floa
                 raise InputError(f"{where}: tpe", f"{x!r} is not a number")
             if x < 0:
                 raise InputError(f"{where}: tpe", f"negative token count {x}", "counts must be >= 0")
+            if x > MAX_TOKEN_COUNT:
+                raise InputError(f"{where}: tpe", f"token count {x:.3g} is above the planner's limit of "
+                                 f"{MAX_TOKEN_COUNT:g}", "give the counts the router logged")
     rows, cols = len(tpe), len(tpe[0])
     if any(len(r) != cols for r in tpe):
         raise InputError(f"{where}: tpe", "rows have different lengths")

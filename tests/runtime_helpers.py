@@ -3,8 +3,9 @@
 ``run_cases`` (spawned, one call per rank) builds a small Qwen3-Next slice (embedding,
 gated-linear-attention MoE, full-attention MoE, MTP, head) at reduced width, runs each
 case's schedule once sequentially (torch's own loop) and once with
-``planner.runtime.attach``, and writes losses and gradients for the test to compare
-with a single-process reference (``reference``).
+``planner.runtime.attach``, and writes losses, gradients and (fused run) each pair's
+overlap trace (``planner.runtime.trace``) for the test to compare with a
+single-process reference (``reference``).
 """
 
 from __future__ import annotations
@@ -107,8 +108,9 @@ def _one_step(case: dict, pp_rank: int, pp_group: Any, ep_group: Any, ep_rank: i
             stages.append(PipelineStage(mods[-1], s, len(ranks), torch.device("cpu"), group=pp_group))
     rt = _PipelineScheduleRuntime(stages, MICROBATCHES, loss_fn=loss_fn, scale_grads=True)
     rt._prepare_schedule_with_comms(_actions(schedule))
+    traces: list = []
     if fused:
-        attach(rt, timeout_s=60)
+        attach(rt, timeout_s=60, traces=traces)
     ids, target = batch(ep_rank)
     losses: list = []
     args = (ids,) if ranks[0] == pp_rank else ()
@@ -117,7 +119,7 @@ def _one_step(case: dict, pp_rank: int, pp_group: Any, ep_group: Any, ep_rank: i
              if p.grad is not None}
     if ep_group is not None and not hasattr(ep_group, "seconds"):
         _sync_data_parallel(mods, ep_group, grads)
-    return [float(x.detach()) for x in losses], grads
+    return [float(x.detach()) for x in losses], grads, [t.to_rows() for t in traces]
 
 
 def _sync_data_parallel(mods: list, ep_group: Any, grads: dict[str, torch.Tensor]) -> None:

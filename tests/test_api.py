@@ -30,7 +30,7 @@ def test_plan_mirrors_the_cli_and_returns_a_launch_plan(tmp_path):
     from planner.api import plan as api_plan
 
     assert inspect.signature(plan) == inspect.signature(api_plan)
-    p = plan("llama3-8b", pp=2, microbatches=4, schedule="1f1b", time_limit=2)
+    p = plan("llama3-8b", pp=2, microbatches=4, schedule="1f1b", work=2)
     assert isinstance(p, LaunchPlan) and isinstance(p, Plan)
     assert p.stage_layers(0) == [p.bounds()[0]]
     assert [str(a) for a in p.actions(1)] == p.schedule["1"]

@@ -64,7 +64,7 @@ def test_cli_quiet_prints_nothing(tmp_path, capsys):
     from planner.cli.common import run_guarded
 
     out = tmp_path / "plan.json"
-    code = run_guarded(cli, ["plan", "llama3-8b", "--pp", "2", "--microbatches", "4", "--time-limit", "2",
+    code = run_guarded(cli, ["plan", "llama3-8b", "--pp", "2", "--microbatches", "4", "--work", "2",
                              "--out", str(out), "--quiet"])
     captured = capsys.readouterr()
     assert code == 0 and captured.out == "" and captured.err == "" and out.exists()

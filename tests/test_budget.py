@@ -1,4 +1,5 @@
-"""Kept --time-limit (issue 19): refused limits, phase deadlines, the budget record, the bar."""
+"""Search budgets: --work (deterministic) and the --time-limit wall cap: refused values, phase
+deadlines, the budget record, the summary's warning, the bar."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from planner.api import plan
 from planner.core.errors import InputError
 from planner.simulation import validate_plan
 from planner.planning import PlanRequest, make_plan
-from solvers.schedule.budget import PHASE_SHARES, WallBudget, check_time_limit
+from planner.cli.summary import plan_summary
+from solvers.schedule.budget import ACTIONS_PER_WORK_S, PHASE_SHARES, WallBudget, check_time_limit
 from test_joint import _moe_table
 
 
@@ -24,6 +26,8 @@ def test_unusable_time_limits_are_refused_naming_the_option(bad):
         check_time_limit(bad)
     with pytest.raises(InputError, match="--time-limit"):
         plan("llama3-8b", time_limit=bad)
+    with pytest.raises(InputError, match="--work"):
+        plan("llama3-8b", work=bad)
 
 
 def test_phase_deadlines_are_shares_of_the_limit_and_cuts_are_recorded():
@@ -39,7 +43,7 @@ def test_phase_deadlines_are_shares_of_the_limit_and_cuts_are_recorded():
 
 
 def test_an_exhausted_budget_still_gives_a_valid_plan_and_says_so():
-    req = PlanRequest(pp=4, microbatches=8, memory_limit_bytes=None, time_limit_s=0.2)
+    req = PlanRequest(pp=4, microbatches=8, memory_limit_bytes=None, work_s=0.2)
     p = make_plan(_moe_table(), req, budget=WallBudget(1e-6))
     assert p.solver["budget"]["bound"] is True
     assert p.solver["budget"]["cut_phases"][0] == "screen"
@@ -50,8 +54,8 @@ def test_an_exhausted_budget_still_gives_a_valid_plan_and_says_so():
 
 
 def test_unbound_budget_keeps_the_plan_reproducible():
-    req = PlanRequest(pp=4, microbatches=8, memory_limit_bytes=None, time_limit_s=0.2)
-    a = make_plan(_moe_table(), req, budget=WallBudget(3600.0)).to_dict()
+    req = PlanRequest(pp=4, microbatches=8, memory_limit_bytes=None, work_s=0.2)
+    a = make_plan(_moe_table(), req, budget=WallBudget(3600.0, work_actions=req.work_s * ACTIONS_PER_WORK_S)).to_dict()
     b = make_plan(_moe_table(), req).to_dict()  # library call: no wall budget at all
     assert a["solver"]["budget"]["bound"] is False and b["solver"]["budget"]["time_limit_s"] is None
     for d in (a, b):
@@ -59,13 +63,17 @@ def test_unbound_budget_keeps_the_plan_reproducible():
     assert without_wall_s(a) == without_wall_s(b)
 
 
-def test_front_door_budget_covers_the_whole_call():
-    t0 = time.perf_counter()
-    p = plan("qwen3-30b-a3b", pp=4, time_limit=0.5)
-    wall = time.perf_counter() - t0
-    assert p.solver["budget"]["time_limit_s"] == 0.5
-    assert wall <= 1.2 * 0.5 + 2.0
-    assert p.solver["budget"]["bound"] == bool(p.solver["budget"]["cut_phases"])
+def test_a_cap_that_fires_opens_the_summary_and_no_cap_is_the_library_search():
+    capped = plan("llama3-8b", pp=2, schedule="1f1b", work=0.5, time_limit=1e-3)  # fires in every phase
+    budget = capped.solver["budget"]
+    assert budget["time_limit_s"] == 1e-3 and budget["work"] == 0.5 and budget["bound"] and budget["cut_phases"]
+    assert validate_plan(capped) == []
+    first = plan_summary(capped).splitlines()[0]
+    assert first.startswith("warning: the --time-limit 0.001 s wall-clock cap cut the search in ")
+    assert all(phase in first for phase in budget["cut_phases"])
+    free = plan("llama3-8b", pp=2, schedule="1f1b", work=0.5)  # no cap: nothing read off a clock
+    assert free.solver["budget"]["time_limit_s"] is None and not free.solver["budget"]["bound"]
+    assert not plan_summary(free).startswith("warning")
 
 
 class _Tty(io.StringIO):

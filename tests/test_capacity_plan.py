@@ -76,7 +76,7 @@ def test_plan_records_the_mode_only_when_set_and_exports_and_replays_it(tmp_path
     data = yaml.safe_load((CLUSTERS_DIR / f"{MODEL}.yaml").read_text())
     data["training"].update(moe_expert_capacity_factor=1.25, moe_pad_expert_input_to_capacity=True)
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(data))
-    p = plan(MODEL, cluster=tmp_path / "c.yaml", target="megatron", time_limit=1.0)
+    p = plan(MODEL, cluster=tmp_path / "c.yaml", target="megatron", work=1.0)
     train = p.cluster["training"]
     assert train["moe_expert_capacity_factor"] == 1.25 and train["moe_pad_expert_input_to_capacity"] is True
     args = megatron_args(p).args
@@ -93,7 +93,7 @@ def test_targets_without_a_capacity_mode_refuse_it(tmp_path, target):
     data["training"].update(moe_expert_capacity_factor=1.25)
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(data))
     with pytest.raises(InputError, match="does not run Megatron's MoE capacity mode") as err:
-        plan(MODEL, cluster=tmp_path / "c.yaml", target=target, time_limit=1.0)
+        plan(MODEL, cluster=tmp_path / "c.yaml", target=target, work=1.0)
     assert err.value.field == "training.moe_expert_capacity_factor"
 
 
@@ -107,7 +107,7 @@ def test_megatron_core_accepts_the_exported_capacity_flags(tmp_path):
     data = yaml.safe_load((CLUSTERS_DIR / f"{MODEL}.yaml").read_text())
     data["training"].update(moe_expert_capacity_factor=1.25, moe_pad_expert_input_to_capacity=True)
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(data))
-    p = plan(MODEL, cluster=tmp_path / "c.yaml", target="megatron", time_limit=1.0)
+    p = plan(MODEL, cluster=tmp_path / "c.yaml", target="megatron", work=1.0)
     flags = _flags(megatron_args(p).args)
     config = _transformer_config(MODEL, flags, p.num_stages // p.pp)  # Megatron-Core's own checks
     assert config.moe_expert_capacity_factor == 1.25 and config.moe_pad_expert_input_to_capacity

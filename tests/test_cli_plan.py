@@ -16,7 +16,7 @@ from plan_helpers import without_wall_s
 def test_plan_each_shipped_model_with_defaults(ppplan, tmp_path, model):
     result = ppplan("plan", model)
     assert result.code == 0, result.err
-    assert result.err == ""
+    assert all(line.startswith(f"planning {model} ") for line in result.err.splitlines()), result.err  # progress only
     assert "wrote plan.json" in result.out and "predicted step" in result.out
     data = json.loads((tmp_path / "plan.json").read_text())
     assert data["model"]["name"] == model
@@ -50,11 +50,7 @@ def test_same_inputs_same_plan(ppplan, tmp_path):
     second = ppplan("plan", "qwen3-30b-a3b", "--out", "b.json", "--json")
     assert first.code == second.code == 0
     a, b = (without_wall_s(json.loads((tmp_path / f).read_text())) for f in ("a.json", "b.json"))
-    if a["solver"].get("budget", {}).get("bound") or b["solver"].get("budget", {}).get("bound"):
-        pytest.skip("the wall-clock --time-limit cut the search on this machine: the plan depends on its speed")
-    for d in (a, b):
-        d["solver"].pop("budget", None)
-    assert a == b
+    assert a == b  # the whole plan, search trace and budget record included (timings aside)
     assert json.loads(first.out)["schedule"] == a["schedule"]
 
 

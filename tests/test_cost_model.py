@@ -169,7 +169,7 @@ def test_new_training_fields_reject_bad_values_in_one_line(field, value, message
 def test_plan_records_dp_traffic_and_optimizer_beside_the_schedule():
     from planner.api import plan
 
-    p = plan("llama3-8b", pp=2, time_limit=1.0)
+    p = plan("llama3-8b", pp=2, work=1.0)
     pred = p.predicted
     assert pred["optimizer_s"] > 0 and pred["dp_exposed_s"] >= 0
     assert pred["optimizer_step_time_s"] == pytest.approx(pred["step_time_s"] + pred["dp_exposed_s"]

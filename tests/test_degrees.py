@@ -38,7 +38,7 @@ def test_too_few_gpus_is_one_clear_error():
 
 
 def test_plan_with_gpus_plans_the_best_fully_and_records_the_table():
-    p = plan("llama3-8b", gpus=8, time_limit=2.0)
+    p = plan("llama3-8b", gpus=8, work=2.0)
     section = p.solver["degrees"]
     assert section["gpus"] == 8 and len(section["table"]) >= 2
     planned = [x for x in section["fully_planned"] if x["step_time_s"] is not None]

@@ -77,7 +77,7 @@ def test_a_cut_draw_holds_the_fused_greedy_and_a_complete_one_keeps_canonical_or
     costs = _v_costs()
     budget = [8 << 20] * costs.num_ranks
     clear_memo()
-    cut = simulated(costs, 16, budget, {}, list(SCHEDULES), True, wall=_After(2))
+    cut = simulated(costs, 16, budget, {}, list(SCHEDULES), True, wall=_After(2), have_valid=True)
     assert [c[0] for c in cut][1] == "greedy-fused" and len(cut) == 2
     full = simulated(costs, 16, budget, {}, list(SCHEDULES), True)
     names = [c[0] for c in full]

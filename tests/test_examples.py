@@ -53,7 +53,7 @@ def test_torch_pipelining_runs_plans_with_gloo(tmp_path):
     from planner import plan
 
     plans = {
-        "default": plan("llama3-8b", pp=2, microbatches=4, schedule="1f1b", time_limit=2),
+        "default": plan("llama3-8b", pp=2, microbatches=4, schedule="1f1b", work=2),
         "vpp2": case_plan("vpp2"),
         "v": case_plan("v"),
         "custom": case_plan("custom"),

@@ -76,7 +76,8 @@ def test_torchtitan_interleaved_zero_bubble_for_split_w_with_vpp():
 
 @pytest.mark.parametrize("name, match", [
     ("fused", r"OVERLAP_F_B pairs, which torchtitan's CSV runtime runs one after the other"),
-    ("mtp", r"layer 49 is an MTP layer and torchtitan models have no MTP module"),
+    ("mtp", r"layer 49 is an MTP layer and torchtitan runs MTP only without pipeline parallelism"
+            r".*num_nextn_predict_layers"),
     ("custom", r"stage-to-rank map \[1, 0\] is neither loop nor V"),
     ("fused_pp1_split", r"pp is 1: torchtitan builds no pipeline stages"),
 ])
@@ -110,7 +111,7 @@ def _assigned(source: str) -> dict:
     import ast
 
     return {node.targets[0].id: ast.literal_eval(node.value) for node in ast.parse(source).body
-            if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Dict, ast.Constant))}
+            if isinstance(node, ast.Assign) and isinstance(node.value, (ast.List, ast.Constant))}
 
 
 def test_torchtitan_files_and_config(tmp_path):
@@ -119,12 +120,19 @@ def test_torchtitan_files_and_config(tmp_path):
     module_path, csv_path = list(out.files)
     assert csv_path == str(tmp_path / "tt.csv")
     assert out.files[csv_path] == plan.torch_csv()
-    cfg = {k.lower(): v for k, v in _assigned(out.files[module_path]).items()}
-    par = cfg["parallelism"]
-    assert par["pipeline_parallel_schedule"] == "ZBVZeroBubble"
-    assert par["pipeline_parallel_schedule_csv"] == csv_path
-    assert par["pipeline_parallel_degree"] == 2
-    assert par["module_fqns_per_model_part"] == module_fqns(plan)
-    assert cfg["training"]["local_batch_size"] == plan.num_microbatches * plan.microbatches["size"]
-    assert "--parallelism.pipeline_parallel_schedule" in out.summary["overrides"]
-    assert cfg["activation_checkpoint"] == out.summary["activation_checkpoint"]
+    cfg = _assigned(out.files[module_path])
+    assert cfg["STAGE_MODULES"] == module_fqns(plan)
+    size = plan.microbatches["size"]
+    for form, batch in (("0.3", {"pipeline_parallel_microbatch_size": size}),
+                        ("main", {"num_pp_microbatches": plan.num_microbatches})):
+        par = out.summary["fields"][form]["parallelism"]
+        assert par["pipeline_parallel_schedule"] == "ZBVZeroBubble"
+        assert par["pipeline_parallel_schedule_csv"] == csv_path
+        assert par["pipeline_parallel_degree"] == 2
+        assert par["module_fqns_per_model_part"] == module_fqns(plan)
+        assert {k: par[k] for k in batch} == batch
+        assert out.summary["fields"][form]["training"]["disable_cuda_graphs"] is True
+        assert "--training.disable_cuda_graphs" in out.summary["overrides"][form]
+    assert out.summary["fields"]["0.3"]["training"]["local_batch_size"] == plan.num_microbatches * size
+    assert "--parallelism.pipeline_parallel_schedule" in out.summary["overrides"]["0.3"]
+    assert cfg["ACTIVATION_CHECKPOINT"] == out.summary["activation_checkpoint"]

@@ -109,7 +109,7 @@ def test_planner_picks_full_backwards_when_they_are_cheaper(tmp_path):
     chosen = {}
     for label, t in (("split", table), ("full", _with_b(table, 0.6))):
         save_costs(t, tmp_path / f"{label}.json")
-        p = plan(profile=tmp_path / f"{label}.json", pp=4, microbatches=8, time_limit=2)
+        p = plan(profile=tmp_path / f"{label}.json", pp=4, microbatches=8, work=2)
         kinds = {a.kind for acts in p.parsed_schedule().values() for a in acts for a in a.parts}
         chosen[label] = (kinds, p.predicted["step_time_s"])
     assert ActionKind.I in chosen["split"][0] and ActionKind.B not in chosen["split"][0]

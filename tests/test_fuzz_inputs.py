@@ -39,7 +39,7 @@ MUTATIONS = ("type", "sign", "nan", "inf", "huge", "zero", "drop", "extra", "tru
 _WRONG_TYPES = ("text", [], {}, True, None, 1.5, [1, 2])
 _SEEN: dict[tuple[str, str, str], set] = {}
 """(verb, input type, fuzzed|met) -> the distinct mutations (Hypothesis replays some while shrinking)."""
-_FAST_PLAN = ["--schedule", "1f1b", "--recompute", "none", "--time-limit", "0.2", "--quiet"]
+_FAST_PLAN = ["--schedule", "1f1b", "--recompute", "none", "--work", "0.2", "--quiet"]
 
 
 def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
@@ -98,7 +98,7 @@ def bases(tmp_path_factory) -> dict[str, tuple[Any, str, str]]:
         "config": (json.loads((MODELS_DIR / "llama3-8b.json").read_text()), "json", "config.json"),
         "cluster": (yaml.safe_load((CLUSTERS_DIR / "llama3-8b.yaml").read_text()), "yaml", "cluster.yaml"),
         "costs": (costs, "json", "costs.json"),
-        "plan": (plan(time_limit=0.5).to_dict(), "json", "plan.json"),
+        "plan": (plan(work=0.5).to_dict(), "json", "plan.json"),
         "trace": (json.loads((ROUTING / "start.json").read_text()), "json", "trace.json"),
     }
 

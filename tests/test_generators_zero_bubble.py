@@ -21,7 +21,8 @@ SHAPES = [  # (name, pp, vpp, microbatches, placement)
       for pp, m in ((2, 3), (4, 8), (4, 5), (6, 13))],
     *[(n, pp, vpp, m, "loop") for n in ("interleaved", "interleaved-overlap")
       for pp, vpp, m in ((2, 2, 4), (4, 2, 8), (3, 3, 9), (4, 2, 4))],
-    *[(n, pp, 2, m, "v") for n in ("zbv", "dualpipev") for pp, m in ((2, 4), (4, 8), (4, 5), (3, 10))],
+    *[(n, pp, 2, m, "v") for n in ("zbv", "dualpipev-list") for pp, m in ((2, 4), (4, 8), (4, 5), (3, 10))],
+    *[("dualpipev", pp, 2, m, "v") for pp, m in ((2, 4), (4, 8), (4, 11), (3, 10))],  # DeepSeek's needs M >= 2 pp
 ]
 
 
@@ -112,4 +113,4 @@ def test_fill_w_reports_an_order_that_cannot_fit():
 
 
 def test_registry_lists_every_family():
-    assert {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zbv", "dualpipev"} <= set(SCHEDULES)
+    assert {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zbv", "dualpipev", "dualpipev-list"} <= set(SCHEDULES)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
 from plan_helpers import without_wall_s
-from planner.api import plan
 from planner.core.costs import CostTable, LayerCost
 from planner.planning import PlanRequest, make_plan
 from solvers.schedule.generators import one_f_one_b
@@ -31,7 +29,7 @@ def _moe_table() -> CostTable:
 
 
 def _req(**kw) -> PlanRequest:
-    base = dict(pp=4, microbatches=8, memory_limit_bytes=None, time_limit_s=0.2)
+    base = dict(pp=4, microbatches=8, memory_limit_bytes=None, work_s=0.2)
     return PlanRequest(**{**base, **kw})
 
 
@@ -72,14 +70,3 @@ def test_alternate_never_increases_step_time():
     assert res.step_time <= start
     assert res.history and all(h["step_time_s"] <= start for h in res.history)
     assert simulate(res.schedule, stage_costs(table, res.bounds, ranks)).step_time == pytest.approx(res.step_time)
-
-
-@pytest.mark.slow
-def test_time_limit_caps_the_default_search():
-    t0 = time.perf_counter()
-    p = plan("qwen3-next-80b-a3b", time_limit=2.0)
-    wall = time.perf_counter() - t0
-    # screening is bounded by counts, refinement stops at 80% of the limit and CP-SAT
-    # polish gets at most the limit: a small multiple of the limit plus fixed set-up
-    assert wall < 2.0 * 6 + 10, wall
-    assert p.solver["wall_s"] <= wall

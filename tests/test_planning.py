@@ -62,7 +62,7 @@ def test_partition_serial_reproduces_the_serial_baseline():
 
 
 def test_same_request_same_plan():
-    kw = dict(pp=4, vpp=2, microbatches=8, dp=16, seed=1, schedule="interleaved", time_limit=2.0)
+    kw = dict(pp=4, vpp=2, microbatches=8, dp=16, seed=1, schedule="interleaved", work=2.0)
     a, b = plan("qwen3-235b-a22b", **kw), plan("qwen3-235b-a22b", **kw)
     assert a.stages == b.stages and a.schedule == b.schedule
 

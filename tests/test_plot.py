@@ -27,7 +27,7 @@ def test_render_png_writes_a_picture(name, tmp_path):
 
 def test_plan_png_option(tmp_path, capsys):
     png, out = tmp_path / "p.png", tmp_path / "p.json"
-    code = run_guarded(cli, ["plan", "llama3-8b", "--pp", "2", "--microbatches", "4", "--time-limit", "2",
+    code = run_guarded(cli, ["plan", "llama3-8b", "--pp", "2", "--microbatches", "4", "--work", "2",
                              "--out", str(out), "--png", str(png), "--quiet"])
     captured = capsys.readouterr()
     assert code == 0, captured.err

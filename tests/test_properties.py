@@ -181,7 +181,7 @@ def cost_tables(draw) -> CostTable:
 def test_make_plan_on_random_tables(table, pp, vpp, per_rank):
     assume(pp * vpp <= table.num_layers)
     m = pp * per_rank
-    plan = make_plan(table, PlanRequest(pp=pp, vpp=vpp, microbatches=m, time_limit_s=0.1))
+    plan = make_plan(table, PlanRequest(pp=pp, vpp=vpp, microbatches=m, work_s=0.1))
     assert validate_plan(plan) == []
     costs = plan.parsed_stage_costs()
     step = simulate(plan.parsed_schedule(), costs).step_time

@@ -20,7 +20,7 @@ def _table(act: int, f_extra: float) -> CostTable:
 
 
 def _req(mode: str, limit: int | None) -> PlanRequest:
-    return PlanRequest(pp=2, microbatches=8, memory_limit_bytes=limit, time_limit_s=0.2,
+    return PlanRequest(pp=2, microbatches=8, memory_limit_bytes=limit, work_s=0.2,
                        cluster={"training": {"recompute": mode}})
 
 
@@ -42,10 +42,10 @@ def test_recomputation_wins_when_memory_binds():
 
 @pytest.mark.slow
 def test_auto_is_never_slower_than_a_fixed_mode():
-    auto = plan("llama3-8b", pp=4, time_limit=1.0)
+    auto = plan("llama3-8b", pp=4, work=1.0)
     assert auto.cluster["training"]["recompute"] in RECOMPUTE_MODES
     for mode in RECOMPUTE_MODES:
-        fixed = plan("llama3-8b", pp=4, time_limit=1.0, recompute=mode)
+        fixed = plan("llama3-8b", pp=4, work=1.0, recompute=mode)
         assert fixed.cluster["training"]["recompute"] == mode
         assert auto.predicted["step_time_s"] <= fixed.predicted["step_time_s"] * (1 + 1e-9)
 
@@ -60,7 +60,7 @@ def test_a_profile_is_planned_with_its_own_mode(tmp_path):
     cl = load_cluster(default_cluster_path("llama3-8b")).with_recompute("selective")
     path = tmp_path / "costs.json"
     save_costs(analytical_costs(spec, cl), path)
-    p = plan("llama3-8b", profile=path, pp=2, schedule="1f1b", time_limit=0.5)
+    p = plan("llama3-8b", profile=path, pp=2, schedule="1f1b", work=0.5)
     assert p.cluster["training"]["recompute"] == "selective"
     with pytest.raises(InputError, match=r"--recompute: full given but the profile was measured with selective"):
         plan("llama3-8b", profile=path, pp=2, recompute="full")

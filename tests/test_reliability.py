@@ -41,7 +41,7 @@ def good(tmp_path_factory) -> dict:
     from profiler.analytical import analytical_costs
 
     spec = load_model("llama3-8b")
-    return {"plan": plan("llama3-8b", time_limit=1.0).to_dict(),
+    return {"plan": plan("llama3-8b", work=1.0).to_dict(),
             "profile": costs_to_dict(analytical_costs(spec, resolve_cluster(spec, None).with_recompute("none")))}
 
 
@@ -101,7 +101,7 @@ def test_stage_microbatch_guard():
 
 
 def test_microbatches_make_the_batch_consistent(ppplan, tmp_path):
-    assert ppplan("plan", "llama3-8b", "--microbatches", "8", "--time-limit", "1", "--quiet").code == 0
+    assert ppplan("plan", "llama3-8b", "--microbatches", "8", "--work", "1", "--quiet").code == 0
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert (plan["microbatches"]["count"], plan["microbatches"]["size"]) == (8, 4)  # 8 x 4 x dp 4 = 128
 
@@ -153,14 +153,14 @@ def test_png_and_plan_written_together_or_not_at_all(ppplan, tmp_path, monkeypat
         return real(*args, prefix=prefix, **kwargs)
 
     monkeypatch.setattr(outputs.tempfile, "mkstemp", refuse_png)
-    result = ppplan("plan", "llama3-8b", "--time-limit", "1", "--out", "p.json", "--png", "p.png")
+    result = ppplan("plan", "llama3-8b", "--work", "1", "--out", "p.json", "--png", "p.png")
     assert result.code == 2 and "cannot write" in result.err and "Traceback" not in result.err
     assert list(tmp_path.iterdir()) == []
 
 
 def test_output_mode_is_the_usual_one(ppplan, tmp_path):
     pytest.importorskip("matplotlib")
-    assert ppplan("plan", "llama3-8b", "--time-limit", "1", "--quiet", "--png", "p.png").code == 0
+    assert ppplan("plan", "llama3-8b", "--work", "1", "--quiet", "--png", "p.png").code == 0
     mask = os.umask(0)
     os.umask(mask)
     for name in ("plan.json", "p.png"):
@@ -256,7 +256,7 @@ def test_ctrl_c_stops_plan_within_a_second(tmp_path):
     """SIGINT 2 s into a CP-SAT search of a 20 s limit: exit 130, one line, no plan file."""
     out = tmp_path / "plan.json"
     proc = subprocess.Popen([sys.executable, "-m", "planner.cli", "plan", "llama3-8b", "--schedule", "cpsat",
-                             "--time-limit", "20", "--quiet", "--out", str(out)],
+                             "--work", "20", "--quiet", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     time.sleep(4.0)
     assert proc.poll() is None, proc.communicate()
@@ -290,7 +290,7 @@ def test_summary_explains_notation_and_byo_costs(ppplan):
     """The README's bring-your-own-costs example: no 'None' baseline, MFU says why it is absent."""
     example = Path(__file__).resolve().parent.parent / "examples" / "costs" / "four_stages.json"
     result = ppplan("plan", "--profile", str(example), "--pp", "4", "--microbatches", "12", "--memory-limit",
-                    "4mb", "--time-limit", "1")
+                    "4mb", "--work", "1")
     assert result.code == 0, result.err
     assert "None" not in result.out and "MFU 0.0%" not in result.out
     assert "MFU n/a (the costs carry no FLOP counts)" in result.out

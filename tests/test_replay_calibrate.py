@@ -146,7 +146,7 @@ def test_decomposition_terms_add_up_to_the_error(tmp_path):
 
 def test_calibrated_plan_and_reprediction_use_the_calibration(tmp_path):
     from planner.replay.calibrate import calibrated_plan, predict
-    from planner.replay.predict import copied_prediction, repredict
+    from planner.replay.predict import plan_prediction, repredict
 
     plan = _plan(tmp_path)
     cal = _known(slowdown=dict(SLOW), step_overhead_s=STEP_EDGES)
@@ -155,7 +155,7 @@ def test_calibrated_plan_and_reprediction_use_the_calibration(tmp_path):
     assert cplan.predicted["step_time_s"] == pytest.approx(step)
     assert cplan.predicted["uncalibrated_step_time_s"] == plan.predicted["step_time_s"]
     assert cplan.costs["calibration"]["slowdown"] == SLOW
-    pred, sim = copied_prediction(cplan)
+    pred, sim = plan_prediction(cplan)
     assert pred["step_time_s"] == pytest.approx(step) and "calibrated" in pred["source"]
     assert sim.step_time == pytest.approx(step - STEP_EDGES)
     table = _table(7)
@@ -173,11 +173,11 @@ def test_calibration_of_a_pp1_plan_with_an_iw_split_skips_the_no_op_i(tmp_path):
     """torch runs stage 0's I as a no-op ([Note: torch first stage]): on a pp 1 plan every
     I is predicted 0 s, so I has nothing to fit and takes its fallback (was StatisticsError)."""
     from planner.replay.calibrate import _line, measure_calibration
-    from planner.replay.predict import copied_prediction
+    from planner.replay.predict import plan_prediction
 
     assert _line([]) is None and _line([{"others_busy": 0.0, "pred": 0.0, "dur": 1e-4}]) is None
     plan = make_plan(tiny_config(tmp_path), one_f_one_b(1, 3, split_w=True), [(0, 7)], pp=1, microbatches=3)
-    _, sim = copied_prediction(plan)
+    _, sim = plan_prediction(plan)
     row = sim.compiled.order[0]
     assert any(sim.end[n] == sim.start[n] for n in row)  # the no-op I actions
     spans = [(p.stage, p.kind, p.microbatch, sim.start[n], sim.start[n] + 0.5 * (sim.end[n] - sim.start[n]))

@@ -7,6 +7,12 @@ and V placement, pairs on one stage and on two stages of a rank, and every recom
 mode; losses and gradients must match each other and a single-process reference.
 Pipeline cases: pp 2 with an emulated expert-parallel link (comm points without a
 second EP rank). Expert-parallel case: pp 1 x ep 2, real gloo all-to-alls.
+
+Equal numbers do not show that the halves overlapped (run one after the other, they
+compute the same), so every fused pair also records its overlap trace
+(``planner.runtime.trace``): each exchange either half issues while the other still
+runs must hold a whole compute segment of the other half inside its window. That is
+an order of events, not a duration, so it does not depend on the machine's load.
 """
 
 from __future__ import annotations
@@ -87,6 +93,30 @@ def _merged(per_rank: list[dict], key: str) -> tuple[list[float], dict]:
     return losses, grads
 
 
+def _assert_overlapped(schedule: dict, per_rank: list[dict]) -> None:
+    """Every fused pair of a pipeline rank's schedule ran with each half's exchanges hidden
+    behind the other half's compute ([Note: overlap trace]): none exposed, and some of each
+    half's checked unless every pair is a stage-0 (F;I), whose I computes nothing (token
+    ids have no gradient; W does that work) and so exchanges nothing; the sequential run
+    traced nothing."""
+    from planner.core.schedule import OVERLAP, ActionKind
+    from planner.runtime.trace import PairTrace
+
+    checked = {"F": 0, "B": 0}
+    overlappable = any(a.sub[1].stage != 0 or a.sub[1].kind == ActionKind.B
+                       for acts in schedule.values() for a in acts if a.kind == OVERLAP)
+    for r, per in enumerate(per_rank):
+        assert per["sequential"][2] == []
+        pairs = [a for a in schedule[r] if a.kind == OVERLAP]
+        traces = [PairTrace.from_rows(rows) for rows in per["fused"][2]]
+        assert len(traces) == len(pairs), (r, len(traces), len(pairs))
+        for pair, trace in zip(pairs, traces):
+            for party in checked:
+                assert trace.exposed(party) == [], (r, str(pair), party, trace.to_rows())
+                checked[party] += len(trace.overlappable(party))
+    assert all(checked.values()) or not overlappable, checked
+
+
 def _close(grads: dict, ref: dict, rtol: float = RTOL, atol: float = ATOL) -> None:
     assert set(grads) == set(ref)
     for name, g in grads.items():
@@ -118,6 +148,7 @@ def test_fused_pair_matches_sequential_and_reference(k, pipeline_results, refere
     assert fus_losses == pytest.approx(ref_losses, rel=1e-5)
     _close(fus_grads, seq_grads)
     _close(fus_grads, ref_grads, REF_RTOL, REF_ATOL)
+    _assert_overlapped(CASES[k]["schedule"], per_rank)
 
 
 @pytest.mark.timeout(600)
@@ -142,3 +173,4 @@ def test_fused_pair_with_real_expert_parallel_all_to_all(tmp_path):
                 local[name] = g
             _close(fus[1], seq[1])
             _close(fus[1], local, REF_RTOL, REF_ATOL)
+            _assert_overlapped(case["schedule"], [per[k]])  # each EP rank runs pipeline rank 0

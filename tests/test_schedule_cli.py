@@ -21,7 +21,7 @@ def _plan(tmp_path, *args):
 
 def test_bring_your_own_costs_plans_and_validates(tmp_path):
     run, out = _plan(tmp_path, "--profile", str(EXAMPLE), "--pp", "4", "--microbatches", "8",
-                     "--memory-limit", "4mb", "--time-limit", "1")
+                     "--memory-limit", "4mb", "--work", "1")
     assert run.returncode == 0, run.stderr
     data = json.loads(out.read_text())
     pred, sched = data["predicted"], data["solver"]["schedule_solver"]

@@ -63,7 +63,7 @@ def test_steady_objective_picks_the_shorter_period():
 
 
 def test_every_plan_reports_the_steady_step_and_which_bound_term_binds():
-    req = PlanRequest(pp=4, microbatches=8, memory_limit_bytes=2000, time_limit_s=0.2)
+    req = PlanRequest(pp=4, microbatches=8, memory_limit_bytes=2000, work_s=0.2)
     p = make_plan(_moe_table(), req)
     pred = p.predicted
     assert 0 < pred["steady_step_time_s"] <= pred["step_time_s"] * (1 + 1e-9)
@@ -75,7 +75,7 @@ def test_every_plan_reports_the_steady_step_and_which_bound_term_binds():
 
 
 def test_steady_objective_plan_is_not_slower_in_steady_state():
-    base = dict(pp=4, microbatches=8, memory_limit_bytes=None, time_limit_s=0.2)
+    base = dict(pp=4, microbatches=8, memory_limit_bytes=None, work_s=0.2)
     ms = make_plan(_moe_table(), PlanRequest(**base))
     st = make_plan(_moe_table(), PlanRequest(**base, objective="steady"))
     assert st.solver["objective"] == "steady"
@@ -99,7 +99,7 @@ def test_cli_objective_steady_is_recorded(tmp_path):
 
     out = tmp_path / "p.json"
     res = CliRunner().invoke(cli, ["plan", "llama3-8b", "--pp", "4", "--objective", "steady",
-                                   "--time-limit", "3", "--quiet", "--out", str(out)])
+                                   "--work", "3", "--quiet", "--out", str(out)])
     assert res.exit_code == 0, res.output
     data = json.loads(out.read_text())
     assert data["solver"]["objective"] == "steady"

@@ -58,11 +58,11 @@ def test_deepspeed_runs_only_1f1b_without_selective():
 ])
 def test_requests_a_target_cannot_run_are_one_line_input_errors(kw, match):
     with pytest.raises(InputError, match=match):
-        api_plan("llama3-8b", time_limit=1.0, **kw)
+        api_plan("llama3-8b", work=1.0, **kw)
 
 
 def test_plan_records_its_target_and_old_plans_load_as_torch():
-    plan = api_plan("llama3-8b", target="deepspeed", time_limit=1.0)
+    plan = api_plan("llama3-8b", target="deepspeed", work=1.0)
     data = json.loads(plan.to_json())
     assert data["target"] == "deepspeed"
     assert Plan.from_dict(data).extra["target"] == "deepspeed"
@@ -73,7 +73,7 @@ def test_plan_records_its_target_and_old_plans_load_as_torch():
 
 
 def test_summary_says_where_the_plan_runs(ppplan, tmp_path):
-    made = ppplan("plan", "llama3-8b", "--target", "deepspeed", "--time-limit", "1", "--out", "p.json")
+    made = ppplan("plan", "llama3-8b", "--target", "deepspeed", "--work", "1", "--out", "p.json")
     assert made.code == 0, made.err
     line = next(x for x in made.out.splitlines() if x.startswith("target:"))
     assert line.startswith("target: made for --target deepspeed; runs as planned on: torch, megatron, ")

@@ -37,7 +37,7 @@ def _bridge_fields(relpath: str, cls: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def overlap_plan():
-    return api_plan("qwen3-30b-a3b", target="megatron", vpp=2, time_limit=2.0)
+    return api_plan("qwen3-30b-a3b", target="megatron", vpp=2, work=2.0)
 
 
 def test_model_fields_pass_megatron_cores_checks(overlap_plan):
@@ -50,10 +50,7 @@ def test_model_fields_pass_megatron_cores_checks(overlap_plan):
         model = dict(s["model"])
         model.pop("seq_length")  # a GPTModelProvider field, not a TransformerConfig one
         config_mod.TransformerConfig(hidden_size=spec.hidden, num_attention_heads=16, pipeline_dtype=torch.bfloat16,
-                                     num_moe_experts=spec.moe.num_experts, moe_router_topk=spec.moe.top_k,
-                                     overlap_moe_expert_parallel_comm=s["comm_overlap"][
-                                         "overlap_moe_expert_parallel_comm"],
-                                     delay_wgrad_compute=s["comm_overlap"]["delay_wgrad_compute"], **model)
+                                     num_moe_experts=spec.moe.num_experts, moe_router_topk=spec.moe.top_k, **model)
     assert s["model"]["virtual_pipeline_model_parallel_size"] == 2
     assert s["train"]["global_batch_size"] == overlap_plan.num_microbatches * s["train"]["micro_batch_size"] * \
         overlap_plan.parallel["dp"]
@@ -67,10 +64,11 @@ def test_train_optimizer_and_overlap_fields_are_bridges(overlap_plan):
 
 
 def test_apply_sets_every_section(overlap_plan):
-    cfg = SimpleNamespace(model=SimpleNamespace(), train=SimpleNamespace(), optimizer=SimpleNamespace(),
-                          ddp=SimpleNamespace(), comm_overlap=SimpleNamespace())
+    cfg = SimpleNamespace(model=SimpleNamespace(), dataset=SimpleNamespace(), train=SimpleNamespace(),
+                          optimizer=SimpleNamespace(), ddp=SimpleNamespace(), comm_overlap=SimpleNamespace())
     apply_plan_to_bridge(overlap_plan, cfg)
     s = bridge_settings(overlap_plan)
+    assert cfg.mixed_precision == s.pop("mixed_precision")
     for section, values in s.items():
         assert {k: getattr(getattr(cfg, section), k) for k in values} == values
 
@@ -81,7 +79,7 @@ def test_bridge_example_prints_the_plans_settings():
     import sys
 
     example = Path(__file__).resolve().parent.parent / "examples" / "megatron_bridge_recipe.py"
-    run = subprocess.run([sys.executable, str(example), "--model", "llama3-8b", "--time-limit", "2", "--json"],
+    run = subprocess.run([sys.executable, str(example), "--model", "llama3-8b", "--work", "2", "--json"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     settings = json.loads(run.stdout)

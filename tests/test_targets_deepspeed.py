@@ -51,7 +51,7 @@ def _run(rank: int, port: int, source: str, num_layers: int, queue) -> None:
 def test_deepspeed_pipeline_module_takes_the_plan(tmp_path, recompute="full", interval=1):
     import torch.multiprocessing as mp
 
-    plan = api_plan("llama3-8b", pp=2, target="deepspeed", recompute=recompute, time_limit=2.0)
+    plan = api_plan("llama3-8b", pp=2, target="deepspeed", recompute=recompute, work=2.0)
     exported = export_plan(plan, "deepspeed", out=tmp_path / "ds.py")
     source = exported.files[str(tmp_path / "ds.py")]
     parts = exported.summary["parts"]
@@ -75,14 +75,14 @@ def test_deepspeed_pipeline_module_takes_the_plan(tmp_path, recompute="full", in
 
 
 def test_plan_without_recompute_checkpoints_nothing():
-    plan = api_plan("llama3-8b", pp=2, target="deepspeed", recompute="none", time_limit=2.0)
+    plan = api_plan("llama3-8b", pp=2, target="deepspeed", recompute="none", work=2.0)
     exported = export_plan(plan, "deepspeed")
     assert exported.summary["activation_checkpoint_interval"] == 0
     assert "ACTIVATION_CHECKPOINT_INTERVAL = 0" in exported.files["deepspeed_pipeline.py"]
 
 
 def test_selective_recompute_is_refused_naming_the_target():
-    plan = api_plan("llama3-8b", pp=2, recompute="selective", schedule="1f1b", time_limit=2.0)
+    plan = api_plan("llama3-8b", pp=2, recompute="selective", schedule="1f1b", work=2.0)
     with pytest.raises(ExportError, match=r"only checkpoints whole layers \(re-plan with --target deepspeed"):
         export_plan(plan, "deepspeed")
 

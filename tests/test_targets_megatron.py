@@ -32,7 +32,7 @@ def megatron_plan(model: str, vpp: int = 1):
     # ppplan's model of Megatron's interleaved order needs microbatches divisible by pp; DeepSeek-V3's
     # 120 sequences per replica are not (16 x 128 replicas = 16384 sequences are)
     batch = 16384 if model == "deepseek-v3" and vpp > 1 else None
-    return api_plan(model, target="megatron", vpp=vpp, time_limit=2.0, global_batch=batch)
+    return api_plan(model, target="megatron", vpp=vpp, work=2.0, global_batch=batch)
 
 
 def _flags(args: list[str]) -> dict[str, list[str]]:

@@ -19,6 +19,7 @@ import pytest
 from planner.api import plan as api_plan
 from planner.core.errors import InputError
 from planner.export import export_plan
+from planner.export.torchtitan import BASE_CONFIGS
 
 pytest.importorskip("torchtitan.config", reason="torchtitan not installed (see .ci/run)")
 pipeline_parallel = pytest.importorskip("torchtitan.distributed.pipeline_parallel",
@@ -39,22 +40,22 @@ def test_torchtitan_config_fields_are_torchtitans(tmp_path, model, recompute, ac
 
     from torchtitan.config import ParallelismConfig, TrainingConfig
 
-    plan = api_plan(model, target="torchtitan", recompute=recompute, time_limit=2.0)
+    plan = api_plan(model, target="torchtitan", recompute=recompute, work=2.0)
     assert plan.extra["target"] == "torchtitan"
     out = export_plan(plan, "torchtitan", out=tmp_path / "cfg.py")
     scope = _exec_config(out.files[str(tmp_path / "cfg.py")])
-    ParallelismConfig(**scope["PARALLELISM"])  # unknown or renamed fields raise TypeError
-    TrainingConfig(**scope["TRAINING"])
+    ParallelismConfig(**scope["FIELDS"]["0.3"]["parallelism"])  # unknown or renamed fields raise TypeError
+    TrainingConfig(**scope["FIELDS"]["0.3"]["training"])
     config = SimpleNamespace(parallelism=ParallelismConfig(), training=TrainingConfig(), activation_checkpoint=None)
     scope["apply_plan"](config)
     assert config.parallelism.pipeline_parallel_degree == plan.pp
     assert config.parallelism.pipeline_parallel_schedule_csv == str(tmp_path / "cfg.csv")
     assert type(config.activation_checkpoint).__qualname__ == (f"{ac}.Config" if ac else "NoneType")
-    assert ("ppplan_config" in scope) == (model in ("llama3-8b", "qwen3-30b-a3b"))
+    assert ("ppplan_config" in scope) == (model in BASE_CONFIGS)
 
 
 def test_fqns_are_torchtitans_module_names(tmp_path):
-    plan = api_plan("llama3-8b", target="torchtitan", vpp=2, time_limit=2.0)
+    plan = api_plan("llama3-8b", target="torchtitan", vpp=2, work=2.0)
     fqns = export_plan(plan, "torchtitan", out=tmp_path / "cfg.py").summary["options"]["parallelism"][
         "module_fqns_per_model_part"]
     n_layers = plan.model["layout"].count("t")
@@ -75,5 +76,5 @@ def test_mtp_models_are_refused_for_torchtitan_naming_the_targets():
 
 
 def test_torchtitan_plans_have_no_fused_pairs():
-    plan = api_plan("qwen3-30b-a3b", target="torchtitan", time_limit=2.0)
+    plan = api_plan("qwen3-30b-a3b", target="torchtitan", work=2.0)
     assert not any(a.startswith("(") for acts in plan.schedule.values() for a in acts)

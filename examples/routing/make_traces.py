@@ -184,8 +184,10 @@ def main(argv: list[str] | None = None) -> None:
     }
     for name, text in files.items():
         (args.out_dir / name).write_text(text)
+    print(f"wrote {len(files)} traces to {args.out_dir}: {', '.join(files)}")
     if args.megatron_dir is not None:
-        megatron_folders(args.megatron_dir, args.plan, seed=args.seed, names=args.megatron_trace)
+        folders = megatron_folders(args.megatron_dir, args.plan, seed=args.seed, names=args.megatron_trace)
+        print(f"wrote Megatron per-rank logs: {', '.join(str(f) for f in folders)}")
 
 
 if __name__ == "__main__":

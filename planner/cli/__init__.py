@@ -43,11 +43,11 @@ _register()
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point (``argv`` None: the process's own arguments)."""
     code = run_guarded(cli, argv)
-    if code == 130 and argv is None:
+    if code in (130, 129, 143) and argv is None:  # Ctrl-C, SIGHUP, SIGTERM
         # Ctrl-C ([Note: Ctrl-C] in planner/cli/interrupt.py): outputs and temporary files are
         # already settled, so skip the interpreter's teardown, which takes seconds after torch
         # has run (measured: 1.2-3 s after a profile). Only for the real process, never a caller.
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(130)
+        os._exit(code)
     sys.exit(code)

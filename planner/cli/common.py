@@ -10,16 +10,24 @@ from typing import Any
 
 import click
 
-from planner.cli.interrupt import INTERRUPT_MESSAGE, interruptible
-from planner.core.errors import InfeasibleError, InputError
+from planner.cli.environment import environment_error
+from planner.cli.interrupt import INTERRUPT_MESSAGE, Terminated, interruptible, stop_message
+from planner.core.errors import BudgetExhausted, InfeasibleError, InputError
 from planner.core.outputs import check_outputs
 
-__all__ = ["run_guarded", "echo_json", "fail", "USER_ERRORS", "BUG_EXIT", "FiniteFloat",
+__all__ = ["run_guarded", "echo_json", "fail", "USER_ERRORS", "BUG_EXIT", "BUDGET_EXIT", "FiniteFloat", "SEED_MAX",
            "check_outputs"]
 
 
 USER_ERRORS: tuple[type[BaseException], ...] = (InputError, InfeasibleError)
 """The project's own error types: bad input or an infeasible request, exit code 2."""
+
+BUDGET_EXIT = 3
+"""Exit code when the search found no plan within its budget and nothing proved that none
+exists (``BudgetExhausted``): not the 2 of bad input or a proven infeasibility."""
+
+SEED_MAX = 2**63 - 1
+"""Largest ``--seed``: what numpy, torch and CP-SAT take (a signed 64-bit integer)."""
 
 BUG_EXIT = 70
 """Exit code of an unexpected exception (a bug): ``EX_SOFTWARE`` of BSD sysexits.h."""
@@ -29,6 +37,7 @@ def run_guarded(group: click.Group, argv: list[str] | None) -> int:
     """Run the click group and map what escapes it to one stderr line and an exit code.
 
     ``InputError``/``InfeasibleError`` and click's usage errors: ``error: ...``, exit 2.
+    ``BudgetExhausted`` (no plan within the budget, not proven infeasible): exit ``BUDGET_EXIT``.
     Ctrl-C: exit 130 (outputs are written last and atomically, so nothing was written).
     Any other exception is a bug, not bad input: one line naming it and asking for a
     report, exit ``BUG_EXIT``; ``PPPLAN_DEBUG=1`` re-raises it for the full traceback.
@@ -48,9 +57,15 @@ def run_guarded(group: click.Group, argv: list[str] | None) -> int:
         hint = f" (see '{exc.ctx.command_path} --help')" if getattr(exc, "ctx", None) else ""
         click.echo(f"error: {' '.join(exc.format_message().splitlines())}{hint}", err=True)
         return 2 if exc.exit_code in (1, 2) else exc.exit_code
+    except Terminated as exc:  # SIGTERM, SIGHUP: as Ctrl-C, with the signal's exit code
+        click.echo(stop_message(exc.exit_code - 128), err=True)
+        return exc.exit_code
     except (click.Abort, KeyboardInterrupt):
         click.echo(INTERRUPT_MESSAGE, err=True)
         return 130
+    except BudgetExhausted as exc:  # before USER_ERRORS: a subclass of InfeasibleError
+        click.echo(f"error: {str(exc).splitlines()[0]}", err=True)
+        return BUDGET_EXIT
     except USER_ERRORS as exc:
         click.echo(f"error: {str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__}", err=True)
         return 2
@@ -61,6 +76,9 @@ def run_guarded(group: click.Group, argv: list[str] | None) -> int:
         os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush does not fail again
         return 141  # 128 + SIGPIPE, what a shell reports for a pipe writer that was cut off
     except Exception as exc:  # noqa: BLE001 - the last resort: a bug, said as such
+        if (message := environment_error(exc)) is not None:  # a missing package, a full disk: not a bug
+            click.echo(f"error: {message}", err=True)
+            return 2
         if os.environ.get("PPPLAN_DEBUG", "") not in ("", "0"):
             raise
         text = " ".join(str(exc).split())[:200]

@@ -13,12 +13,13 @@ __all__ = ["COMMANDS"]
 @click.command("export")
 @click.argument("plan_path", metavar="PLAN", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), required=True,
-              help="torch-csv (_PipelineScheduleRuntime CSV), torchtitan (TOML + CSV), megatron "
-                   "(arguments), deepspeed (PipelineModule subclass), trace (Chrome/Perfetto JSON).")
+              help="torch-csv (_PipelineScheduleRuntime CSV), torchtitan (Python config module + CSV), "
+                   "megatron (arguments), megatron-bridge (recipe overrides, YAML), deepspeed "
+                   "(PipelineModule subclass), trace (Chrome/Perfetto JSON).")
 @click.option("--out", type=click.Path(dir_okay=False),
               help="Main output file (default: schedule.csv, torchtitan_config.py, megatron_args.txt, "
-                   "deepspeed_pipeline.py or trace.json), '-' for stdout; torchtitan writes its "
-                   "CSV beside it.")
+                   "megatron_bridge_overrides.yaml, deepspeed_pipeline.py or trace.json), '-' for "
+                   "stdout; torchtitan writes its CSV beside it.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was exported as JSON.")
 def export_command(plan_path: str, fmt: str, out: str | None, as_json: bool) -> None:
     """Export PLAN for a training framework, or refuse naming what it cannot express."""
@@ -30,7 +31,7 @@ def export_command(plan_path: str, fmt: str, out: str | None, as_json: bool) -> 
                                  param_hint="--out")
     check_outputs({"--out": out}, inputs=[plan_path])
     result = export_plan(LaunchPlan.of(load_plan(plan_path)), fmt, out=out)
-    if out != "-":  # every file, e.g. torchtitan's CSV beside the TOML
+    if out != "-":  # every file, e.g. torchtitan's CSV beside the config module
         for path in result.files:
             check_outputs({"--out": path}, inputs=[plan_path])
     if out == "-":
@@ -46,7 +47,8 @@ def export_command(plan_path: str, fmt: str, out: str | None, as_json: bool) -> 
         if summary["alternative"]:
             click.echo("without a layout string: " + " ".join(_quoted(summary["alternative"])))
     elif fmt == "torchtitan":
-        click.echo(" ".join(summary["overrides"]))
+        for form, overrides in summary["overrides"].items():
+            click.echo(f"torchtitan {form}: " + " ".join(overrides))
     elif fmt == "deepspeed":
         click.echo(f"parts {summary['parts']}")
     click.echo("wrote " + ", ".join(result.files))

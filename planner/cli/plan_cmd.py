@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import click
 
-from planner.cli.common import FiniteFloat, check_outputs, echo_json
+from planner.cli.common import SEED_MAX, FiniteFloat, check_outputs, echo_json
+from planner.cli.plan_options import GPU_HELP, MEMORY_LIMIT_HELP, Deadline, MemoryLimit
 from planner.cli.summary import plan_summary
+from planner.core.limits import BATCH_LIMITS, MAX_GPUS
 from planner.core.targets import DEFAULT_TARGET, TARGET_NAMES
+from solvers.schedule.budget import DEFAULT_WORK
 from solvers.schedule.search import OBJECTIVES, SCHEDULE_CHOICES
 
 __all__ = ["COMMANDS"]
@@ -32,15 +35,15 @@ class MicrobatchCount(click.ParamType):
 @click.command("plan")
 @click.argument("model", required=False)
 @click.option("--cluster", "cluster", type=click.Path(dir_okay=False), help="Cluster YAML (default: the model's own under planner/data/clusters/).")
-@click.option("--pp", type=click.IntRange(min=1), help="Pipeline-parallel ranks.")
-@click.option("--vpp", type=click.IntRange(min=1), help="Virtual stages per rank.")
-@click.option("--tp", type=click.IntRange(min=1), help="Tensor-parallel degree.")
-@click.option("--ep", type=click.IntRange(min=1), help="Expert-parallel degree.")
-@click.option("--dp", type=click.IntRange(min=1), help="Data-parallel replicas (default: GPUs / (pp x tp)).")
-@click.option("--gpus", type=click.IntRange(min=1), help="Choose tp, pp, vpp, ep, cp, dp and micro-batch size for this many GPUs (memory-feasible only), plan the best few fully and print the ranked top 10.")
-@click.option("--gpu", metavar="GPU", help="GPU preset replacing the cluster's: h100, h200, h800, a100.")
-@click.option("--global-batch", type=click.IntRange(min=1), help="Sequences per step.")
-@click.option("--seq-len", type=click.IntRange(min=1), help="Tokens per sequence.")
+@click.option("--pp", type=click.IntRange(min=1, max=MAX_GPUS), help="Pipeline-parallel ranks.")
+@click.option("--vpp", type=click.IntRange(min=1, max=MAX_GPUS), help="Virtual stages per rank.")
+@click.option("--tp", type=click.IntRange(min=1, max=MAX_GPUS), help="Tensor-parallel degree.")
+@click.option("--ep", type=click.IntRange(min=1, max=MAX_GPUS), help="Expert-parallel degree.")
+@click.option("--dp", type=click.IntRange(min=1, max=MAX_GPUS), help="Data-parallel replicas (default: GPUs / (pp x tp)).")
+@click.option("--gpus", type=click.IntRange(min=1, max=MAX_GPUS), help="Choose tp, pp, vpp, ep, cp, dp and micro-batch size for this many GPUs (memory-feasible only), plan the best few fully and print the ranked top 10.")
+@click.option("--gpu", metavar="GPU", help=GPU_HELP)
+@click.option("--global-batch", type=click.IntRange(min=1, max=BATCH_LIMITS["global_batch"]), help="Sequences per step.")
+@click.option("--seq-len", type=click.IntRange(min=1, max=BATCH_LIMITS["seq_len"]), help="Tokens per sequence.")
 @click.option("--recompute", type=click.Choice(["auto", "none", "selective", "full"]),
               help="Activation recomputation (default: the cluster's, auto unless it says; auto plans "
                    "with each mode and keeps the fastest plan that fits memory).")
@@ -51,18 +54,24 @@ class MicrobatchCount(click.ParamType):
                    "or equal layer counts (uniform).")
 @click.option("--first-stage-layers", type=click.IntRange(min=0), help="Pin the decoder layers of the first stage (it also holds the embedding); like Megatron's --decoder-first-pipeline-num-layers.")
 @click.option("--last-stage-layers", type=click.IntRange(min=0), help="Pin the decoder layers of the last stage (it also holds MTP and the loss head); like Megatron's --decoder-last-pipeline-num-layers.")
-@click.option("--schedule", type=click.Choice(SCHEDULE_CHOICES), default="auto", show_default=True, help="Schedule family; auto = best heuristic for the costs (CP-SAT polish when >1% above the lower bound); cpsat = CP-SAT from the best heuristic within --time-limit.")
-@click.option("--memory-limit", help="Memory limit: bytes per GPU (8.5e10, 80GiB) or microbatches' worth of activations per rank (4mb).")
-@click.option("--deadline", multiple=True, metavar="TASK=S", help="Latest end of a task in seconds, e.g. 0W3=0.8, or W=1.5 for every W (repeatable).")
+@click.option("--schedule", type=click.Choice(SCHEDULE_CHOICES), default="auto", show_default=True, help="Schedule family; auto = best heuristic for the costs (CP-SAT polish when >1% above the lower bound); cpsat = CP-SAT from the best heuristic within --work.")
+@click.option("--memory-limit", type=MemoryLimit(), help=MEMORY_LIMIT_HELP)
+@click.option("--deadline", multiple=True, type=Deadline(), help="Latest end of a task in seconds, e.g. 0W3=0.8, or W=1.5 for every W (repeatable).")
 @click.option("--placement", type=click.Choice(["loop", "v"]), default="loop", show_default=True,
               help="Virtual stages on ranks with --vpp > 1: loop (stage s on rank s mod pp, interleaved "
                    "1F1B) or v (down then back up, rank 0 holds the first and last stage: ZB-V, DualPipeV).")
-@click.option("--target", type=click.Choice(TARGET_NAMES), default=DEFAULT_TARGET, show_default=True, help="Framework that will run the plan: the search considers only what it executes (schedules, placement, fused pairs, recomputation); see the README's targets table.")
+@click.option("--target", type=click.Choice(TARGET_NAMES), default=DEFAULT_TARGET, show_default=True, help="Framework that will run the plan: the search considers only what it executes (schedules, placement, fused pairs, recomputation), and megatron / torchtitan fill the cluster fields the file leaves open (dispatcher, kernels, CUDA graphs, FSDP, recomputation) from that framework's recipe for the model; see the README's targets table.")
 @click.option("--profile", type=click.Path(dir_okay=False), help="Measured cost table (ppplan profile) instead of the analytical model.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--time-limit", type=FiniteFloat(min=0, min_open=True, max=86400), default=10.0, show_default=True, help="Seconds for searching solvers.")
+@click.option("--seed", type=click.IntRange(min=0, max=SEED_MAX), default=0, show_default=True, help="Seed of the searching solvers (0 .. 2^63-1): the same inputs and seed give the same plan.")
+@click.option("--work", type=FiniteFloat(min=0, min_open=True, max=86400), default=DEFAULT_WORK, show_default=True,
+              help="Search effort in reference seconds (about that many seconds on an idle 2-core machine), "
+                   "counted in work, not read off a clock: the same inputs, --seed and --work give the same "
+                   "plan on any machine at any load. Lower it for a quicker plan.")
+@click.option("--time-limit", type=FiniteFloat(min=0, min_open=True, max=86400),
+              help="Wall-clock safety cap in seconds (default: none). When it fires, phases stop with their "
+                   "best so far and the summary's first line says so: the plan may then differ between runs.")
 @click.option("--objective", type=click.Choice(OBJECTIVES), default="makespan", show_default=True, help="What the search minimises: one step's makespan, or steady = the period of repeated steps with no global barrier (each rank's optimizer step after its own last W; see planner/core/steady.py). Both are reported.")
-@click.option("--out", type=click.Path(dir_okay=False), default="plan.json", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False), default="plan.json", show_default=True, help="Plan JSON to write (read by validate, simulate, export, replay and replan).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan JSON instead of the summary.")
 @click.option("--png", type=click.Path(dir_okay=False), help="Also draw the plan (Gantt, memory, stage costs) to this PNG (needs matplotlib).")
 @click.option("--quiet", is_flag=True, help="No progress bar and no summary (errors and --json output only).")
@@ -79,9 +88,9 @@ def plan_command(model: str | None, cluster: str | None, out: str, as_json: bool
         from planner.plot import require_matplotlib
 
         require_matplotlib("--png")
-    limit = options.get("time_limit")
-    with progress(f"planning {model or 'default model'} (time limit {limit:g} s)", total=limit, unit="s",
-                  clock=True):
+    limit, work = options.get("time_limit"), options["work"]
+    budget = f"work {work:g}" + ("" if limit is None else f", time limit {limit:g} s")
+    with progress(f"planning {model or 'default model'} ({budget})", total=limit or work, unit="s", clock=True):
         result = plan(model, cluster=cluster, **options)
     files: dict[str, str | bytes] = {out: result.to_json()}
     if png:

@@ -7,7 +7,7 @@ import os
 
 import click
 
-from planner.cli.common import FiniteFloat, check_outputs
+from planner.cli.common import SEED_MAX, FiniteFloat, check_outputs
 
 __all__ = ["COMMANDS"]
 
@@ -27,17 +27,18 @@ __all__ = ["COMMANDS"]
 @click.option("--repeats", type=click.IntRange(min=1, max=1000), default=5, show_default=True, help="Timed runs per measurement (median and spread).")
 @click.option("--no-links", is_flag=True, help="Skip the point-to-point / all-to-all benchmarks (no second process when --ep is 1).")
 @click.option("--threads", type=click.IntRange(min=0, max=1024), default=0, show_default=True, help="torch threads per process (0: automatic).")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--moe-expert-capacity-factor", type=float, help="Measure in Megatron's capacity mode: each expert takes at most ceil(tokens x top_k / experts x C) copies of a rank's tokens, the rest dropped (default: dropless).")
+@click.option("--seed", type=click.IntRange(min=0, max=SEED_MAX), default=0, show_default=True, help="Random seed of the sample weights, tokens and routers (0 .. 2^63-1).")
+@click.option("--moe-expert-capacity-factor", type=FiniteFloat(min=0, min_open=True, max=1e6), help="Measure in Megatron's capacity mode: each expert takes at most ceil(tokens x top_k / experts x C) copies of a rank's tokens, the rest dropped (default: dropless).")
 @click.option("--moe-pad-expert-input-to-capacity", is_flag=True, help="Pad every expert's buffer to capacity: static all-to-all splits, no host sync in a MoE layer (needs --moe-expert-capacity-factor).")
-@click.option("--moe-token-drop-policy", default="probs", show_default=True, help="Which copies over capacity are dropped: probs (lowest routing weight) or position (latest tokens).")
+@click.option("--moe-token-drop-policy", type=click.Choice(["probs", "position"]), default="probs", show_default=True, help="Which copies over capacity are dropped: probs (lowest routing weight) or position (latest tokens).")
+@click.option("--modules", type=click.Choice(["transformers", "native"]), default=None, help="Layer modules to measure: transformers (the model family's own classes; needs ppplan[hf]) or native (ppplan's re-implementations). Default: transformers when installed, native with the capacity flags (only the native modules implement capacity mode).")
 @click.option("--compare", nargs=2, type=click.Path(dir_okay=False), help="Show two profiles side by side per layer type and exit.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-@click.option("--out", type=click.Path(dir_okay=False), default="profile.json", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False), default="profile.json", show_default=True, help="Cost table JSON to write (read by ppplan plan --profile).")
 def profile_command(model: str | None, analytical: bool, cluster: str | None, device: str, scale: float,
                     ep: int, routing: tuple[str, ...], trace_ep: int | None, seq_len: int, micro_batch: int, warmup: int,
-                    repeats: int, no_links: bool, threads: int, seed: int, compare: tuple[str, str] | None,
-                    quiet: bool, out: str, **moe_capacity) -> None:
+                    repeats: int, no_links: bool, threads: int, seed: int, modules: str | None,
+                    compare: tuple[str, str] | None, quiet: bool, out: str, **moe_capacity) -> None:
     """Write MODEL's cost table (measured unless --analytical), or --compare A B."""
     from planner.core.costs_io import load_costs, save_costs
     from planner.core.hf_config import load_model
@@ -47,7 +48,8 @@ def profile_command(model: str | None, analytical: bool, cluster: str | None, de
     if compare:
         from profiler.compare import render_comparison
 
-        click.echo(render_comparison(load_costs(compare[0]), load_costs(compare[1]), names=("A", "B")))
+        tables = [load_costs(path) for path in compare]
+        click.echo(render_comparison(*tables, names=_names(tables)))
         return
     if model is None:
         raise click.UsageError("missing MODEL (a shipped id or a config.json path)")
@@ -66,15 +68,44 @@ def profile_command(model: str | None, analytical: bool, cluster: str | None, de
         if mode is not None:  # the flags as the cluster file's training fields (profiler.analytical.capacity_load)
             cl = replace(cl, training=replace(cl.training, moe_expert_capacity_factor=mode.factor,
                                               moe_pad_expert_input_to_capacity=mode.pad)).check()
-        table = analytical_costs(spec, cl)
+        table = analytical_costs(spec, cl, imbalance=_trace_factors(routing, spec, trace_ep or cl.parallel.ep))
     else:
         table = _measure(spec, device=device, scale=scale, ep=ep, routing=routing, trace_ep=trace_ep, seq_len=seq_len,
                          micro_batch=micro_batch, warmup=warmup, repeats=repeats, threads=threads,
-                         measure_links=not no_links,
-                         seed=seed, quiet=quiet, **moe_capacity)
+                         measure_links=not no_links, modules=modules or _default_modules(moe_capacity),
+                         model_config=_config_of(model), seed=seed, quiet=quiet, **moe_capacity)
     save_costs(table, out)
     click.echo(f"wrote {out}: {table.num_layers} layers, {len(table.pairs)} pair costs "
                f"({table.source}, {table.device}, scale {table.scale:g})")
+
+
+def _trace_factors(routing: tuple[str, ...], spec, ep: int) -> list[float] | None:
+    """With --analytical, the --routing traces' busiest-rank factor per layer (None: no trace)."""
+    if not routing:
+        return None
+    from profiler.routing import layer_factors, load_routing
+
+    return layer_factors(load_routing(list(routing), spec, ep=ep), spec)
+
+
+def _default_modules(moe_capacity: dict) -> str:
+    from profiler.hf import available
+
+    capacity = moe_capacity["moe_expert_capacity_factor"] is not None or moe_capacity["moe_pad_expert_input_to_capacity"]
+    return "transformers" if available() and not capacity else "native"
+
+
+def _config_of(model: str) -> dict:
+    from planner.core.hf_config import resolve_model_path
+    from planner.core.jsonio import read_json
+
+    return read_json(resolve_model_path(model), what="model config")
+
+
+def _names(tables: list) -> tuple[str, str]:
+    """Column names for --compare: A / B, with each profile's module source when recorded."""
+    sources = [t.meta.get("modules", {}).get("source") if isinstance(t.meta, dict) else None for t in tables]
+    return tuple(f"{k} ({s})" if s else k for k, s in zip("AB", sources))
 
 
 def _measure(spec, *, routing: tuple[str, ...], trace_ep: int | None, quiet: bool, **options):
@@ -94,6 +125,7 @@ def _measure(spec, *, routing: tuple[str, ...], trace_ep: int | None, quiet: boo
     with progress("profiling") as bar:
         def report(label: str, done: int, total: int) -> None:
             bar.total = total
+            bar.set_phase(f"measured {label}")
             bar.set(done)
 
         try:

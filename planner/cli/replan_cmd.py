@@ -30,6 +30,9 @@ __all__ = ["COMMANDS"]
 @click.option("--then", "then", multiple=True, type=click.Path(),
               help="Trace of the routing the plan was made for (default: the plan's own routing section, else balanced).")
 @click.option("--profile", type=click.Path(dir_okay=False), help="Measured cost table the plan was made from.")
+@click.option("--work", type=FiniteFloat(min=0, min_open=True, max=86400),
+              help="Search effort of the re-plan in reference seconds (default: the --work the plan was made with); "
+                   "deterministic, like ppplan plan --work.")
 @click.option("--model", help="Model id or config path, when the plan's model name is not a shipped id.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="New plan JSON (never the input plan).")
 @click.option("--json", "as_json", is_flag=True, help="Print the new plan's replan section as JSON.")

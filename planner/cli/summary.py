@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from planner.core.plan import Plan
 
-__all__ = ["plan_summary", "gib", "LEGEND"]
+__all__ = ["plan_summary", "cut_lines", "gib", "LEGEND"]
 
 
 def gib(nbytes: float | None) -> str:
@@ -12,10 +12,21 @@ def gib(nbytes: float | None) -> str:
     return "-" if nbytes is None else f"{nbytes / 2**30:.1f}"
 
 
+def cut_lines(plan: Plan) -> list[str]:
+    """The warning that opens the summary when the wall-clock cap cut the search (the plan
+    may then differ from run to run: [Note: kept budget] in ``solvers.schedule.budget``)."""
+    budget = plan.solver.get("budget") or {}
+    if not budget.get("bound"):
+        return []
+    return [f"warning: the --time-limit {budget.get('time_limit_s'):g} s wall-clock cap cut the search in "
+            f"{', '.join(budget.get('cut_phases', []))}: this plan may differ from an uncut run on another "
+            "machine or load (raise --time-limit, or lower --work for a quicker reproducible plan)", ""]
+
+
 def plan_summary(plan: Plan) -> str:
     """Stages, predictions and baselines as aligned text."""
     p, pred = plan.parallel, plan.predicted
-    lines = [
+    lines = [*cut_lines(plan),
         f"model {plan.model['name']}  pp {p['pp']} vpp {p['vpp']} tp {p.get('tp', 1)} ep {p.get('ep', 1)} "
         f"dp {p.get('dp', 1)}  microbatches {plan.num_microbatches} x {plan.microbatches['size']}"
         f"  schedule {plan.solver.get('schedule', plan.solver['name'])}  placement {p.get('placement', 'loop')}"

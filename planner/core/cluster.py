@@ -1,8 +1,10 @@
 """Cluster and training specification: GPUs, parallel degrees, batch and memory budget.
 
 Loaded from a YAML file (``planner/data/clusters/<model>.yaml`` is each shipped model's
-default) and overridable from CLI options; ``check()`` validates the combination and
-``check_against(model)`` the parts that depend on the model.
+default; every field is described in ``planner/data/schemas/cluster.schema.json``) and
+overridable from CLI options; ``check()`` validates the combination and
+``check_against(model)`` the parts that depend on the model, and fills the fields the file
+leaves open from the framework recipe it names (``recipe``; ``planner.core.recipes``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from planner.core.jsonio import read_yaml
 from planner.core.model import ModelSpec
 from planner.core.network import NetworkSpec, network_from_config
 from planner.core.paths import CLUSTERS_DIR
+from planner.core.recipes import RECIPE_CHOICES, apply_recipe
 
 __all__ = ["ParallelSpec", "TrainingSpec", "ClusterSpec", "load_cluster", "default_cluster_path",
            "cluster_from_dict", "RECOMPUTE_MODES", "RECOMPUTE_CHOICES", "KERNEL_CHOICES"]
@@ -127,6 +130,12 @@ class ClusterSpec:
     """GPUs sharing NVLink (72 for a GB200 NVL72 rack)."""
     network: NetworkSpec = NetworkSpec()
     """Dispatcher and link bandwidth overrides (``planner.core.network``)."""
+    recipe: str = "none"
+    """Framework recipe whose values fill the training and network fields this cluster leaves
+    open (``planner.core.recipes``): megatron (Megatron-Bridge), torchtitan, or none."""
+    stated: frozenset[str] = frozenset()
+    """Dotted paths of the training and network fields the cluster file states (e.g.
+    ``training.fsdp``; a recipe never overrides them), and ``recipe`` when it names one."""
 
     @property
     def nvlink_bandwidth(self) -> float:
@@ -196,10 +205,13 @@ class ClusterSpec:
                              f"use one of {', '.join(RECOMPUTE_CHOICES)}")
         if not 0.0 <= t.memory_headroom < 1.0:
             raise InputError("training.memory_headroom", f"{t.memory_headroom} is not in [0, 1)")
+        if self.recipe not in RECIPE_CHOICES:
+            raise InputError("recipe", f"unknown {self.recipe!r}", f"use one of {', '.join(RECIPE_CHOICES)}")
         return self
 
     def check_against(self, model: ModelSpec) -> "ClusterSpec":
-        """Validate the parts that depend on the model; return self."""
+        """Validate the parts that depend on the model; return the cluster to plan with: this
+        one with the open fields filled from ``recipe``'s values for ``model``."""
         p = self.parallel
         if model.num_layers < p.num_stages:
             raise InputError("parallel.pp", f"{model.num_layers} layers (embedding and head included)"
@@ -208,7 +220,14 @@ class ClusterSpec:
         if model.moe is not None and model.moe.num_experts % p.ep:
             raise InputError("parallel.ep", f"ep {p.ep} does not divide {model.moe.num_experts} experts",
                              "pick an ep that divides the expert count")
-        return self
+        return apply_recipe(self, model.name, self.recipe)
+
+    def for_target(self, target: str) -> "ClusterSpec":
+        """The cluster ``--target target`` plans: the target's recipe fills the open fields
+        (``check_against``) unless the file names its own ``recipe``."""
+        if target not in RECIPE_CHOICES or "recipe" in self.stated:
+            return self
+        return replace(self, recipe=target)
 
     def with_recompute(self, mode: str) -> "ClusterSpec":
         """The same cluster with recomputation ``mode``."""
@@ -251,7 +270,7 @@ def _section(data: dict[str, Any], key: str, cls: type, where: str) -> Any:
               isinstance(value, (int, float)) and not isinstance(value, bool)
               and (want != "int" or isinstance(value, int)))
         if not ok:
-            raise InputError(f"{where}.{key}.{name}", f"expected {want}, got {value!r}")
+            raise InputError(f"{where}.{key}.{name}", f"expected {want}, got {value!r}", _yaml_hint(want, value))
     for name, f in known.items():
         if name not in raw and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise InputError(f"{where}.{key}.{name}", "missing", f"add '{name}' under '{key}'")
@@ -262,7 +281,7 @@ def cluster_from_dict(data: Any, *, where: str = "cluster") -> ClusterSpec:
     """Build and check a ``ClusterSpec`` from a parsed YAML/JSON mapping."""
     if not isinstance(data, dict):
         raise InputError(where, "expected a mapping with gpu, num_gpus, parallel, training")
-    known = {"gpu", "num_gpus", "gpus_per_node", "parallel", "training", "network", "description"}
+    known = {"gpu", "num_gpus", "gpus_per_node", "parallel", "training", "network", "recipe", "description"}
     for key in data:
         if key not in known:
             raise InputError(f"{where}.{key}", "unknown field", f"known fields: {', '.join(sorted(known))}")
@@ -276,6 +295,11 @@ def cluster_from_dict(data: Any, *, where: str = "cluster") -> ClusterSpec:
         raise InputError(f"{where}.gpus_per_node", f"expected a positive integer, got {per_node!r}")
     if "training" not in data:
         raise InputError(f"{where}.training", "missing", "add global_batch and seq_len")
+    recipe = data.get("recipe", "none")
+    if recipe not in RECIPE_CHOICES:
+        raise InputError(f"{where}.recipe", f"unknown {recipe!r}",
+                         f"use one of {', '.join(RECIPE_CHOICES)} (the framework whose recipe fills "
+                         "the fields this file leaves out)")
     return ClusterSpec(
         gpu=gpu_from_config(data["gpu"], where=f"{where}.gpu"),
         num_gpus=num,
@@ -283,9 +307,32 @@ def cluster_from_dict(data: Any, *, where: str = "cluster") -> ClusterSpec:
         network=network_from_config(data.get("network"), where=f"{where}.network"),
         parallel=_section(data, "parallel", ParallelSpec, where),
         training=_section(data, "training", TrainingSpec, where),
+        recipe=recipe,
+        stated=_stated(data),
     ).check()
+
+
+def _stated(data: dict[str, Any]) -> frozenset[str]:
+    """Dotted paths of the training and network fields a cluster mapping states, and
+    ``recipe`` when it names one."""
+    fields = {f"{key}.{name}" for key in ("training", "network")
+              if isinstance(data.get(key), dict) for name in data[key]}
+    return frozenset(fields | ({"recipe"} if "recipe" in data else set()))
+
+
+def _yaml_hint(want: str, value: Any) -> str:
+    """YAML 1.1 reads unquoted no/yes/off/on as booleans: ``recompute: no`` is False."""
+    if want == "str" and isinstance(value, bool):
+        return 'quote the word, e.g. recompute: "none" (YAML reads unquoted no, yes, on and off as true/false)'
+    return ""
 
 
 def load_cluster(path: str | Path) -> ClusterSpec:
     """Load a cluster YAML file."""
-    return cluster_from_dict(read_yaml(path, what="cluster file"), where="cluster")
+    data = read_yaml(path, what="cluster file")
+    if isinstance(data, dict) and isinstance(data.get("num_gpus"), int) and \
+            isinstance(data.get("gpus_per_node"), int) and data["gpus_per_node"] > data["num_gpus"] >= 1:
+        raise InputError("cluster.gpus_per_node", f"{data['gpus_per_node']} is more than num_gpus "
+                         f"{data['num_gpus']}", f"give the GPUs of the job that share one NVLink domain "
+                         f"(at most {data['num_gpus']})")
+    return cluster_from_dict(data, where="cluster")

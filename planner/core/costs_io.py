@@ -9,7 +9,7 @@ from typing import Any
 from planner.core.costs import CostTable, LayerCost, P2PCost
 from planner.core.errors import InputError
 from planner.core.jsonio import read_json, write_json_atomic
-from planner.core.limits import check_cost_value
+from planner.core.limits import MAX_TABLE_LAYERS, check_batch_value, check_cost_value
 from planner.core.schemas import check_schema
 
 __all__ = ["costs_to_dict", "costs_from_dict", "load_costs", "save_costs"]
@@ -62,9 +62,29 @@ def _check_units(raw: dict[str, Any], where: str) -> None:
             check_cost_value(f"{where}.{key}", value, unit)
 
 
+_ROLE_ORDER = {"embedding": 0, "decoder": 1, "mtp": 2, "head": 3}
+
+
+def _check_roles(roles: list[str], what: str) -> None:
+    """At most one embedding, first; at most one head, last; MTP modules after the decoder layers."""
+    for k, role in enumerate(roles):
+        if role in ("embedding", "head") and roles.count(role) > 1:
+            raise InputError(f"{what}.layers[{k}].role", f"a second {role}", f"a model has one {role}")
+        if k and _ROLE_ORDER[role] < _ROLE_ORDER[roles[k - 1]]:
+            raise InputError(f"{what}.layers[{k}].role", f"{role} after {roles[k - 1]}",
+                             "list the layers in model order: embedding, decoder layers, MTP modules, head")
+
+
 def costs_from_dict(data: Any, *, what: str = "costs") -> CostTable:
     """Validate and build a ``CostTable``; errors name the JSON path."""
+    if isinstance(data, dict) and isinstance(data.get("layers"), list) and len(data["layers"]) > MAX_TABLE_LAYERS:
+        raise InputError(f"{what}.layers", f"has {len(data['layers'])} entries, above the planner's limit of "
+                         f"{MAX_TABLE_LAYERS}", "the limits are in planner/core/limits.py")
     check_schema(data, "costs", what=what)
+    _check_roles([raw.get("role", "decoder") for raw in data["layers"]], what)
+    for key in ("microbatch_size", "seq_len"):
+        if data.get(key):
+            check_batch_value(f"{what}.{key}", key, data[key])
     known = {f.name for f in fields(LayerCost)}
     layers = []
     for k, raw in enumerate(data["layers"]):

@@ -1,7 +1,10 @@
 """Build a ``ModelSpec`` from a Hugging Face ``config.json``.
 
 Supported families (by ``model_type``): Llama-style dense (``llama``, ``mistral``,
-``qwen2``, ``qwen3``), ``qwen3_moe``, ``qwen3_next``, ``deepseek_v3``. Field names
+``qwen2``, ``qwen3``), ``qwen3_moe``, ``qwen2_moe``, ``mixtral``, ``qwen3_next``,
+``deepseek_v2``, ``deepseek_v3``. Mixtral's ``intermediate_size`` is its experts' width
+and its expert count is ``num_local_experts``; Qwen2-MoE gates its shared expert like
+Qwen3-Next; DeepSeek-V2 reads like V3 (its softmax router only changes which experts win). Field names
 follow the public configs (each model's Hugging Face ``config.json``); the shipped ones are
 in ``planner/data/models/``.
 """
@@ -28,7 +31,7 @@ from planner.core.paths import MODELS_DIR, SHIPPED_MODELS
 __all__ = ["load_model", "model_from_config", "resolve_model_path"]
 
 _DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
-_SUPPORTED = (*_DENSE_TYPES, "qwen3_moe", "qwen3_next", "deepseek_v3")
+_SUPPORTED = (*_DENSE_TYPES, "qwen3_moe", "qwen2_moe", "mixtral", "qwen3_next", "deepseek_v2", "deepseek_v3")
 
 
 def resolve_model_path(model: str) -> Path:
@@ -94,32 +97,27 @@ def model_from_config(cfg: Any, *, name: str) -> ModelSpec:
         intermediate=_int(cfg, "intermediate_size", 0),
         tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
     )
-    if mtype == "deepseek_v3":
+    if mtype in ("deepseek_v2", "deepseek_v3"):
         return _deepseek(cfg, common, n_layers)
-    heads = _int(cfg, "num_attention_heads")
-    attention = AttentionSpec(
-        num_heads=heads,
-        num_kv_heads=_int(cfg, "num_key_value_heads", heads),
-        head_dim=_int(cfg, "head_dim", hidden // max(heads, 1)),
-    )
+    attention = _attention(cfg, hidden)
     if mtype in _DENSE_TYPES:
         mixers = ["gqa"] * n_layers
         return _assemble(common | {"attention": attention}, mixers, ["dense"] * n_layers, 0)
     moe = MoeSpec(
-        num_experts=_int(cfg, "num_experts"),
+        num_experts=_int(cfg, "num_local_experts" if mtype == "mixtral" else "num_experts"),
         top_k=_int(cfg, "num_experts_per_tok"),
-        expert_intermediate=_int(cfg, "moe_intermediate_size"),
+        expert_intermediate=_int(cfg, "intermediate_size" if mtype == "mixtral" else "moe_intermediate_size"),
         shared_intermediate=_int(cfg, "shared_expert_intermediate_size", 0),
-        shared_gate=mtype == "qwen3_next",
+        shared_gate=mtype in ("qwen3_next", "qwen2_moe"),
     )
     _check_moe(moe)
-    sparse_step = _int(cfg, "decoder_sparse_step", 1) or 1
+    sparse_step = _int(cfg, "decoder_sparse_step", 1)
     mlp_only = set(_int_list(cfg, "mlp_only_layers"))
     ffns = ["moe" if (i not in mlp_only and (i + 1) % sparse_step == 0) else "dense"
             for i in range(n_layers)]
-    if mtype == "qwen3_moe":
+    if mtype in ("qwen3_moe", "qwen2_moe", "mixtral"):
         return _assemble(common | {"attention": attention, "moe": moe}, ["gqa"] * n_layers, ffns, 0)
-    interval = _int(cfg, "full_attention_interval", 4) or 4
+    interval = _int(cfg, "full_attention_interval", 4)
     mixers = ["gqa" if (i + 1) % interval == 0 else "linear" for i in range(n_layers)]
     linear = LinearAttentionSpec(
         num_key_heads=_int(cfg, "linear_num_key_heads"),
@@ -131,6 +129,19 @@ def model_from_config(cfg: Any, *, name: str) -> ModelSpec:
     n_mtp = _int(cfg, "num_nextn_predict_layers", _int(cfg, "mtp_num_hidden_layers", 0))
     spec = common | {"attention": attention, "moe": moe, "linear": linear}
     return _assemble(spec, mixers, ffns, n_mtp, mtp_mixer="gqa")
+
+
+def _attention(cfg: dict[str, Any], hidden: int) -> AttentionSpec:
+    """Grouped-query attention: every key/value head serves heads / kv_heads query heads."""
+    heads = _int(cfg, "num_attention_heads")
+    kv_heads = _int(cfg, "num_key_value_heads", heads)
+    if kv_heads > heads or heads % kv_heads:
+        raise InputError("config.num_key_value_heads", f"{kv_heads} key/value heads do not divide the "
+                         f"{heads} attention heads", "give the model's own value (a divisor of num_attention_heads)")
+    if "head_dim" not in cfg and hidden < heads:
+        raise InputError("config.head_dim", f"missing, and hidden_size {hidden} / {heads} heads is below 1",
+                         "add 'head_dim' to the config.json")
+    return AttentionSpec(num_heads=heads, num_kv_heads=kv_heads, head_dim=_int(cfg, "head_dim", hidden // heads))
 
 
 def _deepseek(cfg: dict[str, Any], common: dict[str, Any], n_layers: int) -> ModelSpec:

@@ -18,7 +18,8 @@ from __future__ import annotations
 from planner.core.errors import InputError
 
 __all__ = ["CONFIG_LIMITS", "POSITIVE_CONFIG_FIELDS", "MAX_STAGE_MICROBATCHES", "check_config_value",
-           "check_stage_microbatches", "COST_LIMITS", "check_cost_value"]
+           "check_stage_microbatches", "COST_LIMITS", "check_cost_value", "MAX_TABLE_LAYERS", "BATCH_LIMITS",
+           "check_batch_value", "MAX_GPUS", "MAX_TOKEN_COUNT"]
 
 _LAYERS, _WIDTH, _FFN, _EXPERTS, _HEADS = 4096, 1 << 18, 1 << 21, 1 << 16, 1 << 12
 
@@ -36,8 +37,29 @@ CONFIG_LIMITS: dict[str, int] = {
 }
 """config.json field -> the largest value the planner accepts."""
 
-POSITIVE_CONFIG_FIELDS = frozenset({"hidden_size", "num_hidden_layers", "vocab_size", "num_attention_heads"})
-"""Fields where 0 makes no model (a zero vocabulary has no embedding to plan)."""
+POSITIVE_CONFIG_FIELDS = frozenset({
+    "hidden_size", "num_hidden_layers", "vocab_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+    "decoder_sparse_step", "full_attention_interval", "moe_intermediate_size", "linear_num_key_heads",
+    "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
+    "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"})
+"""Fields where 0 makes no model (a zero vocabulary has no embedding to plan; a zero
+``decoder_sparse_step`` or ``full_attention_interval`` has no layer pattern: Hugging Face
+divides by it)."""
+
+MAX_TABLE_LAYERS = _LAYERS + 2
+"""Most entries a cost table may hold: the embedding, up to the layer limit of decoder layers
+and MTP modules, and the head."""
+
+BATCH_LIMITS: dict[str, int] = {"microbatch_size": 1 << 16, "seq_len": 1 << 24, "global_batch": 1 << 30}
+"""Sequences per microbatch (Llama 3.1 405B trained with 16M-token batches: 2048 sequences),
+tokens per sequence (1M-token contexts are the longest published), sequences per step."""
+
+MAX_GPUS = 1 << 24
+"""GPUs in one job (the largest published runs use about 10^5)."""
+
+MAX_TOKEN_COUNT = float(2**40)
+"""Largest token count of one expert in one routing record: a trillion copies, 10^4 times the
+copies a 16M-token batch routed top-8 makes in all."""
 
 MAX_STAGE_MICROBATCHES = 1 << 17
 """Largest microbatches x pipeline stages a plan may hold (see the module doc)."""
@@ -60,6 +82,13 @@ def check_stage_microbatches(microbatches: int, stages: int, *, field: str = "--
         raise InputError(field, f"{microbatches} microbatches x {stages} stages = {microbatches * stages} is "
                          f"above the planner's limit of {MAX_STAGE_MICROBATCHES}",
                          "use fewer microbatches (a larger micro-batch size) or fewer stages")
+
+
+def check_batch_value(field: str, key: str, value: object) -> None:
+    """Raise ``InputError`` naming ``field`` unless ``value`` is an integer in 1..``BATCH_LIMITS[key]``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= BATCH_LIMITS[key]:
+        raise InputError(field, f"expected an integer in 1..{BATCH_LIMITS[key]}, got {value!r:.40}",
+                         "the limits are in planner/core/limits.py")
 
 
 COST_LIMITS: dict[str, float] = {"seconds": 1e6, "bytes": float(2**60), "flops": 1e24, "factor": 1e6}

@@ -16,7 +16,7 @@ from typing import Any
 from planner.core.costs import P2PCost
 from planner.core.errors import InputError
 from planner.core.jsonio import read_json, write_json_atomic
-from planner.core.limits import check_cost_value
+from planner.core.limits import MAX_STAGE_MICROBATCHES, check_batch_value, check_cost_value, check_stage_microbatches
 from planner.core.placement import check_bounds
 from planner.core.schedule import Action, Schedule, parse_schedule
 from planner.core.schemas import check_schema
@@ -134,8 +134,17 @@ class Plan:
 
     @staticmethod
     def from_dict(data: Any, *, what: str = "plan") -> "Plan":
-        """Check against the schema and for internal consistency, then build."""
-        check_schema(data, "plan", what=what)
+        """Check against the schema and for internal consistency, then build.
+
+        The schema checks the structure with the action lists left empty; the actions
+        themselves (hundreds of thousands in a large plan, one ``descend`` each in the
+        schema validator) are checked in one pass here and parsed by ``parse_schedule``."""
+        sched = data.get("schedule") if isinstance(data, dict) else None
+        if isinstance(sched, dict):
+            check_schema({**data, "schedule": {k: [] for k in sched}}, "plan", what=what)
+            _check_action_lists(sched, what)
+        else:
+            check_schema(data, "plan", what=what)
         known = {"schema_version", "model", "cluster", "parallel", "microbatches", "stages",
                  "schedule", "predicted", "baselines", "solver", "costs", "stage_costs"}
         plan = Plan(**{k: data[k] for k in known - {"schema_version"} if k in data},
@@ -144,7 +153,30 @@ class Plan:
         return plan
 
 
+def _check_action_lists(sched: dict, what: str) -> None:
+    """What the schema says of ``schedule``'s values: lists of strings (one pass per rank)."""
+    for rank, actions in sched.items():
+        if not isinstance(actions, list):
+            raise InputError(f"{what}.schedule.{rank}", f"{actions!r:.40} is not of type 'array'",
+                             "see planner/data/schemas/plan.schema.json")
+        if not all(type(a) is str for a in actions):
+            pos = next(k for k, a in enumerate(actions) if type(a) is not str)
+            raise InputError(f"{what}.schedule.{rank}[{pos}]", f"{actions[pos]!r:.40} is not of type 'string'",
+                             "see planner/data/schemas/plan.schema.json")
+
+
+def _check_sizes(plan: Plan, what: str) -> None:
+    """Sizes that later passes allocate for, held to ``planner.core.limits`` before any of them runs."""
+    check_stage_microbatches(plan.microbatches["count"], len(plan.stages), field=f"{what}.microbatches.count")
+    check_batch_value(f"{what}.microbatches.size", "microbatch_size", plan.microbatches["size"])
+    actions = sum(len(v) for v in plan.schedule.values())
+    if actions > 3 * MAX_STAGE_MICROBATCHES:
+        raise InputError(f"{what}.schedule", f"holds {actions} actions, above the planner's limit of "
+                         f"{3 * MAX_STAGE_MICROBATCHES}", "give the plan ppplan wrote")
+
+
 def _check_consistency(plan: Plan, what: str) -> None:
+    _check_sizes(plan, what)
     for k, st in enumerate(plan.stages):
         if st["stage"] != k:
             raise InputError(f"{what}.stages[{k}].stage", f"is {st['stage']}, expected {k}",
@@ -197,10 +229,11 @@ def _check_optional_fields(plan: Plan, what: str) -> None:
             expected = "text" if kind is str else f"a number >= {low:g}"
             raise InputError(f"{what}.{section}.{key}", f"expected {expected}, got {value!r:.40}")
     training = plan.cluster.get("training", {})
-    for key in ("seq_len", "micro_batch_size", "global_batch"):
-        value = training.get(key, 1)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"{what}.cluster.training.{key}", f"expected a positive integer, got {value!r:.40}")
+    for key, limit in (("seq_len", "seq_len"), ("micro_batch_size", "microbatch_size"), ("global_batch", "global_batch")):
+        check_batch_value(f"{what}.cluster.training.{key}", limit, training.get(key, 1))
+    for key, limit in (("seq_len", "seq_len"), ("microbatch_size", "microbatch_size")):
+        if isinstance(plan.costs, dict) and plan.costs.get(key):
+            check_batch_value(f"{what}.costs.{key}", limit, plan.costs[key])
 
 
 def _check_cluster_section(cl: Any, where: str) -> None:

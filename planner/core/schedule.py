@@ -57,7 +57,8 @@ OVERLAP = ActionKind.OVERLAP_F_B
 Key = tuple[int, str, int]
 """(stage, kind, microbatch) of one unit of work; kind in F, I, W (``ActionKind`` members)."""
 
-_ATOM = re.compile(r"^(\d+)(F|I|W|B)(\d+)$")
+_ATOM = re.compile(r"^([0-9]{1,18})(F|I|W|B)([0-9]{1,18})$")
+"""ASCII digits only (``\\d`` would read Arabic-Indic digits too), at most 18 of them (below 2^63)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +109,8 @@ def parse_action(text: str) -> Action:
         return Action.fused(fwd, bwd)
     m = _ATOM.match(t)
     if not m:
-        raise ValueError(f"bad action {text!r}: expected e.g. 2F0, 2I0, 2W0, 2B0 or (0F3;7I1){OVERLAP}")
+        raise ValueError(f"bad action {text!r:.40}: expected e.g. 2F0, 2I0, 2W0, 2B0 or (0F3;7I1){OVERLAP} "
+                         f"(ASCII digits, at most 18)")
     return Action(int(m.group(1)), ActionKind(m.group(2)), int(m.group(3)))
 
 
@@ -156,10 +158,15 @@ def predecessors(action: Action, num_stages: int) -> list[Key]:
 def parse_schedule(data: dict[str, list[str]]) -> Schedule:
     """Rank (as string) -> action strings, to a ``Schedule``; raises ``ValueError`` naming rank and position."""
     sched: Schedule = {}
+    atom, kinds = _ATOM.match, {k.value: k for k in COMPUTE_KINDS}
     for rank_text, actions in data.items():
         rank = int(rank_text)
         parsed = []
         for pos, text in enumerate(actions):
+            m = atom(text)  # the common plain action, without parse_action's call (large plans load in one pass)
+            if m is not None:
+                parsed.append(Action(int(m[1]), kinds[m[2]], int(m[3])))
+                continue
             try:
                 parsed.append(parse_action(text))
             except ValueError as exc:

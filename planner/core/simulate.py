@@ -38,7 +38,7 @@ from planner.core.compiled import Compiled, DeadlockError, compile_schedule, com
 from planner.core.schedule import Action, ActionKind, Schedule
 from planner.core.stage_costs import StageCosts
 
-__all__ = ["SimResult", "DeadlockError", "Compiled", "simulate", "compile_schedule",
+__all__ = ["SimResult", "DeadlockError", "Compiled", "simulate", "compile_schedule", "timed_actions",
            "simulate_compiled", "durations", "longest_paths"]
 
 
@@ -169,9 +169,23 @@ def _delays(costs: StageCosts) -> list[float]:
     return [costs.p2p_time(s) for s in range(costs.num_stages)] + [0.0]
 
 
+_TIMED = [0]
+"""Actions timed by every simulation in this process so far: the searches' work clock."""
+
+
+def timed_actions() -> int:
+    """How many actions ``simulate``/``simulate_compiled`` have timed in this process.
+
+    [Note: timed actions] A count, not a clock: the planner's phases bound their
+    re-timings with it ([Note: work budget] in ``solvers.schedule.budget``), so where they
+    stop depends on the inputs alone, never on the machine's speed or load."""
+    return _TIMED[0]
+
+
 def _result(comp: Compiled, costs: StageCosts, dur: list[float], delay: list[float],
             start: list[float], end: list[float], *, detail: bool) -> SimResult:
     peak_act = _peaks(comp, costs)
+    _TIMED[0] += len(dur)
     static = costs.static_per_rank() + [0] * (len(comp.order) - costs.num_ranks)
     fields = dict(step_time=max(end, default=0.0), compiled=comp, start=start, end=end,
                   busy=[sum(dur[row[0]: row[-1] + 1]) if row else 0 for row in comp.order],

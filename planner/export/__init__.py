@@ -1,8 +1,8 @@
 """Plans out to the frameworks: ``ppplan export PLAN --format FMT`` and ``LaunchPlan``.
 
-Formats (one module each): ``torch-csv`` (``export_torch``), ``torchtitan``
-(``export_torch``), ``megatron`` (``export_megatron``), ``deepspeed``
-(``export_deepspeed``), ``trace`` (``export_trace``). Every exporter either writes
+Formats (one module each): ``torch-csv`` (``pipelining``), ``torchtitan``
+(``torchtitan``), ``megatron`` (``megatron``), ``megatron-bridge`` (``megatron_bridge``),
+``deepspeed`` (``deepspeed``), ``trace`` (``trace``). Every exporter either writes
 exactly the plan (partition, placement, microbatches, order) in the target's grammar or
 raises ``ExportError`` naming what the target cannot express; none falls back to a
 different schedule. All files of one export are rendered before any is written, and
@@ -24,10 +24,10 @@ from planner.export.schedule import ExportError
 __all__ = ["FORMATS", "DEFAULT_OUT", "Export", "ExportError", "export_plan", "write_export",
            "LaunchPlan", "as_launch_plan"]
 
-FORMATS = ("torch-csv", "torchtitan", "megatron", "deepspeed", "trace")
+FORMATS = ("torch-csv", "torchtitan", "megatron", "megatron-bridge", "deepspeed", "trace")
 DEFAULT_OUT = {"torch-csv": "schedule.csv", "torchtitan": "torchtitan_config.py",
-               "megatron": "megatron_args.txt", "deepspeed": "deepspeed_pipeline.py",
-               "trace": "trace.json"}
+               "megatron": "megatron_args.txt", "megatron-bridge": "megatron_bridge_overrides.yaml",
+               "deepspeed": "deepspeed_pipeline.py", "trace": "trace.json"}
 """Output file per format when ``--out`` is not given."""
 
 
@@ -66,16 +66,17 @@ def _torch_csv(plan: Plan, path: str) -> tuple[dict[str, str], dict[str, Any]]:
 
 
 def _torchtitan(plan: Plan, path: str) -> tuple[dict[str, str], dict[str, Any]]:
-    from planner.export.pipelining import torch_csv, torchtitan_options, torchtitan_overrides
-    from planner.export.torchtitan import activation_checkpoint, torchtitan_config_py
+    from planner.export.pipelining import torch_csv, torchtitan_options
+    from planner.export.torchtitan import activation_checkpoint, cli_overrides, torchtitan_config_py, torchtitan_fields
 
     csv_path = str(Path(path).with_suffix(".csv"))
     if csv_path == path:
         csv_path = path + ".csv"
-    options = torchtitan_options(plan, csv_path=csv_path)
+    fields = torchtitan_fields(plan, csv_path=csv_path)
     module = torchtitan_config_py(plan, csv_path=csv_path)
     return ({path: module, csv_path: torch_csv(plan, fmt="torchtitan")},
-            {"options": options, "overrides": torchtitan_overrides(options),
+            {"options": torchtitan_options(plan, csv_path=csv_path), "fields": fields,
+             "overrides": {form: cli_overrides(values) for form, values in fields.items()},
              "activation_checkpoint": activation_checkpoint(plan)})
 
 
@@ -86,6 +87,12 @@ def _megatron(plan: Plan, path: str) -> tuple[dict[str, str], dict[str, Any]]:
     return {path: shlex.join(m.args) + "\n"}, {"args": m.args, "layout": m.layout,
                                                "alternative": m.alternative, "flags": m.flags,
                                                "env": m.env}
+
+
+def _megatron_bridge(plan: Plan, path: str) -> tuple[dict[str, str], dict[str, Any]]:
+    from planner.export.megatron_bridge import bridge_overrides_yaml, bridge_settings
+
+    return {path: bridge_overrides_yaml(plan)}, {"settings": bridge_settings(plan)}
 
 
 def _deepspeed(plan: Plan, path: str) -> tuple[dict[str, str], dict[str, Any]]:
@@ -106,7 +113,7 @@ def _trace(plan: Plan, path: str) -> tuple[dict[str, str], dict[str, Any]]:
 
 
 _RENDER = {"torch-csv": _torch_csv, "torchtitan": _torchtitan, "megatron": _megatron,
-           "deepspeed": _deepspeed, "trace": _trace}
+           "megatron-bridge": _megatron_bridge, "deepspeed": _deepspeed, "trace": _trace}
 
 
 class LaunchPlan(Plan):

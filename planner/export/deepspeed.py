@@ -23,13 +23,22 @@ _FMT = "deepspeed"
 _SNIPPET = '''"""DeepSpeed pipeline partition from ppplan plan {name!r}.
 
 The module's layer list must hold one entry per plan layer, in plan order
-({layout_note}). DeepSpeed config: {config}.
+({layout_note}).
+Build it with ``num_stages=NUM_STAGES``, pass ``DEEPSPEED_CONFIG`` (with your optimizer settings)
+to ``deepspeed.initialize``; ``engine.train_batch()`` then runs the plan's microbatches in
+DeepSpeed's 1F1B.
 """
 
 from deepspeed.pipe import PipelineModule
 
 PARTS = {parts}
 """Stage s owns layers [PARTS[s], PARTS[s + 1])."""
+
+NUM_STAGES = {pp}
+"""Pipeline stages, one per pipeline rank."""
+
+DEEPSPEED_CONFIG = {config}
+"""The plan's microbatches: size per microbatch and count per step (one data-parallel replica)."""
 
 ACTIVATION_CHECKPOINT_INTERVAL = {interval}
 """The plan's recomputation ({recompute}): 1 recomputes every layer's forward in the backward
@@ -87,10 +96,9 @@ def deepspeed_snippet(plan: Plan) -> str:
     note = (f"{layout.count('E')} embedding, {layout.count('t')} decoder, {layout.count('m')} MTP, "
             f"{layout.count('L')} head" if layout else f"{parts[-1]} layers")
     size = int(plan.microbatches.get("size", 1))
-    config = (f'{{"train_micro_batch_size_per_gpu": {size}, '
-              f'"gradient_accumulation_steps": {plan.num_microbatches}}}, num_stages={plan.pp}')
+    config = {"train_micro_batch_size_per_gpu": size, "gradient_accumulation_steps": plan.num_microbatches}
     mode = plan.cluster.get("training", {}).get("recompute") or "none"
-    return _SNIPPET.format(name=plan.model.get("name", "?"), layout_note=note, config=config,
+    return _SNIPPET.format(name=plan.model.get("name", "?"), layout_note=note, config=config, pp=plan.pp,
                            parts=parts, interval=checkpoint_interval(plan), recompute=mode)
 
 

@@ -19,12 +19,13 @@ further (zero-bubble style), GPipe or solver-made orders are refused.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from planner.core.errors import InfeasibleError
 from planner.core.model import ROLE_LETTERS
 from planner.core.plan import Plan
 from planner.core.schedule import ActionKind, Schedule
-from planner.export.megatron_flags import RECOMPUTE_MODULES, companion_flags, recompute_args
+from planner.export.megatron_flags import RECOMPUTE_MODULES, companion_flags, recompute_args, render
 from planner.export.schedule import (ExportError, check_exportable, first_difference, has_fused,
                                      kind_order, merged_order, moved_w, placement_style, split_w)
 from solvers.schedule.generators import interleaved_1f1b
@@ -49,6 +50,9 @@ class MegatronArgs:
     """Switches the plan's schedule needs (also inside ``args``)."""
     env: dict[str, str]
     """Environment variables Megatron needs for these flags (``megatron_flags``)."""
+    settings: dict[str, Any]
+    """``args`` as values (argument destination -> value, ``megatron_flags.render``), plus the
+    virtual pipeline size the layout implies (``virtual_pipeline_model_parallel_size``)."""
 
 
 def stage_letters(plan: Plan) -> list[str]:
@@ -198,14 +202,17 @@ def megatron_args(plan: Plan) -> MegatronArgs:
     text = "".join(letters)
     n_mtp = text.count("m")
     flags = _check_schedule(plan, sched, n_mtp)
-    more = companion_flags(plan, overlap="--overlap-moe-expert-parallel-comm" in flags)
-    common = ["--num-layers", str(text.count("t"))] + (["--mtp-num-layers", str(n_mtp)] if n_mtp else [])
-    common += more.args
-    if plan.num_stages > plan.pp:
-        common += ["--microbatch-group-size-per-virtual-pipeline-stage", str(plan.pp)]
-    common += flags
-    head = ["--pipeline-model-parallel-size", str(plan.pp)]
+    overlap = "--overlap-moe-expert-parallel-comm" in flags
+    more = companion_flags(plan, overlap=overlap)
+    common: dict[str, Any] = {"num_layers": text.count("t"), "mtp_num_layers": n_mtp or None, **more.settings,
+                              "microbatch_group_size_per_virtual_pipeline_stage":
+                                  plan.pp if plan.num_stages > plan.pp else None,
+                              "overlap_moe_expert_parallel_comm": overlap,
+                              "delay_wgrad_compute": "--delay-wgrad-compute" in flags}
+    head = {"pipeline_model_parallel_size": plan.pp}
     alt = _first_last_args(plan, letters)
-    return MegatronArgs(args=head + ["--pipeline-model-parallel-layout", layout] + common,
+    return MegatronArgs(args=render({**head, "pipeline_model_parallel_layout": layout, **common}),
                         layout=layout, flags=flags, env=more.env,
-                        alternative=head + alt + common if alt is not None else None)
+                        settings={**head, "pipeline_model_parallel_layout": layout,
+                                  "virtual_pipeline_model_parallel_size": plan.num_stages // plan.pp, **common},
+                        alternative=render(head) + alt + render(common) if alt is not None else None)

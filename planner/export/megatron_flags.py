@@ -33,10 +33,12 @@ Rules, each from Megatron's source (Megatron-LM main, ``megatron/training/argume
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from planner.core.plan import Plan
 
-__all__ = ["Companions", "companion_flags", "recompute_args", "is_moe", "RECOMPUTE_MODULES"]
+__all__ = ["Companions", "companion_flags", "recompute_args", "recompute_settings", "render", "is_moe",
+           "RECOMPUTE_MODULES"]
 
 RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm")
 """Selective recomputation modules (what ``profiler.analytical`` costs for selective:
@@ -47,6 +49,8 @@ attention core, MoE activation, norms)."""
 class Companions:
     """Flags besides the layout and schedule switches, and environment variables."""
 
+    settings: dict[str, Any]
+    """The flags as values: argument destination (``--a-b`` is ``a_b``) -> value (``render``)."""
     args: list[str]
     """Command-line flags."""
     env: dict[str, str]
@@ -58,15 +62,39 @@ def is_moe(plan: Plan) -> bool:
     return any("moe" in str(t) for t in plan.model.get("layer_types", []))
 
 
+def render(settings: dict[str, Any]) -> list[str]:
+    """Megatron-LM flags of ``settings``: True a switch, None or False left out (Megatron's
+    default), a list its values, a float in its shortest form."""
+    args: list[str] = []
+    for dest, value in settings.items():
+        if value is None or value is False:
+            continue
+        args.append("--" + dest.replace("_", "-"))
+        if isinstance(value, list):
+            args += [str(v) for v in value]
+        elif isinstance(value, float):
+            args.append(f"{value:g}")
+        elif value is not True:
+            args.append(str(value))
+    return args
+
+
+def recompute_settings(plan: Plan) -> dict[str, Any]:
+    """All four recomputation fields for the plan's mode (None where the mode sets none)."""
+    mode = plan.cluster.get("training", {}).get("recompute") or "none"
+    out: dict[str, Any] = {"recompute_granularity": None, "recompute_method": None, "recompute_num_layers": None,
+                           "recompute_modules": None}
+    if mode == "selective":
+        out.update(recompute_granularity="selective",
+                   recompute_modules=[m for m in RECOMPUTE_MODULES if m != "moe_act" or is_moe(plan)])
+    elif mode == "full":
+        out.update(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
+    return out
+
+
 def recompute_args(plan: Plan) -> list[str]:
     """Megatron options for the plan's recomputation mode (none for none)."""
-    mode = plan.cluster.get("training", {}).get("recompute") or "none"
-    if mode == "selective":
-        modules = [m for m in RECOMPUTE_MODULES if m != "moe_act" or is_moe(plan)]
-        return ["--recompute-granularity", "selective", "--recompute-modules", *modules]
-    if mode == "full":
-        return ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
-    return []
+    return render(recompute_settings(plan))
 
 
 def companion_flags(plan: Plan, *, overlap: bool) -> Companions:
@@ -78,31 +106,23 @@ def companion_flags(plan: Plan, *, overlap: bool) -> Companions:
     tp, ep = int(par.get("tp", 1)), int(par.get("ep", 1))
     moe = is_moe(plan)
     size = int(plan.microbatches.get("size", 1))
-    args = ["--tensor-model-parallel-size", str(tp)]
-    if tp > 1:
-        args.append("--sequence-parallel")
+    s: dict[str, Any] = {"tensor_model_parallel_size": tp, "sequence_parallel": tp > 1}
     if moe:
-        args += ["--expert-model-parallel-size", str(ep),
-                 "--expert-tensor-parallel-size", str(int(par.get("etp", 1))), "--moe-grouped-gemm"]
-    args += ["--micro-batch-size", str(size),
-             "--global-batch-size", str(plan.num_microbatches * size * int(par.get("dp", 1)))]
+        s.update(expert_model_parallel_size=ep, expert_tensor_parallel_size=int(par.get("etp", 1)),
+                 moe_grouped_gemm=True)
+    s.update(micro_batch_size=size, global_batch_size=plan.num_microbatches * size * int(par.get("dp", 1)))
     seq = train.get("seq_len")
     if seq:
-        args += ["--seq-length", str(int(seq)), "--max-position-embeddings", str(int(seq))]
+        s.update(seq_length=int(seq), max_position_embeddings=int(seq))
     precision = train.get("precision", "bf16")
-    if precision in ("bf16", "fp16"):
-        args.append(f"--{precision}")
-    elif overlap:
-        args.append("--bf16")
-    if train.get("distributed_optimizer", True):
-        args.append("--use-distributed-optimizer")
-    args += recompute_args(plan)
+    s.update(bf16=precision == "bf16" or (overlap and precision != "fp16"), fp16=precision == "fp16")
+    s["use_distributed_optimizer"] = bool(train.get("distributed_optimizer", True))
+    s.update(recompute_settings(plan))
     capacity = train.get("moe_expert_capacity_factor") if moe else None
-    if capacity is not None:  # Megatron's capacity mode, as the plan was costed
-        args += ["--moe-expert-capacity-factor", f"{float(capacity):g}"]
-        if train.get("moe_pad_expert_input_to_capacity"):
-            args.append("--moe-pad-expert-input-to-capacity")
-    if overlap or (moe and ep > 1):
-        args += ["--moe-token-dispatcher-type", "alltoall"]
+    if moe:  # Megatron's capacity mode when the plan was costed with it, else dropless (None, False)
+        s.update(moe_expert_capacity_factor=None if capacity is None else float(capacity),
+                 moe_pad_expert_input_to_capacity=capacity is not None
+                 and bool(train.get("moe_pad_expert_input_to_capacity")))
+    s["moe_token_dispatcher_type"] = "alltoall" if overlap or (moe and ep > 1) else None
     env = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"} if tp > 1 and not overlap else {}
-    return Companions(args=args, env=env)
+    return Companions(settings=s, args=render(s), env=env)

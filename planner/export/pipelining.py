@@ -71,10 +71,11 @@ def module_fqns(plan: Plan, *, fmt: str = "torchtitan") -> list[list[str]]:
         raise ExportError(fmt, "plan.model.layout is missing or does not have one letter per layer",
                           "re-plan with this version of ppplan", replan=False)
     if "m" in layout:
-        raise ExportError(fmt, f"layer {layout.index('m')} is an MTP layer and torchtitan models "
-                          "have no MTP module", "plan a config without MTP layers "
-                          "(num_nextn_predict_layers: 0), or use --format megatron / torch-csv",
-                          replan=False)  # no --target makes torchtitan run an MTP layer
+        # torchtitan/models/deepseek_v3/mtp.py: "MTP does not support pipeline parallelism yet"
+        raise ExportError(fmt, f"layer {layout.index('m')} is an MTP layer and torchtitan runs MTP "
+                          "only without pipeline parallelism", "plan the model from its config.json "
+                          "with num_nextn_predict_layers (or mtp_num_hidden_layers) 0, or use --format "
+                          "megatron / torch-csv", replan=False)  # no --target makes torchtitan run it
     names = {"E": ["tok_embeddings"], "L": ["norm", "lm_head"]}  # torchtitan 0.3 models/common/decoder.py
     out, decoder = [], 0
     for a, b in plan.bounds():

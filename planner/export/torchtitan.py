@@ -1,57 +1,103 @@
-"""Plan -> torchtitan 0.3 Python config module (``--module PATH --config ppplan_config``).
+"""Plan -> torchtitan Python config module (``--module PATH --config ppplan_config``).
 
-torchtitan 0.3 configures a job with a Python function returning ``Trainer.Config``
-(``torchtitan/config/manager.py``: ``--module`` names a module, or a fully qualified path,
-``--config`` a function in it). The export writes such a module: ``apply_plan(config)``
-sets the plan's ``parallelism`` and ``training`` fields (``torchtitan/config/configs.py``
-``ParallelismConfig``, ``TrainingConfig``: ``pipeline_parallel_schedule_csv``,
-``module_fqns_per_model_part`` with ``lm_head`` as the output head,
-``pipeline_parallel_microbatch_size``, ``local_batch_size``, ``seq_len``) and the plan's
-activation checkpointing (``torchtitan/distributed/activation_checkpoint.py``:
-``SelectiveAC``, ``FullAC``, or None for none); ``ppplan_config()`` applies it to
-torchtitan's own config of the model where torchtitan ships one. The schedule itself is
-the compute-only CSV beside it.
+torchtitan 0.3 and main configure a job with a Python function returning ``Trainer.Config``
+(``torchtitan/config/manager.py``, the same file in both: ``--module`` names a module or a
+fully qualified path, ``--config`` a function in it; ``tyro.cli`` then rebuilds the config,
+which runs ``Trainer.Config.__post_init__``). The export writes such a module:
+``apply_plan(config)`` sets the plan's ``parallelism`` and ``training`` fields and its
+activation checkpointing (``torchtitan/distributed/activation_checkpoint.py``: ``SelectiveAC``,
+``FullAC``, or None for none); ``ppplan_config()`` applies it to torchtitan's own config of the
+model where torchtitan ships one. The schedule itself is the compute-only CSV beside it.
+
+[Note: torchtitan field names] The two generations name the batch fields differently
+(``torchtitan/config/configs.py``):
+
+- 0.3.0: ``parallelism.pipeline_parallel_microbatch_size`` (sequences per microbatch),
+  ``training.local_batch_size`` (sequences per data-parallel rank and step), ``training.seq_len``.
+- main (pytorch/torchtitan ``b5bcd76c66d0acb1a08b176d9639425bc55e0b2a``):
+  ``parallelism.num_pp_microbatches`` (microbatches per step),
+  ``training.num_tokens_per_microbatch_per_dp_rank`` (microbatch size x sequence length),
+  ``training.max_context_length``; the dataclasses use ``slots=True``, so an old name cannot
+  even be set.
+
+The module carries both forms and picks the one whose names the installed
+``ParallelismConfig`` has. Both set ``training.disable_cuda_graphs``: ``Trainer.Config.
+_validate_cuda_graphs`` (``torchtitan/trainer.py``) refuses pipeline parallelism otherwise.
 """
 
 from __future__ import annotations
 
 import pprint
+from typing import Any
 
 from planner.core.plan import Plan
 from planner.export.pipelining import torchtitan_options
 
-__all__ = ["torchtitan_config_py", "activation_checkpoint", "BASE_CONFIGS"]
+__all__ = ["torchtitan_config_py", "torchtitan_fields", "cli_overrides", "activation_checkpoint", "BASE_CONFIGS",
+           "FIELD_FORMS"]
 
-BASE_CONFIGS = {"llama3-8b": ("llama3", "llama3_8b"), "qwen3-30b-a3b": ("qwen3", "qwen3_30b_a3b")}
-"""ppplan model -> (torchtitan model package, config_registry function) in torchtitan 0.3.0."""
+BASE_CONFIGS: dict[str, tuple[str, str, str | None]] = {
+    "llama3-8b": ("llama3", "llama3_8b", None),
+    "qwen3-30b-a3b": ("qwen3", "qwen3_30b_a3b", None),
+    "qwen3-235b-a22b": ("qwen3", "qwen3_30b_a3b", "235B-A22B"),
+    "deepseek-v3": ("deepseek_v3", "deepseek_v3_671b", None),
+}
+"""ppplan model -> (torchtitan model package, ``config_registry`` function, model flavor to put
+in its ``model_spec`` or None to keep the function's). torchtitan 0.3.0 and main register these
+functions and flavors (``torchtitan/models/<pkg>/config_registry.py`` and ``__init__.py``);
+Qwen3-235B-A22B has a flavor but no config function, so the 30B-A3B recipe is used with the
+235B flavor. ``deepseek_v3_671b`` builds DeepSeek-V3 without its MTP layer (``num_mtp_layers``
+0): torchtitan runs MTP only without pipeline parallelism (``models/deepseek_v3/mtp.py``,
+"MTP does not support pipeline parallelism yet"), so a DeepSeek-V3 plan for torchtitan is
+made from the model's config with ``num_nextn_predict_layers: 0``."""
+
+FIELD_FORMS = ("0.3", "main")
+"""torchtitan field-name generations the module carries (see [Note: torchtitan field names])."""
 
 _AC = {"selective": "SelectiveAC", "full": "FullAC", "none": None}
 
-_MODULE = '''"""torchtitan 0.3 config from ppplan plan {name!r}: {stages} stages on {pp} pipeline ranks,
+_MODULE = '''"""torchtitan config from ppplan plan {name!r}: {stages} stages on {pp} pipeline ranks,
 schedule {schedule} read from {csv!r}, activation checkpointing {ac}.
 
 Run: torchrun ... -m torchtitan.train --module <this module's import path> --config ppplan_config
 {base_note}
+Works with torchtitan 0.3 and main: ``apply_plan`` uses the field names of the installed version.
 """
+
+import dataclasses
 
 from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC
 
-PARALLELISM = {parallelism}
-"""``ParallelismConfig`` fields the plan sets."""
+STAGE_MODULES = [
+{stages_src}
+]
+"""Module FQNs of each pipeline stage (``parallelism.module_fqns_per_model_part``)."""
 
-TRAINING = {training}
-"""``TrainingConfig`` fields the plan sets."""
+FIELDS = {fields}
+"""Per torchtitan generation ("0.3", "main"): ``ParallelismConfig`` / ``TrainingConfig`` fields."""
+
+MICROBATCH_SIZE = {size}
+"""Sequences per pipeline microbatch."""
 
 ACTIVATION_CHECKPOINT = {ac!r}
 """The plan's recomputation: SelectiveAC, FullAC or None (no recomputation)."""
 
 
+def field_form(config):
+    """The installed torchtitan's field names: "main" when ``ParallelismConfig`` has ``num_pp_microbatches``."""
+    names = {{f.name for f in dataclasses.fields(config.parallelism)}}
+    return "main" if "num_pp_microbatches" in names else "0.3"
+
+
 def apply_plan(config):
     """The plan's pipeline, batch and activation checkpointing on a ``Trainer.Config``."""
-    for key, value in PARALLELISM.items():
-        setattr(config.parallelism, key, value)
-    for key, value in TRAINING.items():
-        setattr(config.training, key, value)
+    form = field_form(config)
+    for section, values in FIELDS[form].items():
+        for key, value in values.items():
+            setattr(getattr(config, section), key, value)
+    if form == "main" and "max_context_length" not in FIELDS[form]["training"]:
+        # the plan has no sequence length: main counts a microbatch in tokens of the base config's
+        config.training.num_tokens_per_microbatch_per_dp_rank = MICROBATCH_SIZE * config.training.max_context_length
     ac = {{"SelectiveAC": SelectiveAC, "FullAC": FullAC}}.get(ACTIVATION_CHECKPOINT)
     config.activation_checkpoint = ac.Config() if ac is not None else None
     return config
@@ -60,11 +106,17 @@ def apply_plan(config):
 _BASE_FN = '''
 
 def ppplan_config():
-    """torchtitan's own ``{fn}`` config with the plan applied."""
+    """torchtitan's own ``{fn}`` config{flavor_note} with the plan applied."""
     from torchtitan.models.{pkg}.config_registry import {fn}
 
-    return apply_plan({fn}())
+    config = {fn}(){flavor_line}
+    return apply_plan(config)
 '''
+
+_FLAVOR_LINE = '''
+    from torchtitan.models.{pkg} import model_registry
+
+    config.model_spec = model_registry({flavor!r})'''
 
 
 def activation_checkpoint(plan: Plan) -> str | None:
@@ -72,16 +124,71 @@ def activation_checkpoint(plan: Plan) -> str | None:
     return _AC.get(plan.cluster.get("training", {}).get("recompute") or "none")
 
 
+def torchtitan_fields(plan: Plan, *, csv_path: str) -> dict[str, dict[str, dict[str, Any]]]:
+    """{form: {"parallelism": fields, "training": fields}} for each of ``FIELD_FORMS``.
+
+    Built from the plan's microbatch size and count and sequence length; the schedule, stage
+    FQNs and parallel degrees are ``torchtitan_options`` (the same in both forms).
+    """
+    options = torchtitan_options(plan, csv_path=csv_path)
+    size, count = int(plan.microbatches.get("size", 1)), plan.num_microbatches
+    seq = plan.cluster.get("training", {}).get("seq_len")
+    shared = {k: v for k, v in options["parallelism"].items() if k != "pipeline_parallel_microbatch_size"}
+    old_training: dict[str, Any] = {"local_batch_size": count * size, "disable_cuda_graphs": True}
+    new_training: dict[str, Any] = {"disable_cuda_graphs": True}
+    if seq:
+        old_training["seq_len"] = int(seq)
+        new_training.update(num_tokens_per_microbatch_per_dp_rank=size * int(seq), max_context_length=int(seq))
+    return {"0.3": {"parallelism": {**shared, "pipeline_parallel_microbatch_size": size}, "training": old_training},
+            "main": {"parallelism": {**shared, "num_pp_microbatches": count}, "training": new_training}}
+
+
+def cli_overrides(form: dict[str, dict[str, Any]]) -> list[str]:
+    """torchtitan command-line overrides (``--section.key value``) of one form's scalar fields.
+
+    tyro (``torchtitan/config/manager.py``) takes a true bool as a bare flag; list fields (the
+    stage FQNs) exist only in the config module.
+    """
+    out: list[str] = []
+    for section, values in form.items():
+        for key, value in values.items():
+            if value is True:
+                out.append(f"--{section}.{key}")
+            elif not isinstance(value, list):
+                out += [f"--{section}.{key}", str(value)]
+    return out
+
+
 def torchtitan_config_py(plan: Plan, *, csv_path: str) -> str:
     """Python source of the config module (the CSV is ``torch_csv(plan)`` at ``csv_path``)."""
-    options = torchtitan_options(plan, csv_path=csv_path)
+    fields = torchtitan_fields(plan, csv_path=csv_path)
     name = str(plan.model.get("name", ""))
     base = BASE_CONFIGS.get(name)
-    base_note = (f"Base config: torchtitan.models.{base[0]}.config_registry.{base[1]} (ppplan_config())."
-                 if base else "torchtitan ships no config of this model: call apply_plan(your Trainer.Config).")
+    if base:
+        pkg, fn, flavor = base
+        base_note = f"Base config: torchtitan.models.{pkg}.config_registry.{fn}" + (
+            f" with model flavor {flavor!r}" if flavor else "") + " (ppplan_config())."
+        base_fn = _BASE_FN.format(pkg=pkg, fn=fn, flavor_note=f" with the {flavor} model" if flavor else "",
+                                  flavor_line=_FLAVOR_LINE.format(pkg=pkg, flavor=flavor) if flavor else "")
+    else:
+        base_note = "torchtitan ships no config of this model: call apply_plan(your Trainer.Config)."
+        base_fn = ""
+    stages = fields["0.3"]["parallelism"]["module_fqns_per_model_part"]
+    for form in fields.values():
+        form["parallelism"]["module_fqns_per_model_part"] = _Name("STAGE_MODULES")
     return _MODULE.format(
         name=name, stages=plan.num_stages, pp=plan.pp, csv=csv_path,
-        schedule=options["parallelism"]["pipeline_parallel_schedule"], ac=activation_checkpoint(plan),
-        base_note=base_note, parallelism=pprint.pformat(options["parallelism"], width=100, sort_dicts=False),
-        training=pprint.pformat(options["training"], width=100, sort_dicts=False),
-        base_fn=_BASE_FN.format(pkg=base[0], fn=base[1]) if base else "")
+        schedule=fields["0.3"]["parallelism"]["pipeline_parallel_schedule"], ac=activation_checkpoint(plan),
+        size=int(plan.microbatches.get("size", 1)), base_note=base_note, base_fn=base_fn,
+        stages_src="\n".join(f"    {part!r},  # stage {s}" for s, part in enumerate(stages)),
+        fields=pprint.pformat(fields, width=100, sort_dicts=False))
+
+
+class _Name:
+    """A name written as itself in generated source (``repr`` is the bare name)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name

@@ -29,11 +29,11 @@ from itertools import zip_longest
 from dataclasses import replace
 
 from planner.core.costs import CostTable
-from planner.core.errors import InfeasibleError
+from planner.core.errors import BudgetExhausted, InfeasibleError
 from planner.core.plan import Plan
 from planner.planning.assembly import baselines_section, to_plan
 from planner.progress import note, phase
-from solvers.schedule.budget import Deadline, WallBudget
+from solvers.schedule.budget import ACTIONS_PER_WORK_S, Deadline, WallBudget
 from solvers.microbatches import MicrobatchOption, microbatch_options, table_for
 from solvers.schedule.search import candidate_schedules, clear_memo
 from planner.planning.joint import joint_refine, polish_finalists, to_polish
@@ -43,7 +43,7 @@ from planner.planning.records import BASELINES, Evaluation, PlanRequest, Trial, 
 __all__ = ["PlanRequest", "Evaluation", "make_plan", "evaluate", "BASELINES", "SCREEN_SHARE", "screen_budget"]
 
 SCREEN_SHARE = 0.15
-"""Share of ``--time-limit`` the screening's partition solvers (CP-SAT for vpp > 1) get
+"""Share of ``--work`` the screening's partition solvers (CP-SAT for vpp > 1) get
 together, in wall-like seconds (``solvers.partition.virtual.WALL_PER_DET``). Their result
 is a step *estimate* that the simulator re-ranks and the joint search refines, so a
 near-optimal estimate buys little: on Qwen3-235B pp 8 and 16 with vpp 2 the plan came
@@ -52,7 +52,7 @@ out the same or faster with 0.5 deterministic s per solve as with 3.3 s."""
 
 def screen_budget(req: PlanRequest, solves: int) -> float:
     """Wall-like CP-SAT seconds for one of ``solves`` screening partition solves."""
-    return req.time_limit_s * SCREEN_SHARE / solves
+    return req.work_s * SCREEN_SHARE / solves
 
 
 def _options(req: PlanRequest) -> list[MicrobatchOption]:
@@ -71,14 +71,15 @@ def make_plan(table: CostTable, req: PlanRequest, *,
     search (``planner.planning.joint``); otherwise the one fixed family or method is
     planned directly. ``variants`` are further (table, request) pairs screened and
     searched alongside, e.g. the same model under another recomputation mode: the plan
-    is the fastest over all of them. ``budget`` is the wall-clock budget of the whole plan
-    (default: ``req.time_limit_s`` from ``req.started_s`` when the front door set it, else
-    none; [Note: kept budget] in ``solvers.schedule.budget``): each phase stops at its
-    share of it.
+    is the fastest over all of them. The search spends ``req.work_s`` ([Note: work budget]
+    in ``solvers.schedule.budget``); ``budget`` is the wall-clock cap of the whole plan
+    (default: ``req.time_limit_s`` from ``req.started_s``, or from now; none when that is
+    None; [Note: kept budget]): each phase stops at its share of it.
     """
     try:
-        if budget is None:  # the front door sets started_s: then the time limit is wall time too
-            budget = WallBudget(req.time_limit_s if req.started_s is not None else None, start=req.started_s)
+        if budget is None:
+            budget = WallBudget(req.time_limit_s, start=req.started_s,
+                                work_actions=req.work_s * ACTIONS_PER_WORK_S)
         return _make_plan(table, req, variants, budget)
     finally:
         clear_memo()  # [Note: heuristic memo]
@@ -91,7 +92,8 @@ def _make_plan(table: CostTable, req: PlanRequest, variants: Sequence[tuple[Cost
     budget.mark("costs")
     per_table = [[(tab, replace(breq, microbatches=opt.count, microbatch_size=opt.size), name)
                   for opt in _options(breq) for tab in [table_for(base, opt)]
-                  for name in candidate_schedules(breq.schedule, tab, vpp=breq.vpp, placement=breq.placement)]
+                  for name in _screen_families(candidate_schedules(breq.schedule, tab, vpp=breq.vpp,
+                                                                   placement=breq.placement))]
                  for base, breq in _screen_order([(table, req), *variants])]
     # round-robin over the tables: a screening cut short has tried each table's first jobs
     jobs = [job for group in zip_longest(*per_table) for job in group if job is not None]
@@ -118,7 +120,7 @@ def _make_plan(table: CostTable, req: PlanRequest, variants: Sequence[tuple[Cost
     plan = to_plan(best, ev, baselines, tried, moves, time.perf_counter() - t0)
     budget.mark("assembly")
     phase("validating")
-    plan.solver["budget"] = budget.record()
+    plan.solver["budget"] = {"work": req.work_s, **budget.record()}
     plan.solver["winner"] = why_winner(plan, tried)
     record_schedule(plan, choice, ev.costs, memory_limit_of(req))
     return plan
@@ -134,17 +136,32 @@ def _screen_all(jobs: list, tried: list[dict], deadline: Deadline) -> list[Trial
     for k, (tab, r, name) in enumerate(jobs):
         if trials and deadline.expired():
             tried.extend({"microbatches": jr.microbatches, "schedule": jn, "status": "skipped",
-                          "reason": "time limit reached while screening"} for _, jr, jn in jobs[k:])
+                          "reason": "search budget reached while screening"} for _, jr, jn in jobs[k:])
             break
         trial = screen(tab, r, name, tried, deadline.cap(screen_budget(r, len(jobs)), floor=0.1), shapes,
                        deadline.budget)
         if trial is not None:
             trials.append(trial)
             note(f"screening {k + 1}/{len(jobs)}, best {min(t.step for t in trials):.4g} s")
-    if not trials:
+    if not trials:  # infeasible only when every job was proven so ([Note: unproven] in solvers.partition.search)
+        if any(t.get("status") in ("budget", "skipped") for t in tried):
+            raise BudgetExhausted(f"every screened (microbatches, schedule) failed, some only for want of "
+                                  f"budget: {failure_reason(tried)}")
         raise InfeasibleError(failure_reason(tried))
     trials.sort(key=lambda t: t.step)  # stable: ties keep enumeration order
     return trials
+
+
+SCREEN_FIRST = ("1f1b-overlap", "interleaved-overlap", "dualpipev", "zb-h2", "zbv", "zb-h1")
+"""Families screened first, in this order, then the rest as ``candidate_schedules`` lists
+them: the ones that win most often (fused where overlap pays, then zero bubble), so a
+screening that its work budget stops early ([Note: work budget]) has them. A family over
+memory yields no trial and the next is screened; with budget for every job the order only
+breaks exact ties."""
+
+
+def _screen_families(names: list[str]) -> list[str]:
+    return sorted(names, key=lambda n: SCREEN_FIRST.index(n) if n in SCREEN_FIRST else len(SCREEN_FIRST))
 
 
 def _screen_order(pairs: list[tuple[CostTable, PlanRequest]]) -> list[tuple[CostTable, PlanRequest]]:

@@ -52,6 +52,8 @@ def to_plan(best: "Trial", ev: "Evaluation", baselines: dict, tried: list[dict],
     act_budget = None if limit is None else limit.act_budget(ev.costs)
     flops = sum(ev.costs.flops) * req.microbatches * req.parallel.get("dp", 1)
     gpus = req.num_gpus or req.pp * req.parallel.get("dp", 1) * req.parallel.get("tp", 1)
+    # the schedule's MFU; the front door (planner.api, through planner.planning.dp_step) replaces
+    # it by the one prediction's, over the whole optimizer step ([Note: one step])
     mfu = flops / (sim.step_time * gpus * req.peak_flops) if req.peak_flops and sim.step_time else 0.0
     return Plan(
         model=req.model or {"name": best.table.model, "num_layers": best.table.num_layers},

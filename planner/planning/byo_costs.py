@@ -23,8 +23,9 @@ __all__ = ["plan_from_profile"]
 
 def plan_from_profile(profile: str | Path, *, pp: int | None, vpp: int | None, microbatches: int | str | None,
                       memory_limit_bytes: int | None, memory_limit_microbatches: float | None,
-                      schedule: str, partition: str, placement: str, seed: int, time_limit: float,
-                      deadlines: dict, objective: str = "makespan") -> Plan:
+                      schedule: str, partition: str, placement: str, seed: int, work: float,
+                      time_limit: float | None, started: float | None, deadlines: dict,
+                      objective: str = "makespan") -> Plan:
     """The plan for a cost table alone (see the module docstring)."""
     if pp is None:
         raise InputError("--pp", "is required with --profile and no MODEL", "pass --pp N")
@@ -39,7 +40,7 @@ def plan_from_profile(profile: str | Path, *, pp: int | None, vpp: int | None, m
     req = PlanRequest(pp=pp, vpp=vpp or 1, microbatches=microbatches, microbatch_size=table.microbatch_size,
                       memory_limit_bytes=memory_limit_bytes, memory_limit_microbatches=memory_limit_microbatches,
                       deadlines=deadlines, schedule=schedule, partition=partition, placement=placement,
-                      seed=seed, time_limit_s=time_limit, objective=objective,
+                      seed=seed, work_s=work, time_limit_s=time_limit, started_s=started, objective=objective,
                       model={"name": table.model or Path(profile).stem, "num_layers": table.num_layers,
                              "layer_types": [lc.type for lc in table.layers]},
                       cluster={"source": str(profile)}, parallel={"tp": 1, "ep": 1, "dp": 1})

@@ -24,9 +24,11 @@ FULLY_PLANNED = 2
 
 
 def plan_for_gpus(plan_fn: Callable[..., Plan], model_name: str, spec: ModelSpec, base: ClusterSpec,
-                  gpus: int, *, time_limit: float, options: dict[str, Any]) -> Plan:
+                  gpus: int, *, work: float, time_limit: float | None, started: float | None = None,
+                  options: dict[str, Any]) -> Plan:
     """Rank degrees for ``gpus`` GPUs, plan the top ``FULLY_PLANNED`` with ``plan_fn`` (each with
-    an equal share of ``time_limit``) and return the fastest plan, the table attached."""
+    an equal share of ``work``, and of what the screen left of the ``time_limit`` wall cap
+    from ``started``) and return the fastest plan, the table attached."""
     for name in ("pp", "vpp", "tp", "ep", "dp"):
         if options.get(name) is not None:
             raise InputError("--gpus", f"given together with --{name}",
@@ -35,9 +37,13 @@ def plan_for_gpus(plan_fn: Callable[..., Plan], model_name: str, spec: ModelSpec
     ranked = search_degrees(spec, base, gpus)
     screen_s = time.perf_counter() - start
     best, planned = None, []
-    for choice in ranked[:FULLY_PLANNED]:
+    for k, choice in enumerate(ranked[:FULLY_PLANNED]):
+        cap = None
+        if time_limit is not None:  # an equal share of what is left of the wall cap for each plan still to make
+            left = time_limit - (time.perf_counter() - (start if started is None else started))
+            cap = max(0.05, left / (FULLY_PLANNED - k))
         try:
-            p = plan_fn(model_name, cluster=choice.cluster, time_limit=time_limit / FULLY_PLANNED, **options)
+            p = plan_fn(model_name, cluster=choice.cluster, work=work / FULLY_PLANNED, time_limit=cap, **options)
         except InfeasibleError:
             planned.append({"config": choice.label, "step_time_s": None})
             continue

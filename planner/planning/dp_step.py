@@ -1,17 +1,18 @@
-"""Data-parallel traffic and the optimizer step added to a plan's predictions.
+"""Write the one prediction (``planner.planning.prediction``) into a plan.
 
 The simulated step (``predicted.step_time_s``) is the pipeline schedule's makespan: the
 time from the first forward to the last backward of one step, which ``ppplan simulate``
 and ``ppplan replay`` recompute from the schedule and compare with. The data-parallel
 gradient reduce-scatter / parameter all-gather (or FSDP's per-microbatch gathers) and the
-Adam step happen around that schedule, so they are added beside it
-(``profiler.cost_model.optimizer``, the same terms as the closed-form estimate):
+Adam step happen around that schedule, so they are added beside it:
 
 - ``dp_exposed_s``: the part of the data-parallel traffic not hidden behind the busiest
   rank's compute of one microbatch (Megatron's overlapped grad reduce / param gather);
 - ``optimizer_s``: the Adam step (memory bound, never hidden);
 - ``optimizer_step_time_s``: ``step_time_s + dp_exposed_s + optimizer_s``, the whole
-  optimizer step; the degree search compares configurations on it.
+  optimizer step; the degree search compares configurations on it;
+- ``mfu`` and ``tokens_per_s_per_gpu``: over the whole optimizer step ([Note: one step]
+  in ``planner.planning.prediction``).
 """
 
 from __future__ import annotations
@@ -19,25 +20,28 @@ from __future__ import annotations
 from planner.core.cluster import ClusterSpec
 from planner.core.model import ModelSpec
 from planner.core.plan import Plan
-from planner.planning.estimate import dp_cost
+from planner.planning.prediction import Prediction, predict
 
-__all__ = ["add_dp_step", "optimizer_step_time"]
+__all__ = ["add_dp_step", "plan_prediction", "optimizer_step_time"]
 
 
-def add_dp_step(plan: Plan, model: ModelSpec, cluster: ClusterSpec) -> Plan:
-    """``plan`` with ``dp_exposed_s``, ``optimizer_s`` and ``optimizer_step_time_s`` in its
-    predictions (changed in place and returned)."""
+def plan_prediction(plan: Plan, model: ModelSpec, cluster: ClusterSpec) -> Prediction:
+    """The prediction of ``plan``'s simulated schedule (its ``step_time_s`` and per-rank peaks)."""
     sc = plan.stage_costs
     per_rank: dict[int, float] = {}
     for st in plan.stages:
         s = st["stage"]
         per_rank[st["rank"]] = per_rank.get(st["rank"], 0.0) + sc["f"][s] + sc["i"][s] + sc["w"][s]
-    cost = dp_cost(model, cluster, microbatch_compute_s=max(per_rank.values(), default=0.0),
-                   microbatches=plan.num_microbatches)
     pred = plan.predicted
-    pred["dp_exposed_s"] = cost.exposed_s
-    pred["optimizer_s"] = cost.optimizer_s
-    pred["optimizer_step_time_s"] = pred["step_time_s"] + cost.exposed_s + cost.optimizer_s
+    return predict(model, cluster, step_time_s=pred["step_time_s"], peak_memory_bytes=pred["peak_memory_bytes"],
+                   microbatch_compute_s=max(per_rank.values(), default=0.0), microbatches=plan.num_microbatches)
+
+
+def add_dp_step(plan: Plan, model: ModelSpec, cluster: ClusterSpec) -> Plan:
+    """``plan`` with the one prediction in its ``predicted`` section (changed in place and
+    returned): ``dp_exposed_s``, ``optimizer_s``, ``optimizer_step_time_s``, ``mfu`` and
+    ``tokens_per_s_per_gpu`` beside the simulated ``step_time_s`` and peaks."""
+    plan.predicted.update(plan_prediction(plan, model, cluster).as_fields())
     return plan
 
 

@@ -14,15 +14,16 @@ From the analytical cost table (``profiler.analytical``):
    Clusters", section 2.2.2; warm-up and cool-down run serially); ``flushes`` separate
    pipeline schedules per optimizer step (gradient accumulation outside the schedule)
    each pay it.
-4. Data parallelism and the optimizer: ``profiler.cost_model.optimizer``.
+4. Data parallelism, the optimizer, MFU and tokens/s: ``planner.planning.prediction.predict``,
+   the one prediction every plan and benchmark reports.
 5. Peak memory per rank: its stages' weights, gradients and optimizer state plus
    in-flight activations: Megatron's interleaved schedule keeps ``(pp - r - 1) x 2 +
    (vpp - 1) x pp + 1`` chunk-microbatches alive on rank r (1F1B: ``pp - r``); EP overlap
    (combined 1F1B) one more when pp > 1; the peak is the largest over ranks.
 
 The full planner (``planner.planning``) refines partition and schedule; this estimate
-is what ranks degrees before it, and what ``benchmarks/published.py`` compares with
-published runs.
+only ranks degrees before it (``planner.planning.degrees``). Published runs are compared
+with what ``ppplan plan`` predicts (``benchmarks/published.py``), not with this screen.
 """
 
 from __future__ import annotations
@@ -31,13 +32,12 @@ from dataclasses import dataclass
 
 from planner.core.cluster import ClusterSpec
 from planner.core.costs import CostTable
-from planner.core.layer_math import layer_params, model_flops_per_token
 from planner.core.model import ModelSpec
+from planner.planning.prediction import predict
 from profiler.analytical import analytical_costs
 from profiler.cost_model.calibration import FITTED, Calibration
-from profiler.cost_model.optimizer import DpCost, dp_step_cost
 
-__all__ = ["StepEstimate", "estimate_step", "even_partition", "dp_cost"]
+__all__ = ["StepEstimate", "estimate_step", "even_partition"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,27 +115,15 @@ def _one(model: ModelSpec, cluster: ClusterSpec, t: CostTable, overlap: bool, fl
     m = max(1, tr.global_batch // (par.dp * tr.micro_batch_size * flushes))
     bubble = (par.pp - 1) / par.vpp * max(rank_serial)
     pipeline = flushes * (m * max(rank_t) + bubble)
-    dp = dp_cost(model, cluster, microbatch_compute_s=max(rank_serial), microbatches=m * flushes)
-    step = pipeline + dp.exposed_s + dp.optimizer_s
-    tokens = tr.global_batch * tr.seq_len
-    peak = max(_rank_memory(t, bounds, r, par.pp, par.vpp, m, overlap) for r in range(par.pp))
-    mfu = tokens * model_flops_per_token(model, tr.seq_len) / (step * cluster.num_gpus * cluster.gpu.peak_flops)
-    return StepEstimate(step_s=step, tokens_per_s_per_gpu=tokens / step / cluster.num_gpus, mfu=mfu,
-                        peak_memory_bytes=int(peak), fits=peak <= cluster.memory_limit_bytes,
-                        pipeline_s=pipeline, bubble_s=flushes * bubble, dp_exposed_s=dp.exposed_s,
-                        optimizer_s=dp.optimizer_s, recompute=tr.recompute, overlap=overlap)
-
-
-def dp_cost(model: ModelSpec, cluster: ClusterSpec, *, microbatch_compute_s: float,
-            microbatches: int) -> DpCost:
-    """Data-parallel traffic and Adam step of the average pipeline rank (its share of the
-    model's parameters after tp, pp and ep x etp) behind ``microbatch_compute_s``."""
-    par = cluster.parallel
-    params = [layer_params(layer, model) for layer in model.layers]
-    return dp_step_cost(cluster, dense_params=sum(p.dense for p in params) / (par.tp * par.pp),
-                        expert_params=sum(p.expert for p in params) / (par.ep * par.etp * par.pp),
-                        microbatch_compute_s=microbatch_compute_s, microbatches=microbatches,
-                        layers=len(model.layers) // par.pp)
+    peaks = [int(_rank_memory(t, bounds, r, par.pp, par.vpp, m, overlap)) for r in range(par.pp)]
+    compute = [sum(lc.f + lc.i + lc.w for s, e in bounds[r::par.pp] for lc in t.layers[s:e]) for r in range(par.pp)]
+    pred = predict(model, cluster, step_time_s=pipeline, peak_memory_bytes=peaks,
+                   microbatch_compute_s=max(compute), microbatches=m * flushes)  # as a plan's (dp_step)
+    peak = max(peaks)
+    return StepEstimate(step_s=pred.optimizer_step_time_s, tokens_per_s_per_gpu=pred.tokens_per_s_per_gpu,
+                        mfu=pred.mfu, peak_memory_bytes=peak, fits=peak <= cluster.memory_limit_bytes,
+                        pipeline_s=pipeline, bubble_s=flushes * bubble, dp_exposed_s=pred.dp_exposed_s,
+                        optimizer_s=pred.optimizer_s, recompute=tr.recompute, overlap=overlap)
 
 
 def _rank_memory(t: CostTable, bounds, r: int, pp: int, vpp: int, m: int, overlap: bool) -> float:

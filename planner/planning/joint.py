@@ -24,7 +24,7 @@ JOINT_POLISHED = 2
 """Fastest finalists whose schedule CP-SAT polishes; finalists that started from a
 baseline partition are polished too."""
 POLISH_SHARE = 0.4
-"""Share of ``--time-limit`` the CP-SAT polish of all finalists gets together (see
+"""Share of ``--work`` the CP-SAT polish of all finalists gets together (see
 ``WINNER_SHARE``); screening and joint refinement are bounded by counts and take the
 rest on the reference machine."""
 WINNER_SHARE = 0.6
@@ -121,18 +121,18 @@ def _start(t: Trial) -> tuple:
 def _polish_limit(t: Trial, lead: Trial, hopeful: int) -> float:
     """CP-SAT seconds for finalist ``t``: for auto an even part of (1 - ``WINNER_SHARE``) of
     the polish budget, plus ``WINNER_SHARE`` of it for the fastest (``lead``); otherwise the
-    whole time limit (one finalist)."""
+    whole work budget (one finalist)."""
     if t.req.schedule != "auto":
-        return t.req.time_limit_s
+        return t.req.work_s
     part = (1 - WINNER_SHARE) / hopeful + (WINNER_SHARE if t is lead else 0.0)
-    return t.req.time_limit_s * POLISH_SHARE * part
+    return t.req.work_s * POLISH_SHARE * part
 
 
 def polish_finalists(finalists: list[Trial], tried: list[dict],
                      deadline: Deadline | None = None) -> tuple[Trial, Evaluation, ScheduleChoice]:
     """Phase 3: re-choose each finalist's order for its stage costs (heuristics, and CP-SAT
     for auto/cpsat on those within ``POLISH_WITHIN`` of the fastest, sharing
-    ``POLISH_SHARE`` of the time limit: ``choose_schedule``); the fastest valid result wins.
+    ``POLISH_SHARE`` of the work budget: ``choose_schedule``); the fastest valid result wins.
     Past ``deadline`` the remaining finalists are dropped (the first, the fastest after
     joint refinement, is always kept; [Note: kept budget] in ``solvers.schedule.budget``)."""
     best = None

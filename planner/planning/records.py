@@ -13,6 +13,7 @@ from planner.core.steady import SteadyState, steady_state
 from planner.core.validate import validate
 from solvers.partition.pins import StagePins, pinned_cuts
 from solvers.partition.search import PartitionResult
+from solvers.schedule.budget import DEFAULT_WORK
 from solvers.schedule.memory_limit import MemoryLimit
 
 __all__ = ["BASELINES", "PlanRequest", "Evaluation", "Trial", "evaluate", "memory_limit_of", "simulate_bounds", "pinned_of"]
@@ -49,9 +50,13 @@ class PlanRequest:
     """loop or v."""
     seed: int = 0
     """Seed for randomised solvers."""
-    time_limit_s: float = 10.0
-    """Wall-clock budget of the whole plan, seconds ([Note: kept budget] in
-    ``solvers.schedule.budget``)."""
+    work_s: float = DEFAULT_WORK
+    """Search effort in reference seconds ([Note: work budget] in ``solvers.schedule.budget``):
+    every phase's deterministic budget is a share of it, so the same request and seed give
+    the same plan on any machine at any load."""
+    time_limit_s: float | None = None
+    """Wall-clock safety cap of the whole plan, seconds (``--time-limit``); None = no cap.
+    Only when it fires can the plan depend on the machine ([Note: kept budget])."""
     objective: str = "makespan"
     """makespan (one step, a global barrier between steps) or steady (the period of repeated
     steps: [Note: steady state] in ``planner.core.steady``)."""

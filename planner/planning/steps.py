@@ -6,7 +6,7 @@ import time
 
 
 from planner.core.costs import CostTable
-from planner.core.errors import InfeasibleError
+from planner.core.errors import BudgetExhausted, InfeasibleError
 from planner.core.plan import Plan
 from planner.core.simulate import compile_schedule
 from planner.core.stage_costs import StageCosts
@@ -55,7 +55,7 @@ def choose_schedule(best: Trial, ev: Evaluation, time_limit: float | None = None
     req = best.req
     return best_schedule(ev.costs, microbatches=req.microbatches, memory_limit=memory_limit_of(req),
                          deadlines=req.deadlines, method=req.schedule,
-                         time_limit=req.time_limit_s if time_limit is None else time_limit,
+                         time_limit=req.work_s if time_limit is None else time_limit,
                          seed=req.seed, start=(best.name, best.schedule), polish=polish,
                          heuristics=heuristics, deadline=deadline, objective=req.objective)
 
@@ -104,8 +104,8 @@ def screen(table: CostTable, req: PlanRequest, name: str, tried: list[dict], bud
             if shapes is not None:
                 shapes[key] = (sched, None)
         part = partition_for_schedule(table, sched, method=req.partition, **common)
-    except InfeasibleError as exc:
-        entry.update(status="infeasible", reason=str(exc))
+    except InfeasibleError as exc:  # BudgetExhausted too: recorded as not proven ([Note: unproven])
+        entry.update(status="budget" if isinstance(exc, BudgetExhausted) else "infeasible", reason=str(exc))
         return None
     baselines = {}
     for label, method in BASELINES:

@@ -36,6 +36,8 @@ from planner.core.simulate import simulate
 from planner.core.stage_costs import StageCosts, stage_costs
 from planner.core.validate import validate
 from planner.planning import PlanRequest, evaluate, make_plan
+from solvers.schedule.budget import check_work
+from planner.planning.dp_step import add_dp_step
 from planner.replanning.costs import routed_costs
 from planner.replanning.inputs import (plan_cluster, plan_model, plan_request, plan_routing, read_traces,
                                        routing_section)
@@ -134,13 +136,15 @@ def replan(plan: Plan | str | Path, routing: list[str | Path], *, window: int | 
            min_gain: float = DEFAULT_MIN_GAIN, move_penalty: float = DEFAULT_MOVE_PENALTY,
            then: list[str | Path] | None = None, profile: str | Path | None = None,
            model: str | None = None, routing_format: str = "auto", tp_pp_dp_mapping: bool = False,
-           expert_tp: int | None = None) -> ReplanResult:
+           expert_tp: int | None = None, work: float | None = None) -> ReplanResult:
     """Re-plan ``plan`` for the routing in ``routing`` traces (see the module doc).
 
     ``routing_format`` is one of ``profiler.routing.FORMATS`` (for ``routing`` and ``then``);
     Megatron's per-rank logs are read against the plan's layout, with Megatron's rank order
     (``tp_pp_dp_mapping``: the run used ``--use-tp-pp-dp-mapping``) and its
-    ``--expert-tensor-parallel-size`` (``expert_tp``, default the plan's tp).
+    ``--expert-tensor-parallel-size`` (``expert_tp``, default the plan's tp). ``work`` is the
+    re-plan's search budget (default: the one the plan was made with; [Note: work budget]
+    in ``solvers.schedule.budget``).
     """
     if min_gain < 0 or move_penalty < 0:
         raise InputError("--min-gain" if min_gain < 0 else "--move-penalty", "must be >= 0")
@@ -154,9 +158,12 @@ def replan(plan: Plan | str | Path, routing: list[str | Path], *, window: int | 
     table_now = routed_costs(spec, cluster, layer_factors(now, spec), profile=profile)
     sc_then, sc_now, then_step, old_step, problem = _old_plan_under(old, table_then, table_now)
     req = plan_request(old, spec, cluster, table_now)
+    if work is not None:
+        req = replace(req, work_s=check_work(work))
     fresh = make_plan(table_now, req)
     search = _search(table_now, req, old, fresh, move_penalty * old_step)
     chosen, new_plan = _choose(search, table_now, req, old, fresh)
+    add_dp_step(new_plan, spec, cluster)  # the one prediction, for the partition and order chosen
     old_ranks = layer_ranks(old.bounds(), old.ranks())
     move = migration(table_now, cluster, old_ranks, layer_ranks(chosen.bounds, new_plan.ranks()))
     same = not move.moves and new_plan.schedule == old.schedule

@@ -21,6 +21,7 @@ from planner.core.hf_config import load_model
 from planner.core.model import ModelSpec
 from planner.core.plan import Plan
 from planner.planning import PlanRequest
+from solvers.schedule.budget import DEFAULT_WORK
 from planner.replanning.megatron_layout import megatron_layout
 from profiler.routing import RoutingSummary, load_routing, routing_format
 from solvers.schedule.search import SCHEDULES, candidate_schedules
@@ -67,7 +68,8 @@ def plan_request(plan: Plan, model: ModelSpec, cluster: ClusterSpec, table: Cost
         partition=solver.get("partition", "overlap"), placement=placement,
         seed=int(solver.get("seed", 0)), model=model_section(model, table),
         cluster=cluster_section(cluster), parallel={"tp": par.tp, "ep": par.ep, "dp": par.dp},
-        peak_flops=cluster.gpu.peak_flops, num_gpus=cluster.num_gpus)
+        peak_flops=cluster.gpu.peak_flops, num_gpus=cluster.num_gpus,
+        work_s=float((solver.get("budget") or {}).get("work") or DEFAULT_WORK))
 
 
 def requested_schedule(plan: Plan, table: CostTable, *, vpp: int, placement: str) -> str:
@@ -123,6 +125,9 @@ def read_traces(plan: Plan, model: ModelSpec, paths: list[str | Path], *, fmt: s
     layout = None
     if routing_format(paths, fmt) == "megatron":
         layout = megatron_layout(plan, model, tp_pp_dp_mapping=tp_pp_dp_mapping, expert_tp=expert_tp)
+    elif expert_tp is not None:
+        raise InputError("--expert-tensor-parallel-size", "is read only with Megatron's per-rank logs "
+                         "(these traces use global expert numbering)", "leave it out for these traces")
     return load_routing(paths, model, ep=ep, window=window, fmt=fmt, layout=layout)
 
 

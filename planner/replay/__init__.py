@@ -6,8 +6,9 @@ step time, busy time, bubble, peak memory and MFU next to the prediction, the
 gradient check against a single-process run, and a trace. Modules: ``lowering``
 (plan -> torch actions, checks), ``model`` (stages), ``timing`` (per-action spans),
 ``worker`` (one rank), ``launch`` (processes), ``measure``/``predict``/``report``
-(figures), ``decompose`` (where measured and predicted differ), ``calibrate`` (runtime
-costs a per-layer table misses), ``gradcheck``, ``costs_here`` (re-prediction costs),
+(figures), ``peak`` (MFU's fixed denominator), ``decompose`` (where measured and predicted
+differ), ``calibrate`` (runtime costs a per-layer table misses), ``calibrated`` (``ppplan
+replay --calibrate``), ``gradcheck``, ``costs_here`` (re-prediction costs),
 ``trace``. ``replay_interleaved`` replays several plans with their steps alternating.
 """
 

@@ -1,22 +1,19 @@
 """Where a replay runs: device and backend choice, device label, peak FLOP/s, memory.
 
-MFU needs a peak. On CUDA it is the GPU preset matching the device name
-(``planner.core.hardware.GPU_PRESETS``, dense BF16). On CPU there is no datasheet
-number to trust, so the peak is *measured*: the best FP32 matmul rate of this
-machine with the thread count each rank uses, taken while every rank measures at
-once (the same contention as during the replay), and labelled as such.
+MFU needs a peak (``planner.replay.peak``). On CUDA it is the GPU preset matching the
+device name (``planner.core.hardware.GPU_PRESETS``, dense BF16). On CPU it is the peak
+``ppplan profile`` measured once and stored in the profile (``profiler.cpu_peak``).
 """
 
 from __future__ import annotations
 
 import os
-import time
 
 import torch
 
 from planner.core.hardware import GPU_PRESETS
 
-__all__ = ["pick_device", "device_label", "gpu_peak", "measure_matmul_peak", "rss_bytes",
+__all__ = ["pick_device", "device_label", "gpu_peak", "rss_bytes",
            "peak_rss_bytes", "reset_peak_rss"]
 
 
@@ -42,21 +39,6 @@ def gpu_peak(device: torch.device) -> tuple[float, str] | None:
         if key in name:
             return spec.peak_flops, f"{key} preset, dense BF16"
     return None
-
-
-def measure_matmul_peak(device: torch.device, *, n: int = 512, seconds: float = 0.5) -> float:
-    """Best FP32 matmul FLOP/s of ``n x n`` products over about ``seconds`` (2 n^3 FLOPs each)."""
-    a = torch.randn(n, n, device=device)
-    b = torch.randn(n, n, device=device)
-    best = 0.0
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
-        t0 = time.perf_counter()
-        for _ in range(4):
-            torch.mm(a, b)
-        dt = time.perf_counter() - t0
-        best = max(best, 4 * 2.0 * n**3 / dt)
-    return best
 
 
 def rss_bytes() -> int:

@@ -10,9 +10,12 @@ with one EP index form a pipeline group that runs the plan's schedule.
 Gradients: after the gradient-check step, non-expert gradients are averaged over the
 EP group (the data-parallel all-reduce) and expert gradients divided by ``ep``
 (they already sum every rank's tokens through the all-to-all backward), which is the
-mean over the ``ep`` batches the single-process reference computes. Timed steps do
-not all-reduce (the plan does not time data-parallel gradient sync). Timings and
-spans are reported for the pipeline group of EP index 0.
+mean over the ``ep`` batches the single-process reference computes. Each token's
+activations and input gradients are the reference's to the last bit (experts run each
+source rank's rows apart: [Note: one GEMM per source rank] in ``profiler.layers.moe``);
+only the weight gradients' sums over ranks and microbatches add in another order.
+Timed steps do not all-reduce (the plan does not time data-parallel gradient sync).
+Timings and spans are reported for the pipeline group of EP index 0.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-__all__ = ["Layout", "make_layout", "sync_gradients", "merge_ranks", "is_expert_param"]
+__all__ = ["Layout", "make_layout", "release_layout", "sync_gradients", "merge_ranks", "is_expert_param"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,9 +62,18 @@ def make_layout(pp: int, ep: int, rank: int) -> Layout:
     return Layout(pp=pp, ep=ep, rank=rank, pp_group=pp_groups[rank % ep], ep_group=ep_groups[rank // ep])
 
 
+def release_layout(layout: Layout) -> None:
+    """Destroy the groups ``make_layout`` made for this rank (none when ep == 1), leaving the
+    default group alive."""
+    if layout.ep > 1:
+        dist.destroy_process_group(layout.ep_group)
+        dist.destroy_process_group(layout.pp_group)
+
+
 def is_expert_param(name: str) -> bool:
     """Routed-expert weights (held in slices across the EP group)."""
-    return ".moe.w_gate_up" in name or ".moe.w_down" in name
+    return any(k in name for k in (".moe.w_gate_up", ".moe.w_down",  # native, then transformers'
+                                    ".experts.gate_up_proj", ".experts.down_proj"))
 
 
 def sync_gradients(mods: list, layout: Layout) -> None:

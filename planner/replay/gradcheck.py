@@ -46,8 +46,11 @@ def compare_grads(grads: dict[str, torch.Tensor], losses: list[float],
                   ref_grads: dict[str, torch.Tensor], ref_losses: list[float], *,
                   loss_rtol: float = 0.0) -> dict[str, Any]:
     """``passed``, ``max_abs_diff`` (gradients), ``loss_max_abs_diff`` and what failed.
-    ``loss_rtol`` > 0 when the experts ran on other ranks (rows grouped differently, so
-    the expert matmuls may round differently; otherwise losses must be bitwise equal)."""
+    ``loss_rtol`` > 0 when the experts ran on other ranks: the padded capacity mode runs
+    every source rank's rows in one batched GEMM, which may round differently; dropless
+    experts give each source rank's rows a GEMM of their own ([Note: one GEMM per source
+    rank] in ``profiler.layers.moe``), so their losses are bitwise equal, as they must be
+    with every expert local."""
     missing = sorted(set(ref_grads) ^ set(grads))
     max_abs = 0.0
     worst = ""

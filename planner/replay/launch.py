@@ -10,6 +10,11 @@ Children also ask the kernel to kill them if the parent dies (Linux
 
 Under ``torchrun`` (``RANK`` and ``WORLD_SIZE`` set): this process is one rank;
 ``env://`` rendezvous; rank 0 gets the result, the others None.
+
+In a process group the caller already joined (a Megatron-style launcher called
+``init_process_group`` first): every process of that group is one rank, the replay
+runs on it and leaves it alive (``worker`` [Note: launcher's group]); rank 0 gets the
+result, the others None.
 """
 
 from __future__ import annotations
@@ -56,7 +61,8 @@ def replay_interleaved(plans: list[Plan], options: ReplayOptions | None = None) 
     (see ``worker``); one result per plan on rank 0 (and in the local launcher), else None."""
     opts = (options or ReplayOptions()).check()
     ep = replay_ep(opts)
-    world = int(os.environ["WORLD_SIZE"]) if under_torchrun() else plans[0].pp * ep
+    joined = _joined_world()
+    world = joined or (int(os.environ["WORLD_SIZE"]) if under_torchrun() else plans[0].pp * ep)
     if world % ep:
         raise InputError("WORLD_SIZE", f"torchrun started {world} processes, not pp x ep with --ep {ep}",
                          f"launch pp x {ep} processes, or pass the --ep that divides {world}")
@@ -65,10 +71,33 @@ def replay_interleaved(plans: list[Plan], options: ReplayOptions | None = None) 
         _check_experts(plan, opts, ep)
         _check_fits(plan, opts, len(plans))
     data = [p.to_dict() for p in plans]
+    if joined is not None:
+        return _in_joined_group(data, opts, joined)
     if under_torchrun():
         return _rank_main(data, opts, rank=int(os.environ["RANK"]), world_size=world,
                           local_rank=int(os.environ.get("LOCAL_RANK", 0)), init_method="env://")
     return _spawn(data, world, opts)
+
+
+def _joined_world() -> int | None:
+    """World size of the process group this process already joined, else None."""
+    import torch.distributed as dist
+
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else None
+
+
+def _in_joined_group(plans_data: list[dict], opts: ReplayOptions, world: int) -> list[ReplayResult] | None:
+    """This rank's part of the replay in the caller's process group (``worker`` [Note:
+    launcher's group]); the caller's torch thread count is back when it returns."""
+    import torch
+    import torch.distributed as dist
+
+    rank, threads = dist.get_rank(), torch.get_num_threads()
+    try:
+        return _rank_main(plans_data, opts, rank=rank, world_size=world,
+                          local_rank=int(os.environ.get("LOCAL_RANK", rank)), init_method=None)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def replay_ep(opts: ReplayOptions) -> int:
@@ -110,6 +139,9 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
         pass
+    parent = mp.parent_process()
+    if parent is not None and os.getppid() != parent.pid:  # the launcher died before the prctl above
+        os._exit(1)
 
 
 def _child(rank: int, world: int, port: int, plans_data: list[dict], opts: ReplayOptions, results: Any) -> None:

@@ -36,6 +36,19 @@ here, through the same link and the runtime's turns, and their measured seconds 
 the carried-over share (``planner.replay.pairs_here`` [Note: pairs measured here]);
 the share is carried over only for a pair type not measured. The report keeps both
 shares (``predicted.costs.link``).
+
+[Note: link share] At ``--link-scale 1`` the link takes the GPU's all-to-all time for the
+replay's bytes (1.9 us an exchange at 1/32 width), against CPU compute thousands of times
+slower than the GPU's: nothing to hide. So the scale is set by a share instead: the
+exchanges of the model's MoE layers take ``share`` of those layers' time, their F and
+full backward measured here (the replay's own table, timed through a zero-time link:
+``costs_here`` [Note: link path]) plus the exchanges:
+``scale = share x compute / ((1 - share) x link at scale 1)``, summed over the MoE
+layers. The default share is the one the analytical model gives the same layers on the
+plan's cluster (the GPU's), so the replay sees the exchanges as large, relative to
+compute, as the plan's GPUs would. The table the re-prediction uses is measured again
+after the timed steps ([Note: table around the steps] in ``worker``), so the report
+gives the share realised in it beside the share asked for.
 """
 
 from __future__ import annotations
@@ -43,10 +56,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable
 
-from planner.core.costs import CostTable
+from planner.core.costs import CostTable, LayerCost
 from planner.core.plan import Plan
 
-__all__ = ["emulated_links", "link_table", "bytes_factor", "LINK_LABEL"]
+__all__ = ["emulated_links", "link_table", "bytes_factor", "LINK_LABEL", "gpu_share", "link_options",
+           "share_of_moe_time"]
 
 LINK_LABEL = "EMULATED expert-parallel link: all-to-alls are local copies held to the analytical model's time"
 
@@ -121,8 +135,48 @@ def link_table(here: CostTable, plan: Plan, rm: Any, *, scale: float,
             a, b = here_first[ta], here_first[tb]
             pairs[(ta, tb)] = layers[a].serial_f + layers[b].serial_i - hid
     link = {"label": LINK_LABEL, "link_scale": scale, "bytes_factor": factor / scale,
-            "hidden_share_of_link": shares}
+            "share_of_moe_time": share_of_moe_time(replace(here, layers=layers)),
+            "gpu_share_of_moe_time": share_of_moe_time(gpu), "hidden_share_of_link": shares}
     if measured:
         link["hidden_share_of_link_measured_here"] = shares_here
         link["hidden_s_measured_here"] = {f"{ta}|{tb}": s for (ta, tb), s in measured.items()}
     return replace(here, layers=layers, pairs=pairs, meta={**here.meta, "link": link})
+
+
+def _moe_sums(layers: tuple[LayerCost, ...], links: tuple[LayerCost, ...], factor: float) -> tuple[float, float]:
+    """(compute F + full backward of ``layers``, exchange time of ``links`` x ``factor``) over
+    the layers whose ``links`` entry exchanges (the MoE layers)."""
+    compute = link = 0.0
+    for here, ln in zip(layers, links):
+        if ln.a2a_f + ln.a2a_b > 0:
+            compute += here.f + (here.i + here.w if here.b is None else here.b)
+            link += (ln.a2a_f + ln.a2a_b) * factor
+    return compute, link
+
+
+def share_of_moe_time(table: CostTable) -> float | None:
+    """The exchanges' share of the MoE layers' time in ``table`` ([Note: link share])."""
+    compute, link = _moe_sums(table.layers, table.layers, 1.0)
+    return link / (compute + link) if compute + link > 0 else None
+
+
+def gpu_share(plan: Plan) -> float:
+    """The exchanges' share of the MoE layers' time in the analytical model of ``plan``'s
+    model on its cluster and parallelism (the default ``--link-share``; 0 without one)."""
+    return share_of_moe_time(_analytical(plan)) or 0.0
+
+
+def link_options(opts: Any, here: CostTable, plan: Plan, rm: Any) -> Any:
+    """``opts`` (``ReplayOptions``) with the emulated link's scale set by its share, from the
+    layer times ``here`` measured here ([Note: link share]); unchanged for the real link or
+    an explicit ``link_scale``."""
+    if opts.link != "emulated" or opts.link_scale is not None:
+        return opts
+    share = opts.link_share if opts.link_share is not None else gpu_share(plan)
+    compute, link = _moe_sums(here.layers, _analytical(plan).layers, _factor(plan, rm, 1.0))
+    if not link:
+        from planner.core.errors import InputError
+
+        raise InputError("--link", f"the plan's model has no all-to-all to emulate (EP {plan.parallel.get('ep', 1)})",
+                         "replay with --link real")
+    return replace(opts, link_share=share, link_scale=share * compute / ((1 - share) * link))

@@ -7,7 +7,8 @@
 - Busy time: the sum of a rank's compute spans (``timing``); bubble = step - busy.
 - MFU = model FLOPs per step / (step time x ranks x peak FLOP/s) (PaLM appendix B;
   FLOPs from ``planner.core.layer_math``, the planner's own convention, so measured
-  and predicted MFU share a numerator and a denominator).
+  and predicted MFU share a numerator and a denominator); the peak is a fixed, stated
+  figure (``planner.replay.peak``), and without one MFU is None.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def relative_error(measured: float | None, predicted: float | None) -> float | N
 
 
 def summarize(plan: Plan, rm: ReplayModel, ranks: list[dict[str, Any]], predicted: dict[str, Any],
-              *, peak_flops: float, peak_label: str) -> tuple[dict[str, Any], dict[str, Any], int]:
+              *, peak_flops: float | None, peak_label: str) -> tuple[dict[str, Any], dict[str, Any], int]:
     """(measured, prediction_error, index of the median step) from every rank's records."""
     n = len(ranks[0]["steps"])
     step_times = [max(r["steps"][k]["step_s"] for r in ranks) for k in range(n)]
@@ -68,7 +69,7 @@ def summarize(plan: Plan, rm: ReplayModel, ranks: list[dict[str, Any]], predicte
     measured = {
         "step_time_s": step, "step_times_s": step_times,
         "step_starts_s": [ranks[0]["steps"][k].get("base_s") for k in range(n)],
-        "mfu": flops / (step * devices * peak_flops),
+        "mfu": flops / (step * devices * peak_flops) if peak_flops else None,
         "achieved_flops_per_s": flops / step, "model_flops_per_step": flops,
         "peak_flops_per_device": peak_flops, "peak_flops_source": peak_label,
         "busy_s": busy, "bubble_s": [step - b for b in busy],
@@ -78,7 +79,7 @@ def summarize(plan: Plan, rm: ReplayModel, ranks: list[dict[str, Any]], predicte
         "memory_above_baseline_bytes": [r["memory"]["above_baseline_bytes"] for r in ranks],
     }
     pred_step = predicted.get("step_time_s")
-    predicted["mfu"] = flops / (pred_step * devices * peak_flops) if pred_step else None
+    predicted["mfu"] = flops / (pred_step * devices * peak_flops) if pred_step and peak_flops else None
     pred_busy = predicted.get("busy_s") or [None] * devices
     pred_mem = predicted.get("peak_memory_bytes") or [None] * devices
     errors = {

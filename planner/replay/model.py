@@ -1,8 +1,9 @@
 """The model a replay runs: the plan's model at a reduced width, cut into stages.
 
-Layers come from the measured profiler's modules (``profiler.layers.build_layer``),
-built from one seed so that a stage built on any rank and the single-process
-reference hold the same numbers. A stage is its layers in order, named
+Layers come from the measured profiler's modules (``profiler.layers.build_layer``, or
+with ``modules="transformers"`` the model family's own transformers classes,
+``profiler.hf.build_hf_layer``), built from one seed so that a stage built on any rank
+and the single-process reference hold the same numbers. A stage is its layers in order, named
 ``layers.<global index>`` so gradients can be compared by name across ranks.
 """
 
@@ -15,7 +16,7 @@ import torch
 from torch import nn
 
 from planner.core.errors import InputError
-from planner.core.hf_config import load_model
+from planner.core.hf_config import load_model, resolve_model_path
 from planner.core.model import ModelSpec
 from planner.core.plan import Plan
 
@@ -44,11 +45,15 @@ class ReplayModel:
     moe_capacity: Any = None
     """Megatron's capacity mode of the MoE layers (``profiler.layers.moe_capacity.CapacityMode``);
     None = dropless."""
+    modules: str = "native"
+    """Where the layers come from: native (``profiler.layers``) or transformers (``profiler.hf``)."""
+    raw_config: dict[str, Any] | None = None
+    """The model's parsed config.json (read by transformers modules)."""
 
 
 def replay_model(plan: Plan, *, scale: float, seq_len: int, seed: int = 0, ep: int = 1,
-                 moe_capacity: Any = None) -> ReplayModel:
-    """Load the plan's model, check its layer count and EP, and scale its width."""
+                 moe_capacity: Any = None, modules: str = "native") -> ReplayModel:
+    """Load the plan's model, check its layer count, EP and module source, and scale its width."""
     from profiler.layers import scaled_model
 
     spec = load_model(str(plan.model["name"]))
@@ -59,9 +64,17 @@ def replay_model(plan: Plan, *, scale: float, seq_len: int, seed: int = 0, ep: i
     if ep > 1 and small.moe is not None and small.moe.num_experts % ep:
         raise InputError("--ep", f"{ep} does not divide the {small.moe.num_experts} experts of "
                          f"{spec.name} at scale {scale:g}", "pick an --ep that divides the expert count")
+    raw = None
+    if modules != "native":
+        from profiler.hf import check_source
+        from profiler.hf.config import raw_config
+
+        raw = raw_config(spec, resolve_model_path(str(plan.model["name"])))
+        check_source(spec, raw, modules=modules, capacity=moe_capacity)
     return ReplayModel(spec=small, scale=scale, seq_len=seq_len,
                        microbatch_size=int(plan.microbatches.get("size", 1)),
-                       microbatches=plan.num_microbatches, seed=seed, ep=ep, moe_capacity=moe_capacity)
+                       microbatches=plan.num_microbatches, seed=seed, ep=ep, moe_capacity=moe_capacity,
+                       modules=modules, raw_config=raw)
 
 
 class StageModule(nn.Module):
@@ -82,14 +95,19 @@ def build_stage(rm: ReplayModel, start: int, end: int, device: torch.device, *,
     """The stage holding layers ``[start, end)`` on ``device`` (FP32, seeded); MoE layers
     exchange tokens over ``ep_group`` (a process group, or a callable ``layer index ->
     EmulatedLink``), else keep every expert local."""
+    from profiler.hf import build_hf_layer
     from profiler.layers import build_layer
 
     def group(k: int) -> Any:
         return ep_group(k) if callable(ep_group) else ep_group
 
-    layers = {k: build_layer(rm.spec, rm.spec.layers[k], seed=rm.seed, ep_group=group(k),
-                             moe_capacity=rm.moe_capacity)
-              for k in range(start, end)}
+    def layer(k: int) -> nn.Module:
+        if rm.modules == "transformers":
+            return build_hf_layer(rm.spec, rm.spec.layers[k], raw=rm.raw_config, seed=rm.seed, ep_group=group(k))
+        return build_layer(rm.spec, rm.spec.layers[k], seed=rm.seed, ep_group=group(k),
+                           moe_capacity=rm.moe_capacity)
+
+    layers = {k: layer(k) for k in range(start, end)}
     return StageModule(layers).to(device)
 
 

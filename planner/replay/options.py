@@ -41,9 +41,17 @@ class ReplayOptions:
     """``real``: MoE all-to-alls over gloo/NCCL; ``emulated``: each is a local copy of the
     same rows that completes no earlier than issue + the analytical cost model's time for
     it (see ``planner.replay.link``), every figure then labelled emulated."""
-    link_scale: float = 1.0
-    """Factor on the emulated link's times (to give the all-to-alls a GPU-like share of
-    each MoE layer at the replay's width and device)."""
+    link_share: float | None = None
+    """With the emulated link: the share of the MoE layers' time (their compute measured
+    here plus the exchanges) the exchanges take, which sets the link's scale
+    (``planner.replay.link`` [Note: link share]); None = the share the analytical model
+    gives them on the plan's cluster."""
+    link_scale: float | None = None
+    """Factor on the emulated link's analytical times instead of ``link_share``; None = set
+    by the share."""
+    profile: str | None = None
+    """The profile the plan was made from; on CPU its stored peak is MFU's denominator
+    (``planner.replay.peak``)."""
     moe_expert_capacity_factor: float | None = None
     """Megatron's ``--moe-expert-capacity-factor``: each expert takes at most ``ceil(tokens x
     top_k / experts x C)`` copies of a rank's tokens, the rest dropped; None = dropless
@@ -53,6 +61,9 @@ class ReplayOptions:
     all-to-all splits, no host sync inside a MoE layer."""
     moe_token_drop_policy: str = "probs"
     """Megatron's ``--moe-token-drop-policy``: ``probs`` or ``position``."""
+    modules: str = "native"
+    """Layer modules the stages are built from: ``native`` (``profiler.layers``) or
+    ``transformers`` (the model family's own classes, ``profiler.hf``)."""
     fault: str | None = None
     """Fault injection for tests: ``die:RANK`` exits that rank, ``hang:RANK`` blocks it,
     both just before the first step; ``pair-die:RANK`` / ``pair-raise:RANK`` exit or raise
@@ -70,11 +81,21 @@ class ReplayOptions:
             raise InputError("--ep", f"must be >= 1, got {self.ep}", "e.g. --ep 2")
         if self.link not in ("real", "emulated"):
             raise InputError("--link", f"unknown {self.link!r}", "use real or emulated")
-        if not self.link_scale > 0:
+        if self.link_scale is not None and not self.link_scale > 0:
             raise InputError("--link-scale", f"must be positive, got {self.link_scale}")
+        if self.link_share is not None and not 0 < self.link_share < 1:
+            raise InputError("--link-share", f"must be in (0, 1), got {self.link_share}", "e.g. --link-share 0.3")
+        if self.link_share is not None and self.link_scale is not None:
+            raise InputError("--link-share", "and --link-scale both given", "pass one of them")
+        if self.profile is not None:
+            from planner.replay.peak import stored_cpu_peak
+
+            stored_cpu_peak(self.profile)
         if self.timeout_s <= 0 or self.deadline_s <= 0:
             raise InputError("--timeout", "must be positive")
         self.moe_capacity()
+        if self.modules not in ("native", "transformers"):
+            raise InputError("--modules", f"unknown {self.modules!r}", "use native or transformers")
         if self.fault is not None:
             kind, _, rank = self.fault.partition(":")
             if kind not in ("die", "hang", "pair-die", "pair-raise") or not rank.isdigit():
@@ -103,6 +124,9 @@ class ReplayResult:
     """The JSON report: measured, predicted, prediction_error, grad_check, ..."""
     trace: dict[str, Any] = field(default_factory=dict)
     """Chrome/Perfetto trace of the measured and predicted timelines."""
+    table: Any = None
+    """The ``CostTable`` measured here that the re-prediction used; None when the plan's own
+    stage costs were simulated (``planner.replay.predict``)."""
 
 
 class ReplayFailed(RuntimeError):

@@ -1,14 +1,21 @@
-"""The prediction a replay is judged against: the plan's own, or one re-made here.
+"""The prediction a replay is judged against: always a simulation of the order that runs.
 
 A prediction only means something for the same model size on the same device. A
 plan made from a profile measured on this device at the replay's width and sequence
-length (``plan.costs``: source ``measured``, ``device``, ``scale``, ``seq_len``)
-is replayed exactly and its prediction is copied. Any other plan (analytical, or
-measured elsewhere) keeps its partition and schedule, and its step is re-predicted:
-a cost table measured here (``costs_here``) -> stage costs for the same partition ->
-``planner.core.simulate``. With ``--link emulated`` the table also holds the link's
-times and the planner's hiding of fused pairs (``planner.replay.link`` [Note:
-re-prediction with the link]).
+length (``plan.costs``: source ``measured``, ``device``, ``scale``, ``seq_len``),
+replayed with the real link, is replayed exactly: its schedule is simulated again on
+its own stage costs (``plan_prediction``; ``planner.core.simulate``, the simulator
+``ppplan simulate`` runs). Its recorded ``predicted`` is never copied: a plan whose
+order was changed after planning (another framework's order placed in it, fused pairs
+split by hand) would be judged against the prediction of an order that never ran.
+When the recorded figure differs from the simulation, the report keeps both.
+
+Any other plan (analytical, measured elsewhere, or replayed with ``--link emulated``,
+whose link the plan's costs do not hold) keeps its partition and schedule, and its
+step is re-predicted: a cost table measured here (``costs_here``) -> stage costs for
+the same partition -> ``planner.core.simulate``. With ``--link emulated`` the table
+also holds the link's times and the planner's hiding of fused pairs
+(``planner.replay.link`` [Note: re-prediction with the link]).
 
 A cost table measured here holds each layer's full backward (``LayerCost.b``); the
 stage costs carry it and the simulator times every B action with it
@@ -37,15 +44,17 @@ from planner.core.simulate import SimResult, simulate
 from planner.core.stage_costs import StageCosts, stage_costs
 from planner.replay.calibrate import Calibration, predict, torch_first_stage
 
-__all__ = ["is_exact_replay", "copied_prediction", "repredict", "REPREDICTED"]
+__all__ = ["is_exact_replay", "plan_prediction", "repredict", "REPREDICTED", "SIMULATED"]
 
 REPREDICTED = "re-predicted from a profile measured here"
+SIMULATED = "the plan's schedule simulated on its stage costs (profile measured on this device at this scale)"
 
 
-def is_exact_replay(plan: Plan, *, device: str, scale: float, seq_len: int) -> bool:
-    """Whether ``plan`` was made from a profile of this device, width and sequence length."""
+def is_exact_replay(plan: Plan, *, device: str, scale: float, seq_len: int, link: str = "real") -> bool:
+    """Whether ``plan`` was made from a profile of this device, width and sequence length,
+    and is replayed with the real link (an emulated link's times are in no profile)."""
     c = plan.costs
-    return (c.get("source") == "measured" and c.get("device") == device
+    return (link == "real" and c.get("source") == "measured" and c.get("device") == device
             and math.isclose(float(c.get("scale", 1.0)), scale)
             and int(c.get("seq_len") or seq_len) == seq_len)
 
@@ -64,17 +73,24 @@ def _timeline(plan: Plan, sc: StageCosts, cal: dict | None) -> tuple[float, SimR
     return sim.step_time, sim
 
 
-def copied_prediction(plan: Plan) -> tuple[dict[str, Any], SimResult]:
-    """The plan's prediction, and the simulated timeline of what torch executes (the trace and
-    the calibration compare actions with it; [Note: torch first stage])."""
+def plan_prediction(plan: Plan) -> tuple[dict[str, Any], SimResult]:
+    """The simulation of ``plan``'s schedule, the order that runs, on its own stage costs as
+    torch executes them ([Note: torch first stage]), calibrated when the plan carries a
+    calibration; ``ppplan simulate``'s figure and the plan's recorded one beside it."""
     cal = plan.costs.get("calibration")
-    _, sim = _timeline(plan, _torch_first_stage(plan.parsed_stage_costs(), plan), cal)
-    pred = {**_summary(sim), "source": "plan (profile measured on this device at this scale"
-            + (", calibrated)" if cal else ")")}
-    for key in ("step_time_s", "bubble_fraction", "peak_memory_bytes", "busy_s"):
-        if plan.predicted.get(key) is not None:
-            pred[key] = plan.predicted[key]
-    return pred, sim
+    step, sim = _timeline(plan, _torch_first_stage(plan.parsed_stage_costs(), plan), cal)
+    pred = {**_summary(sim), "step_time_s": step, "peak_memory_bytes": sim.peak_memory_bytes,
+            "source": SIMULATED + (", calibrated" if cal else ""),
+            "ppplan_simulate_step_time_s": simulate(plan.parsed_schedule(), plan.parsed_stage_costs()).step_time}
+    return {**pred, **_recorded(plan, step)}, sim
+
+
+def _recorded(plan: Plan, step: float) -> dict[str, Any]:
+    """The plan's recorded step and whether the simulation of the order that runs (``step``)
+    reproduces it; a plan whose order was changed after planning does not."""
+    rec = plan.predicted.get("step_time_s")
+    return {"recorded_step_time_s": rec,
+            "recorded_matches": rec is not None and math.isclose(rec, step, rel_tol=1e-6)}
 
 
 def _torch_first_stage(sc: StageCosts, plan: Plan) -> StageCosts:
@@ -93,11 +109,17 @@ def repredict(plan: Plan, table: CostTable) -> tuple[dict[str, Any], SimResult]:
                       "p2p_latency_s": table.p2p.latency_s, "p2p_bandwidth": table.p2p.bandwidth,
                       "layer_types": _type_costs(table), "link": table.meta.get("link"),
                       "f_plus_b_before_after_s": table.meta.get("f_plus_b_before_after_s")},
-            "plan": {"step_time_s": plan.predicted.get("step_time_s"),
-                     "mfu": plan.predicted.get("mfu"), "costs": plan.costs}}
+            "plan": {"step_time_s": plan.predicted.get("step_time_s"), "mfu": _plan_mfu(plan),
+                     "costs": plan.costs}}
     if cal:
         pred["calibration"] = cal
     return pred, sim
+
+
+def _plan_mfu(plan: Plan) -> float | None:
+    """The plan's own MFU; None for a plan made from a CPU profile, whose CPU times the
+    planner divided by its cluster's GPU peak (a meaningless figure, such as 6e-7)."""
+    return None if plan.costs.get("device") == "cpu" else plan.predicted.get("mfu")
 
 
 def _type_costs(table: CostTable) -> dict[str, dict[str, float]]:

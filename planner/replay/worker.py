@@ -1,10 +1,10 @@
 """What one pipeline rank does during a replay.
 
 Order on every rank: join the process group (timeout on every collective and
-receive) -> measure the peak (CPU) -> per plan: when it was made for other hardware,
-layer costs here (once per model shape); build its stages; load its actions into
-torch's ``_PipelineScheduleRuntime`` -> per plan, one step whose gradients are kept
-for the check -> warm-up steps -> timed steps -> layer costs here again, for the
+receive) -> per plan: when it was made for other hardware or is replayed with the
+emulated link, layer costs here (once per model shape) and the link's scale; build its
+stages; load its actions into torch's ``_PipelineScheduleRuntime`` -> per plan, one step
+whose gradients are kept for the check -> warm-up steps -> timed steps -> layer costs here again, for the
 plans re-predicted ([Note: table around the steps]) -> send everything to rank 0. Rank 0
 then runs the single-process reference and assembles each plan's report.
 
@@ -42,8 +42,9 @@ from planner.replay.binding import bind_rank
 from planner.replay.lowering import to_torch_actions
 from planner.replay.manual_gc import collector_off, freeze_setup
 from planner.replay.model import ReplayModel, build_stage, loss_fn, make_batch, replay_model
-from planner.replay.expert_parallel import Layout, make_layout, merge_ranks, sync_gradients
+from planner.replay.expert_parallel import Layout, make_layout, merge_ranks, release_layout, sync_gradients
 from planner.replay.fused_pairs import attach_timed
+from planner.replay.link import link_options
 from planner.replay.options import ReplayOptions
 from planner.replay.timing import Clock, Recorder, TimedRuntime, TimedStage
 
@@ -83,17 +84,6 @@ def _inject(opts: ReplayOptions, rank: int) -> None:
         os._exit(17)
     while True:  # hang: never reach the next receive
         time.sleep(3600)
-
-
-def _peak(device: torch.device) -> tuple[float, str]:
-    if device.type == "cuda":
-        found = dev.gpu_peak(device)
-        if found is not None:
-            return found
-    rate = torch.tensor([dev.measure_matmul_peak(device)], dtype=torch.float64, device=device)
-    dist.all_reduce(rate)
-    label = f"measured FP32 matmul peak of this machine, {torch.get_num_threads()} thread(s) per rank, mean over ranks"
-    return float(rate) / dist.get_world_size(), label
 
 
 def _measure_table(rm: ReplayModel, device: torch.device, rank: int, recompute: str, link: str) -> Any:
@@ -209,6 +199,8 @@ class _Run:
     ([Note: pairs measured here] in ``planner.replay.pairs_here``)."""
     table: Any = None
     """The re-prediction's table, set after the timed steps ([Note: table around the steps])."""
+    opts: ReplayOptions | None = None
+    """The options with the emulated link's scale set for this plan (``link_options``)."""
     steps: list = field(default_factory=list)
     peak: int = 0
 
@@ -238,9 +230,13 @@ def _grads(mods: list) -> dict[str, torch.Tensor]:
 
 
 def run_rank(plans_data: list[dict], opts: ReplayOptions, *, rank: int, world_size: int, local_rank: int,
-             init_method: str) -> list[dict[str, Any]] | None:
+             init_method: str | None = None) -> list[dict[str, Any]] | None:
     """Replay the plans on this rank, their steps interleaved; rank 0 returns the report
-    pieces of each plan, the others None."""
+    pieces of each plan, the others None. Joins a process group at ``init_method`` and
+    destroys it at the end, unless this process already joined one: then the replay runs
+    on that one and leaves it alive ([Note: launcher's group])."""
+    if dist.is_initialized():
+        return _run_in_group(plans_data, opts, local_rank=local_rank)
     device, backend = dev.pick_device(local_rank)
     binding = "not bound: GPU ranks"
     if device.type == "cpu" and opts.bind_cores:  # before any thread starts ([Note: core binding])
@@ -259,15 +255,37 @@ def run_rank(plans_data: list[dict], opts: ReplayOptions, *, rank: int, world_si
         dist.destroy_process_group()
 
 
+def _run_in_group(plans_data: list[dict], opts: ReplayOptions, *, local_rank: int) -> list[dict[str, Any]] | None:
+    """[Note: launcher's group] A launcher (torchrun with a Megatron-style script) joined the
+    default process group before calling the replay: every process of it is a replay rank,
+    its backend decides the device (gloo: CPU), its timeout bounds the collectives (the
+    replay's ``--timeout`` still bounds its barriers), and the replay leaves behind what the
+    launcher had: the group alive (the expert-parallel and pipeline groups it made itself
+    destroyed) and no core binding (threads of the group already run). The torch thread
+    count stays at the replay's: rank 0's single-process reference must run at the same
+    count to reproduce the replay's arithmetic, so ``launch`` restores it after the report."""
+    rank, world_size, backend = dist.get_rank(), dist.get_world_size(), dist.get_backend()
+    device = torch.device("cpu") if backend == "gloo" else dev.pick_device(local_rank)[0]
+    if device.type == "cpu":
+        torch.set_num_threads(_threads(opts, world_size))
+    plans = [Plan.from_dict(p) for p in plans_data]
+    layout = make_layout(plans[0].pp, world_size // plans[0].pp, rank)
+    try:
+        return _replay(plans, opts, layout, device, backend, "not bound: the launcher's process")
+    finally:
+        release_layout(layout)
+
+
 def _prepare(plan: Plan, opts: ReplayOptions, layout: Layout, device: torch.device, tables: dict) -> _Run:
     scale, seq = resolve_shape(plan, opts)
     rm = replay_model(plan, scale=scale, seq_len=seq, seed=opts.seed, ep=layout.ep,
-                      moe_capacity=opts.moe_capacity(plan))
+                      moe_capacity=opts.moe_capacity(plan), modules=opts.modules)
     key = pairs_key = None
-    if not _exact(plan, rm, device):  # every rank takes the same branches: same plans everywhere
+    if not _exact(plan, rm, device, opts.link):  # every rank takes the same branches: same plans everywhere
         key = (rm.spec.name, rm.scale, rm.seq_len, rm.microbatch_size, recompute_mode(plan))
         if key not in tables:
             tables[key] = _measure_table(rm, device, layout.rank, recompute_mode(plan), opts.link)
+        opts = link_options(opts, tables[key], plan, rm)  # [Note: link share] in planner.replay.link
         pairs_key = _pairs_key(plan, rm, opts, key)
         if pairs_key is not None and pairs_key not in tables:
             tables[pairs_key] = _measure_pairs(plan, rm, opts, layout, device, pairs_key)
@@ -276,7 +294,7 @@ def _prepare(plan: Plan, opts: ReplayOptions, layout: Layout, device: torch.devi
     ids, target = make_batch(rm, device, ep_rank=layout.ep_rank)
     rank_args = (ids,) if plan.ranks()[0] == layout.pp_rank else ()
     return _Run(plan=plan, rm=rm, mods=mods, runtime=runtime, recorder=recorder, rank_args=rank_args,
-                target=target, table_key=key, pairs_key=pairs_key)
+                target=target, table_key=key, pairs_key=pairs_key, opts=opts)
 
 
 def _pairs_key(plan: Plan, rm: ReplayModel, opts: ReplayOptions, key: tuple) -> tuple | None:
@@ -317,10 +335,10 @@ def _table_for(run: _Run, before: Any, after: Any, opts: ReplayOptions, hidden: 
     return table
 
 
-def _exact(plan: Plan, rm: ReplayModel, device: torch.device) -> bool:
+def _exact(plan: Plan, rm: ReplayModel, device: torch.device, link: str) -> bool:
     from planner.replay.predict import is_exact_replay
 
-    return is_exact_replay(plan, device=dev.device_label(device), scale=rm.scale, seq_len=rm.seq_len)
+    return is_exact_replay(plan, device=dev.device_label(device), scale=rm.scale, seq_len=rm.seq_len, link=link)
 
 
 def _replay(plans: list[Plan], opts: ReplayOptions, layout: Layout, device: torch.device,
@@ -329,7 +347,6 @@ def _replay(plans: list[Plan], opts: ReplayOptions, layout: Layout, device: torc
     rounds (plan 1, plan 2, ..., plan 1, ...) so that drift on a shared machine hits
     every plan alike."""
     baseline = dev.rss_bytes() if device.type == "cpu" else torch.cuda.memory_allocated(device)
-    peak, peak_label = _peak(device)
     tables: dict = {}
     rank = layout.rank
     runs = [_prepare(p, opts, layout, device, tables) for p in plans]
@@ -349,13 +366,13 @@ def _replay(plans: list[Plan], opts: ReplayOptions, layout: Layout, device: torc
             _timed_step(run, device, opts, backend)
     after = {key: _measure_table(run.rm, device, rank, key[-1], opts.link) for key, run in
              {r.table_key: r for r in runs if r.table_key is not None}.items()}
-    after.update({key: _measure_pairs(run.plan, run.rm, opts, layout, device, key) for key, run in
+    after.update({key: _measure_pairs(run.plan, run.rm, run.opts, layout, device, key) for key, run in
                   {r.pairs_key: r for r in runs if r.pairs_key is not None}.items()})
     for run in runs:
         if run.table_key is not None:
             hidden = None if run.pairs_key is None else \
                 {p: (s + after[run.pairs_key][p]) / 2 for p, s in tables[run.pairs_key].items()}
-            run.table = _table_for(run, tables[run.table_key], after[run.table_key], opts, hidden)
+            run.table = _table_for(run, tables[run.table_key], after[run.table_key], run.opts, hidden)
     mine = [{"rank": rank, "steps": run.steps, "memory": _memory(device, baseline, run.peak), "losses": losses,
              "grads": grads, "threads": torch.get_num_threads(), "binding": binding} for run, (losses, grads) in zip(runs, firsts)]
     gathered: list[Any] = [None] * dist.get_world_size() if rank == 0 else []
@@ -363,6 +380,6 @@ def _replay(plans: list[Plan], opts: ReplayOptions, layout: Layout, device: torc
     if rank != 0:
         return None
     gathered = merge_ranks(gathered, layout.ep)
-    return [{"ranks": [g[j] for g in gathered], "ep": layout.ep, "table": run.table, "peak": (peak, peak_label), "rm": run.rm,
+    return [{"ranks": [g[j] for g in gathered], "ep": layout.ep, "table": run.table, "rm": run.rm,
              "device": dev.device_label(device), "torch_device": device, "backend": backend}
             for j, run in enumerate(runs)]

@@ -24,6 +24,8 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
+from planner.runtime.trace import PairTrace, TracedWork
+
 __all__ = ["Baton", "FORWARD_PARTY", "BACKWARD_PARTY"]
 
 FORWARD_PARTY = "F"
@@ -77,17 +79,33 @@ class Baton:
             self._cv.notify_all()
 
 
+def _traced_wait(baton: Baton, trace: PairTrace) -> Callable[[Any], None]:
+    """``baton.comm_wait`` recording the exchange's issue and first completed wait
+    ([Note: overlap trace] in ``planner.runtime.trace``)."""
+    def hook(work: Any) -> None:
+        party = baton.party()
+        trace.record(party, "issue")
+        baton.comm_wait(TracedWork(work, trace, party))
+    return hook
+
+
+def _no_event(party: str, kind: str) -> None:
+    """No trace: record nothing."""
+
+
 def run_pair(forward: Callable[[], Any], backward: Callable[[], None], *, timeout_s: float,
-             install: Callable[[Callable[[Any], None] | None], Any]) -> Any:
+             install: Callable[[Callable[[Any], None] | None], Any], trace: PairTrace | None = None) -> Any:
     """Run ``backward`` in a helper thread and ``forward`` here, alternating at comm points
     (the backward first: Megatron's combined 1F1B starts with the backward's combine).
     ``install(hook)`` sets the comm-point wait hook and returns the previous one. Returns
-    what ``forward`` returns; re-raises the first failure of either half."""
+    what ``forward`` returns; re-raises the first failure of either half. ``trace``, when
+    given, receives the pair's events ([Note: overlap trace])."""
     import torch
 
     baton = Baton(first=BACKWARD_PARTY, timeout_s=timeout_s)
     errors: list[BaseException] = []
     threads = torch.get_num_threads()
+    mark = trace.record if trace is not None else _no_event
 
     def helper() -> None:
         failed = False
@@ -96,23 +114,28 @@ def run_pair(forward: Callable[[], Any], backward: Callable[[], None], *, timeou
             # thread would start with one OpenMP worker per core and oversubscribe the CPU
             torch.set_num_threads(threads)
             baton.acquire(BACKWARD_PARTY)
+            mark(BACKWARD_PARTY, "start")
             backward()
         except BaseException as exc:  # handed to the calling thread, which re-raises it
             errors.append(exc)
             failed = True
         finally:
+            mark(BACKWARD_PARTY, "end")
             baton.finish(BACKWARD_PARTY, failed=failed)
 
-    previous = install(baton.comm_wait)
+    previous = install(baton.comm_wait if trace is None else _traced_wait(baton, trace))
     thread = threading.Thread(target=helper, name="ppplan-fused-backward", daemon=True)
     try:
         thread.start()
         baton.acquire(FORWARD_PARTY)
+        mark(FORWARD_PARTY, "start")
         try:
             out = forward()
         except BaseException:
+            mark(FORWARD_PARTY, "end")
             baton.finish(FORWARD_PARTY, failed=True)
             raise
+        mark(FORWARD_PARTY, "end")
         baton.finish(FORWARD_PARTY)
         thread.join()
     finally:

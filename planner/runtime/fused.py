@@ -31,6 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 from planner.runtime.baton import run_pair
+from planner.runtime.trace import PairTrace
 
 __all__ = ["overlap_f_b", "split_pair"]
 
@@ -91,11 +92,12 @@ def _prepare_backward(rt: Any, stages: dict[int, Any], act: Any):
     return run
 
 
-def overlap_f_b(action: Any, ctx: Any, *, timeout_s: float = 600.0) -> None:
+def overlap_f_b(action: Any, ctx: Any, *, timeout_s: float = 600.0, traces: list[PairTrace] | None = None) -> None:
     """Run an ``OVERLAP_F_B`` action with its halves overlapped (the registered function).
 
     ``timeout_s`` bounds how long one half waits for the other to hand over; a rank
-    that died is caught sooner by the collective timeout of the pending exchange."""
+    that died is caught sooner by the collective timeout of the pending exchange.
+    ``traces``, when given, gets one ``PairTrace`` per pair run ([Note: overlap trace])."""
     from profiler.layers.program import set_wait_hook
 
     rt = ctx.schedule_ref
@@ -104,4 +106,8 @@ def overlap_f_b(action: Any, ctx: Any, *, timeout_s: float = 600.0) -> None:
     # both receives are waited for before the pair starts, as the sequential loop would
     forward = _prepare_forward(rt, stages, f_act, ctx)
     backward = _prepare_backward(rt, stages, b_act)
-    run_pair(forward, backward, timeout_s=timeout_s, install=set_wait_hook)
+    trace = None
+    if traces is not None:
+        trace = PairTrace()
+        traces.append(trace)
+    run_pair(forward, backward, timeout_s=timeout_s, install=set_wait_hook, trace=trace)

@@ -136,12 +136,18 @@ class MoE(nn.Module):
             return self._experts_padded(rows)
         if self.group is None:
             return self._run(rows, ctx["tokens_per_expert"].tolist())
-        recv = ctx["recv_counts"]                                     # [P, local experts]
-        local = torch.arange(self.local_experts, device=rows.device).repeat(self.ep)
-        expert_of = torch.repeat_interleave(local, recv.flatten().to(rows.device))
-        perm = torch.argsort(expert_of, stable=True)
-        out = self._run(rows.index_select(0, perm), recv.sum(0).tolist())
-        return out.index_select(0, torch.argsort(perm))
+        # [Note: one GEMM per source rank] Each source rank's rows go through each expert
+        # in a GEMM of their own: the rows one rank's microbatch routed to the expert, the
+        # very GEMM that rank runs with every expert local (the replay's single-process
+        # reference). In one GEMM over every rank's rows a row gets other low bits (the
+        # BLAS picks kernel and blocking by the row count: on a CPU, F.linear of n rows
+        # differed from the first n of n + m rows for 116 of 1521 pairs n, m <= 39),
+        # and a deep model amplifies them: a 51-layer Qwen3-Next at 1/32 width made them a
+        # 0.2% difference of its first layer's weight gradients (max |diff| 0.8-1.6 of
+        # 800), failing the EP replay's gradient check. Same FLOPs, P times the GEMMs.
+        recv = ctx["recv_counts"].tolist()                            # [P][local experts]
+        chunks = rows.split([sum(c) for c in recv])
+        return torch.cat([self._run(chunk, counts) for chunk, counts in zip(chunks, recv)])
 
     def _experts_padded(self, rows: torch.Tensor) -> torch.Tensor:
         """Padded rows [P x local experts x capacity, H] through one batched GEMM."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.core.costs import CostTable
-from planner.core.errors import InfeasibleError
+from planner.core.errors import BudgetExhausted, InfeasibleError
 from planner.core.placement import stage_ranks
 from planner.core.schedule import Schedule
 from solvers.partition.ranges import (Bounds, RangeTest, k_best_partitions, minmax_partition, prefix_sums,
@@ -82,8 +82,12 @@ def partition_for_schedule(table: CostTable, schedule: Schedule, *, pp: int, vpp
                                status="FIXED", gap=None, fits_memory=fits, model=model)
     try:
         return _solve(model, table, method, memory_limit_bytes, cuts, vpp, k, time_limit_s, seed)
-    except TimeoutError as exc:
-        raise InfeasibleError(f"{exc} that fits the memory limit: raise --time-limit") from None
+    except TimeoutError as exc:  # [Note: unproven] a budget that ran out proves nothing
+        if memory_limit_bytes is not None and _memory_proven_short(model, memory_limit_bytes, allowed):
+            raise InfeasibleError(memory_infeasible_message(model, memory_limit_bytes, allowed)) from None
+        raise BudgetExhausted(f"{exc}, and no memory bound rules a partition out") from None
+    except BudgetExhausted:
+        raise
     except InfeasibleError:
         if memory_limit_bytes is None:
             raise
@@ -130,9 +134,12 @@ def _solve(model: StepModel, table: CostTable, method: str, limit: int | None,
         res = vpp_partition(model, memory_limit_bytes=limit, hint=hint, cuts=cuts,
                             time_limit_s=time_limit_s, seed=seed)
     except TimeoutError:
-        if not hint_fits:
-            raise
-        return _result(model, [hint], "dp", "FEASIBLE", None)
+        if hint_fits:
+            return _result(model, [hint], "dp", "FEASIBLE", None)
+        lean = minmax_partition(n, S, model.stage_memory, allowed)  # the memory-balanced split may fit
+        if limit is not None and max(model.rank_memory(lean).values()) <= limit:
+            return _result(model, [lean], "dp", "FEASIBLE", None)
+        raise
     pool = [res.bounds, hint] if hint_fits else [res.bounds]
     return _result(model, _unique(pool), "cp-sat", res.status, res.gap)
 
@@ -162,6 +169,21 @@ def _unique(bounds: list[Bounds]) -> list[Bounds]:
         if b not in out:
             out.append(b)
     return out
+
+
+def _memory_proven_short(model: StepModel, limit: int, allowed: RangeTest | None) -> bool:
+    """Whether no partition can fit ``limit`` under this schedule: the split that minimises
+    the largest *stage* peak (exact, ``minmax_partition``) is over it, and a rank's peak is
+    at least the peak of each stage it holds.
+
+    [Note: unproven] A solver that runs out of budget before it finds a partition proves
+    nothing. Its caller first falls back to a feasible split (the warm start, or the
+    memory-balanced split when that fits); failing both, this bound decides between a
+    proven shortfall (``InfeasibleError`` with the numbers and the knobs) and
+    ``BudgetExhausted`` (not proven; raise the budget)."""
+    n, S = model.num_layers, model.num_stages
+    bounds = minmax_partition(n, S, model.stage_memory, allowed)
+    return max(model.stage_memory(s, *bounds[s]) for s in range(S)) > limit
 
 
 def memory_infeasible_message(model: StepModel, limit: int, allowed: RangeTest | None = None) -> str:

@@ -1,19 +1,29 @@
-"""A wall-clock budget shared by every phase of one plan ([Note: kept budget]).
+"""Search budgets: a deterministic work budget, and an optional wall-clock safety cap.
 
-[Note: kept budget] ``--time-limit S`` bounds the whole ``ppplan plan`` wall time. The
-search keeps its reproducible budgets (counts of candidates and rounds, CP-SAT
-deterministic time, the window search's work clock), so with the same inputs and seed
-it finds the same plan wherever those finish in time. On top, each phase has a wall
-deadline, a share of S from the start of the plan (``PHASE_SHARES``): screening,
-joint refinement, the CP-SAT polish, the baselines. A phase that reaches its deadline
-stops with the best it has and records a *cut*; CP-SAT gets ``max_time_in_seconds``
-from what is left. Only a cut can make the plan depend on the machine's speed, so the
-plan records whether one happened (``solver.budget``: ``bound`` and the cut phases).
-Every phase keeps at least one candidate, so a plan always comes out.
+[Note: work budget] ``--work W`` (default ``DEFAULT_WORK``) is the search effort in
+*reference seconds*: about W seconds on an idle 2-core machine, but counted in work, not
+read off a clock. Every phase spends a share of it in units that do not depend on the
+machine's speed or load: CP-SAT's deterministic time (``max_deterministic_time``, one
+worker or interleaved workers), the window search's work clock (variables built plus
+deterministic time), counted candidates, rounds and moves, the period search's simulated
+actions, and the phases' re-timings (``planner.core.simulate.timed_actions``: each phase
+stops, keeping what it has, once the actions timed since the plan began pass its share
+``PHASE_SHARES`` of ``W x ACTIONS_PER_WORK_S``; [Note: timed actions]). So the same
+inputs, seed and W give the same plan (partition, schedule,
+predictions), byte for byte except ``wall_s`` fields, on an idle or a loaded machine.
 
-The front door (``planner.api.plan``, hence ``ppplan plan``) starts the budget on entry
-(``PlanRequest.started_s``); a library caller of ``make_plan`` that sets neither that nor
-a ``budget`` gets the reproducible search alone (no wall deadlines), as before.
+[Note: kept budget] ``--time-limit S`` (default: none) is a wall-clock safety cap on top.
+Each phase then has a wall deadline, a share of S from the start of the plan
+(``PHASE_SHARES``): screening, joint refinement, the CP-SAT polish, the baselines. A phase
+that reaches its deadline stops with the best it has and records a *cut*; CP-SAT gets
+``max_time_in_seconds`` from what is left. Only a cut can make the plan depend on the
+machine, so the plan records whether one happened (``solver.budget``: ``bound`` and the
+cut phases) and the summary's first line says so. Every phase keeps at least one
+candidate, so a cut never turns into a claim of infeasibility: when no candidate was
+found before the cap, ``BudgetExhausted`` says so (not proven infeasible).
+
+The front door (``planner.api.plan``, hence ``ppplan plan``) starts the wall clock on
+entry (``PlanRequest.started_s``) when a cap is given.
 """
 
 from __future__ import annotations
@@ -21,7 +31,14 @@ from __future__ import annotations
 import math
 import time
 
-__all__ = ["WallBudget", "Deadline", "PHASE_SHARES", "MAX_TIME_LIMIT_S", "check_time_limit"]
+from planner.core.simulate import timed_actions
+
+__all__ = ["WallBudget", "Deadline", "PHASE_SHARES", "MAX_TIME_LIMIT_S", "check_time_limit", "DEFAULT_WORK",
+           "check_work", "ACTIONS_PER_WORK_S"]
+
+DEFAULT_WORK = 10.0
+"""Default ``--work``: reference seconds of search ([Note: work budget]); the default plan
+then takes about as long as it did when this was a 10 s wall limit on an idle 2-core machine."""
 
 PHASE_SHARES = {"screen": 0.35, "joint": 0.6, "polish": 0.85, "baselines": 0.95}
 """Wall deadline of each phase as a share of the time limit, from the plan's start. What
@@ -35,26 +52,46 @@ MAX_TIME_LIMIT_S = 24 * 3600.0
 """Largest accepted ``--time-limit`` (a day, as the CLI option): beyond it a limit is a typo, not a budget."""
 
 
-def check_time_limit(seconds: float, field: str = "--time-limit") -> float:
+def check_work(work: float, field: str = "--work") -> float:
+    """``work`` if it is a usable work budget (reference seconds), else ``InputError``."""
+    return check_time_limit(work, field, example="e.g. --work 10")
+
+
+def check_time_limit(seconds: float, field: str = "--time-limit", *, example: str = "e.g. --time-limit 10") -> float:
     """``seconds`` if it is a usable time limit, else ``InputError`` naming ``field``."""
     from planner.core.errors import InputError
 
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds):
-        raise InputError(field, f"must be a finite number of seconds, got {seconds!r}", "e.g. --time-limit 10")
+        raise InputError(field, f"must be a finite number of seconds, got {seconds!r}", example)
     if not 0 < seconds <= MAX_TIME_LIMIT_S:
-        raise InputError(field, f"must be in (0, {MAX_TIME_LIMIT_S:g}] seconds, got {seconds:g}",
-                         "e.g. --time-limit 10")
+        raise InputError(field, f"must be in (0, {MAX_TIME_LIMIT_S:g}] seconds, got {seconds:g}", example)
     return float(seconds)
 
 
-class WallBudget:
-    """Wall deadlines per phase, measured from construction (``time.perf_counter``), and
-    the phases that hit theirs. ``WallBudget(None)`` never expires (library callers that
-    pass no budget get exactly the reproducible search)."""
+ACTIONS_PER_WORK_S = 100_000
+"""Actions the phases may re-time per reference second of ``--work`` ([Note: work budget]):
+about what the 2-core reference machine times in a second of planning. The default plans of
+the shipped models time 0.11-0.2 M actions in all, far inside ``DEFAULT_WORK``'s 1 M (the
+screening's share alone is 0.35 M); a plan of thousands of microbatches (``--gpus 1024`` on DeepSeek-V3: pp 32, 960
+microbatches, 0.5 M actions per screened candidate) stops its phases by this count."""
 
-    def __init__(self, limit_s: float | None, *, start: float | None = None) -> None:
+
+class WallBudget:
+    """Phase budgets: wall deadlines measured from construction (``time.perf_counter``),
+    when a limit is given, and the work count (``work_actions``: re-timed actions, [Note:
+    work budget]), when one is given; the phases that hit either. ``WallBudget(None)``
+    never expires (library callers that pass no budget get the counted search alone)."""
+
+    def __init__(self, limit_s: float | None, *, start: float | None = None,
+                 work_actions: float | None = None) -> None:
         self.limit_s = limit_s
         """Seconds for the whole plan; None = no wall limit."""
+        self.work_actions = work_actions
+        """Actions the plan's phases may re-time together; None = uncounted."""
+        self.first_action = timed_actions()
+        """``timed_actions()`` when the budget started."""
+        self.work_cuts: list[str] = []
+        """Phases stopped by their share of the work count (deterministic), in order."""
         self.start = time.perf_counter() if start is None else start
         """``perf_counter`` time the budget started."""
         self.cuts: list[str] = []
@@ -78,8 +115,22 @@ class WallBudget:
         """Seconds until ``phase``'s deadline (may be negative; inf without a limit)."""
         return self.deadline(phase) - time.perf_counter()
 
+    def spent(self) -> int:
+        """Actions re-timed since the budget started ([Note: timed actions])."""
+        return timed_actions() - self.first_action
+
+    def worked_out(self, phase: str) -> bool:
+        """Whether ``phase``'s share of the work count is spent; records the work cut."""
+        if self.work_actions is None or self.spent() < self.work_actions * PHASE_SHARES.get(phase, 1.0):
+            return False
+        if phase not in self.work_cuts:
+            self.work_cuts.append(phase)
+        return True
+
     def expired(self, phase: str) -> bool:
-        """Whether ``phase``'s deadline has passed; records the cut when it has."""
+        """Whether ``phase``'s deadline has passed or its work is spent; records the cut."""
+        if self.worked_out(phase):
+            return True
         if self.left(phase) > 0:
             return False
         self.cut(phase)
@@ -99,7 +150,9 @@ class WallBudget:
         self.unit_s = max(self.unit_s, seconds)
 
     def affords(self, phase: str, units: float) -> bool:
-        """Whether ``units`` evaluations fit before ``phase``'s deadline; records a cut if not."""
+        """Whether ``units`` evaluations fit before ``phase``'s deadline, with work left; records a cut if not."""
+        if self.worked_out(phase):
+            return False
         if self.left(phase) >= units * self.unit_s and self.left(phase) > 0:
             return True
         self.cut(phase)
@@ -126,6 +179,8 @@ class WallBudget:
     def record(self) -> dict:
         """What the plan's ``solver.budget`` says."""
         return {"time_limit_s": self.limit_s, "bound": self.bound, "cut_phases": list(self.cuts),
+                "work_actions": self.work_actions, "timed_actions": self.spent(),
+                "work_cut_phases": list(self.work_cuts),
                 "phase_ends": {k: {"wall_s": v} for k, v in self.ends.items()},
                 "wall_s": time.perf_counter() - self.start}
 

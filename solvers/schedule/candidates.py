@@ -25,15 +25,17 @@ from solvers.schedule.list_scheduler import list_schedule
 from solvers.schedule.memory_limit import rank_activation
 from solvers.schedule.families import EXACT_FAMILIES, SCHEDULES, applies, fuses, placement_of
 from solvers.schedule.w_fill import fill_w
+from solvers.schedule.zb_greedy import zb_greedy_orders
 
-__all__ = ["DRAW_FIRST", "from_start", "drawn", "limits", "verdict", "simulated", "clear_memo"]
+__all__ = ["DRAW_FIRST", "FirstValid", "from_start", "drawn", "limits", "verdict", "simulated", "clear_memo"]
 
 
-DRAW_FIRST = ("zb-h2", "zb-h1", "zbv", "dualpipev", "1f1b-overlap", "interleaved-overlap")
-"""Families drawn before the others (then ``SCHEDULES`` order): the zero-bubble and fused
-orders win most often, so a draw cut short by the wall budget ([Note: kept budget] in
-``solvers.schedule.budget``) has them; with time for every draw the order only breaks exact
-ties between candidates."""
+DRAW_FIRST = ("zb-h1", "zb-h2", "zbv", "dualpipev", "dualpipev-list", "1f1b-overlap", "interleaved-overlap")
+"""Families drawn before the others (then ``SCHEDULES`` order): ZB-H1 first, which holds
+no more than p microbatches in flight (1F1B's memory), so it fits wherever any order can;
+then ZB-H2 (up to 2p in flight), the V and the fused orders, which win most often. A draw
+cut short by the wall cap ([Note: kept budget] in ``solvers.schedule.budget``) has them
+([Note: first valid]); with time for every draw the order only breaks exact ties."""
 
 
 def from_start(costs: StageCosts, budget: list[int] | None, deadlines: dict[Key, float],
@@ -46,6 +48,7 @@ def from_start(costs: StageCosts, budget: list[int] | None, deadlines: dict[Key,
             yield f"{start[0]}+w-fill", fill_w(start[1], costs, act_budget=budget, deadlines=deadlines)
 
 
+FAMILY_DRAW_UNITS = 1.0
 GREEDY_DRAW_UNITS = 3.0
 W_FILL_UNITS = 2.0
 """Evaluations' worth of wall time (``WallBudget.unit_s``) one greedy list schedule, and one
@@ -75,6 +78,7 @@ def drawn(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[K
     streams = [enumerate(_family_orders(costs, m, budget, deadlines, families, greedy, wall, cut))]
     if greedy:
         streams.append(iter(_greedy_schedules(costs, m, budget, deadlines, wall, cut)))
+        streams.append(enumerate(zb_greedy_orders(costs, m, budget)))  # Zero Bubble's own heuristic, re-derived
     live = list(range(len(streams)))
     while live:
         for k in list(live):
@@ -97,6 +101,8 @@ def _family_orders(costs: StageCosts, m: int, budget: list[int] | None, deadline
         kind = SCHEDULES[name]
         if not applies(kind, vpp, place) or (kind.fused and not fuse):
             continue
+        if not _affords(wall, FAMILY_DRAW_UNITS, name, cut):
+            break  # generating an order costs like a re-timing of it (3.8 s for zb-h1 at pp 32, M 960)
         try:
             order = kind.make(pp, vpp, m)
         except InfeasibleError as exc:
@@ -205,13 +211,38 @@ def _memo_key(costs: StageCosts, m: int, budget, deadlines, families: list[str],
             None if budget is None else tuple(budget), tuple(sorted(deadlines.items())), tuple(families), greedy)
 
 
+class FirstValid:
+    """[Note: first valid] A wall deadline that binds only once a valid candidate is in hand.
+
+    A draw cut by the wall cap before any candidate met the memory budget and deadlines
+    would read as "no schedule meets the limits" although one exists (ZB-H2 over memory
+    on p 32, the cap passed before ZB-H1 was drawn). So until one candidate is valid the
+    draw goes on (and its uncuttable draws start) whatever the clock says; a cap can
+    shorten the search for a better schedule, never the search for the first one.
+    """
+
+    def __init__(self, wall: Deadline, found: bool = False) -> None:
+        self.wall = wall
+        self.found = found
+        """Whether a valid candidate is in hand (then ``wall`` binds)."""
+
+    def expired(self) -> bool:
+        return self.found and self.wall.expired()
+
+    def affords(self, units: float) -> bool:
+        return not self.found or self.wall.affords(units)
+
+
 def simulated(costs: StageCosts, m: int, budget, deadlines, families: list[str], greedy: bool,
-              wall: Deadline | None = None):
+              wall: Deadline | None = None, *, have_valid: bool = False):
     """``drawn``'s candidates with ``limits``'s verdict each, from the memo when there.
-    Drawing stops at ``wall``'s deadline ([Note: kept budget]); a cut list is not memoised."""
+    Drawing stops at ``wall``'s deadline ([Note: kept budget]) once a valid candidate is in
+    hand (``have_valid``: the caller holds one already; [Note: first valid]); a cut list is
+    not memoised."""
     key = _memo_key(costs, m, budget, deadlines, families, greedy)
     hit = _memo.get(key)
     if hit is None:
+        wall = None if wall is None else FirstValid(wall, have_valid)
         got, complete, unaffordable = [], True, []
         candidates = drawn(costs, m, budget, deadlines, families, greedy, wall=wall, cut=unaffordable)
         while complete:
@@ -223,6 +254,8 @@ def simulated(costs: StageCosts, m: int, budget, deadlines, families: list[str],
                 break
             pos, name, sched = item
             got.append((pos, (name, sched, *verdict(sched, costs, budget, deadlines))))
+            if wall is not None and got[-1][1][2] is not None:
+                wall.found = True
         if not complete or unaffordable:
             return [c for _, c in got]
         hit = [c for _, c in sorted(got, key=lambda g: g[0])]  # [Note: draw order]

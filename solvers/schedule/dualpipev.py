@@ -1,5 +1,6 @@
-"""DualPipeV-like schedule: V placement with forward/backward pairs fused into
-``OVERLAP_F_B`` actions.
+"""DualPipeV-like schedule (``--schedule dualpipev-list``): V placement with forward/backward
+pairs fused into ``OVERLAP_F_B`` actions by the list scheduler. DeepSeek's own order is
+``solvers.schedule.dualpipev_exact`` (``--schedule dualpipev``).
 
 DeepSeek-V3's DualPipe (technical report, section 3.2.1) overlaps the forward of one
 microbatch with the backward of another so that one's all-to-all hides behind the

@@ -17,6 +17,7 @@ from planner.core.placement import stage_ranks
 from planner.core.schedule import Schedule
 from planner.core.stage_costs import StageCosts
 from solvers.schedule.dualpipev import dualpipev
+from solvers.schedule.dualpipev_exact import dualpipev_exact
 from solvers.schedule.generators import gpipe, interleaved_1f1b, one_f_one_b
 from solvers.schedule.zero_bubble import zb_h1, zb_h2, zb_v
 
@@ -57,7 +58,8 @@ SCHEDULES: dict[str, ScheduleKind] = {
     "zb-h1": ScheduleKind(_one_stage(zb_h1)),
     "zb-h2": ScheduleKind(_one_stage(zb_h2)),
     "zbv": ScheduleKind(_one_stage(zb_v), placement="v", vpp=(2,)),
-    "dualpipev": ScheduleKind(_one_stage(dualpipev), fused=True, placement="v", vpp=(2,)),
+    "dualpipev": ScheduleKind(_one_stage(dualpipev_exact), fused=True, placement="v", vpp=(2,)),
+    "dualpipev-list": ScheduleKind(_one_stage(dualpipev), fused=True, placement="v", vpp=(2,)),
 }
 
 SCHEDULE_CHOICES = ("auto", *SCHEDULES, "cpsat")

@@ -28,7 +28,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from planner.core.errors import InfeasibleError, InputError
+from planner.core.errors import BudgetExhausted, InfeasibleError, InputError
 from planner.core.schedule import Key, Schedule
 from planner.core.stage_costs import StageCosts
 from planner.core.steady import steady_state
@@ -181,7 +181,7 @@ def _best_candidate(costs: StageCosts, m: int, budget, deadlines, method: str,
         own, pool = [start], []  # [Note: kept budget]: no time left to draw alternatives
     elif heuristics or start is None:
         own, pool = from_start(costs, budget, deadlines, families, start, greedy), \
-            simulated(costs, m, budget, deadlines, families, greedy, wall)
+            simulated(costs, m, budget, deadlines, families, greedy, wall, have_valid=start is not None)
     else:  # the start is the best heuristic already
         own, pool = [start], []
     if objective == "steady" and greedy and (heuristics or start is None):
@@ -206,6 +206,9 @@ def _best_candidate(costs: StageCosts, m: int, budget, deadlines, method: str,
             return name, t, sched
     reasons = [f"{d['schedule']}: {d['status']}" for d in tried if d["status"] != "valid"]
     why = next((r for r in reasons if "deadline" in r), reasons[0] if reasons else "no candidate")
+    if wall is not None and wall.name in wall.budget.cuts:  # the draw was cut: nothing is proven
+        raise BudgetExhausted(f"no schedule drawn before the time limit meets the limits ({why})",
+                              "raise --time-limit")
     raise InfeasibleError(f"no schedule meets the limits ({why}); raise --memory-limit, relax "
                           "--deadline or try --schedule auto")
 

@@ -8,9 +8,9 @@ exact float costs by ``planner.core.simulate`` before anyone compares or reports
 [Note: deterministic search] With ``deterministic=True`` (the default) the solver runs
 its workers in interleaved batches and stops on its deterministic clock
 (``max_deterministic_time`` = the time limit); the same model, seed and limit then give
-the same solution whatever the machine load. A wall-clock cap (``wall_cap_s``: 10x the
-limit + 5 s) guards against a deterministic clock that runs slow; only when it fires can
-two runs differ.
+the same solution whatever the machine load. No wall clock is read unless the caller
+passes ``wall_s`` (what is left of the user's ``--time-limit`` cap: [Note: kept budget]
+in ``solvers.schedule.budget``); only when that fires can two runs differ.
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from planner.core.schedule import OVERLAP, Action, ActionKind, Key, Schedule, pr
 from planner.core.stage_costs import StageCosts
 from solvers.schedule.list_engine import duration
 
-__all__ = ["RESOLUTION", "Ticks", "Timed", "retime", "configure", "ACCEPTED", "sort_key", "split_b", "wall_cap_s",
-           "WALL_CAP_FACTOR"]
+__all__ = ["RESOLUTION", "Ticks", "Timed", "retime", "configure", "ACCEPTED", "sort_key", "split_b"]
 
 RESOLUTION = 50_000
 """Ticks in the warm start's makespan."""
@@ -133,15 +132,6 @@ def sort_key(action: Action, start: int, end: int, num_stages: int) -> tuple[int
     return (start, end, level)
 
 
-WALL_CAP_FACTOR = 10.0
-"""Safety cap on wall seconds per deterministic second. A busy machine runs CP-SAT 2-7x
-slower than its deterministic clock; the cap only stops runaways, so it sits far above
-that and results stay reproducible (a cap that trips would make them depend on load)."""
-
-
-def wall_cap_s(time_limit: float) -> float:
-    """Wall-clock safety cap for ``time_limit`` deterministic seconds."""
-    return WALL_CAP_FACTOR * time_limit + 5.0
 
 
 def configure(solver: cp_model.CpSolver, *, time_limit: float, seed: int, workers: int,
@@ -156,7 +146,6 @@ def configure(solver: cp_model.CpSolver, *, time_limit: float, seed: int, worker
     if deterministic:
         prm.interleave_search = prm.num_workers > 1
         prm.max_deterministic_time = time_limit
-        prm.max_time_in_seconds = wall_cap_s(time_limit)
     else:
         prm.max_time_in_seconds = time_limit
     if wall_s is not None:

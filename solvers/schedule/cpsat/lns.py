@@ -38,6 +38,7 @@ search is deterministic.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -46,7 +47,7 @@ from ortools.sat.python import cp_model
 from planner.core.schedule import OVERLAP, Key, Schedule, predecessors, provides
 from planner.core.simulate import simulate
 from planner.core.stage_costs import StageCosts
-from solvers.schedule.cpsat.common import ACCEPTED, Ticks, Timed, configure, retime, sort_key, split_b, wall_cap_s
+from solvers.schedule.cpsat.common import ACCEPTED, Ticks, Timed, configure, retime, sort_key, split_b
 from solvers.schedule.list_engine import allocates, frees
 
 __all__ = ["LnsResult", "lns_improve", "WORK_S_PER_VAR", "DET_TO_WORK"]
@@ -249,9 +250,9 @@ def lns_improve(costs: StageCosts, schedule: Schedule, *, act_budget: list[int |
     best_t = simulate(best, costs).step_time
     result = LnsResult(best, best_t, history=[best_t])
     t_start = time.perf_counter()
-    wall_cap = t_start + wall_cap_s(time_limit)  # [Note: deterministic search]
+    wall_cap = math.inf  # [Note: deterministic search]: the work clock alone, unless the user capped wall time
     if wall_s is not None:  # [Note: kept budget] in solvers.schedule.budget
-        wall_cap = min(wall_cap, t_start + wall_s)
+        wall_cap = t_start + wall_s
     idle_passes, p, size = 0, 0, actions_per_rank
     while result.work_s < time_limit and time.perf_counter() < wall_cap:
         if idle_passes == 2:
@@ -272,7 +273,7 @@ def lns_improve(costs: StageCosts, schedule: Schedule, *, act_budget: list[int |
                 continue
             left = (time_limit - result.work_s) / DET_TO_WORK  # the last window ends near the budget
             found = _solve(win, g, costs, seed, min(window_time, max(MIN_WINDOW_S, left)), result,
-                           wall_cap - time.perf_counter())
+                           None if wall_cap == math.inf else wall_cap - time.perf_counter())
             if found is not None and found[1] < best_t * (1 - 1e-9):
                 best, best_t, gained = found[0], found[1], True
                 result.improved += 1
@@ -285,7 +286,7 @@ def lns_improve(costs: StageCosts, schedule: Schedule, *, act_budget: list[int |
 
 
 def _solve(win: _Window, g: _Graph, costs: StageCosts, seed: int, limit: float,
-           result: LnsResult, wall_s: float) -> tuple[Schedule, float] | None:
+           result: LnsResult, wall_s: float | None) -> tuple[Schedule, float] | None:
     solver = cp_model.CpSolver()
     configure(solver, time_limit=limit, seed=seed, workers=1, wall_s=wall_s)
     solver.parameters.cp_model_probing_level = 0  # small models: probing costs more than it finds

@@ -1,0 +1,145 @@
+"""Same question, same answer: the plan's hash idle and beside busy processes.
+
+Each case is planned the way a user plans it (``ppplan plan ... --out FILE --quiet`` in a
+subprocess, default ``--work``, no ``--time-limit``) twice: once as the machine is, once
+with ``--busy`` CPU-bound processes spinning beside it. The plan's hash covers the whole
+plan JSON except its ``wall_s`` timing fields (partition, schedule, predictions, the
+search trace, the budget record). The search spends a work budget, not wall time ([Note:
+work budget] in ``solvers.schedule.budget``), so the hashes must match.
+
+Cases: every shipped model's default plan, and four cost tables (bring your own costs):
+the shipped ``examples/costs/four_stages.json`` under a memory limit and with CP-SAT, and
+two generated 16-layer tables (W-heavy, +-30% layer spread; one pp 8, one pp 4 vpp 2 with
+the steady-state objective).
+
+    python benchmarks/determinism.py --json [--busy 2] [--only llama3-8b,table-pp8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from planner.core.paths import SHIPPED_MODELS  # noqa: E402
+
+FOUR = str(ROOT / "examples" / "costs" / "four_stages.json")
+
+
+def _table(layers: int, seed: int) -> dict:
+    """A W-heavy MoE cost table with +-30% spread between layers (deterministic in ``seed``)."""
+    rng = random.Random(seed)
+    rows = []
+    for k in range(layers):
+        s = rng.uniform(0.7, 1.3)
+        row = {"type": f"moe{k % 3}", "f": 0.010 * s, "i": 0.011 * s, "w": 0.018 * s, "a2a_f": 0.003 * s,
+               "a2a_b": 0.003 * s, "act_bytes": int(2e9 * s), "act_w_bytes": int(8e8 * s), "param_bytes": int(4e9),
+               "grad_bytes": int(4e9), "optim_bytes": int(8e9), "out_bytes": 1 << 26}
+        if k == 0:
+            row["role"] = "embedding"
+        if k == layers - 1:
+            row["role"] = "head"
+        rows.append(row)
+    return {"schema_version": 1, "kind": "ppplan.costs", "model": f"generated-{layers}-{seed}", "source": "user",
+            "microbatch_size": 1, "seq_len": 4096, "p2p": {"latency_s": 2e-5, "bandwidth": 5e10}, "layers": rows,
+            "pairs": [{"f_type": f"moe{a}", "b_type": f"moe{b}", "ov": 0.8 * (0.013 + 0.014)}
+                      for a in range(3) for b in range(3)]}
+
+
+def cases(tmp: Path) -> dict[str, list[str]]:
+    """Case name -> ``ppplan plan`` arguments (before ``--out``)."""
+    gen = tmp / "generated16.json"
+    gen.write_text(json.dumps(_table(16, 7)))
+    out = {m: [m] for m in SHIPPED_MODELS}
+    out["table-four-4mb"] = ["--profile", FOUR, "--pp", "4", "--microbatches", "12", "--memory-limit", "4mb"]
+    out["table-four-cpsat"] = ["--profile", FOUR, "--pp", "4", "--microbatches", "32", "--schedule", "cpsat"]
+    out["table-pp8"] = ["--profile", str(gen), "--pp", "8", "--microbatches", "32", "--memory-limit", "12mb"]
+    out["table-pp4-vpp2-steady"] = ["--profile", str(gen), "--pp", "4", "--vpp", "2", "--microbatches", "16",
+                                     "--objective", "steady"]
+    return out
+
+
+def without_wall_s(data):
+    """``data`` with every ``wall_s`` key dropped, at any depth."""
+    if isinstance(data, dict):
+        return {k: without_wall_s(v) for k, v in data.items() if k != "wall_s"}
+    if isinstance(data, list):
+        return [without_wall_s(v) for v in data]
+    return data
+
+
+def plan_hash(args: list[str], out: Path) -> tuple[str, float, dict]:
+    """(hash, wall seconds, budget record) of ``ppplan plan ARGS --out OUT``."""
+    t0 = time.perf_counter()
+    run = subprocess.run([sys.executable, "-m", "planner.cli", "plan", *args, "--out", str(out), "--quiet"],
+                         capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - t0
+    if run.returncode != 0:
+        return f"exit {run.returncode}: {run.stderr.strip()[:200]}", wall, {}
+    data = json.loads(out.read_text())
+    text = json.dumps(without_wall_s(data), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16], wall, without_wall_s(data["solver"].get("budget", {}))
+
+
+class Busy:
+    """``n`` CPU-bound processes for the duration of a ``with`` block."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.procs = n, []
+
+    def __enter__(self) -> "Busy":
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(self.n)]
+        time.sleep(1.0)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for p in self.procs:
+            p.kill()
+            p.wait()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--busy", type=int, default=2, help="CPU-bound processes beside the second run")
+    ap.add_argument("--only", help="comma-separated case names")
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
+        todo = cases(tmp)
+        if args.only:
+            todo = {k: v for k, v in todo.items() if k in args.only.split(",")}
+        for name, argv in todo.items():
+            row = {"case": name, "args": " ".join(a.replace(str(ROOT) + "/", "") for a in argv)}
+            row["idle_load"] = os.getloadavg()[0]
+            row["idle_hash"], row["idle_wall_s"], row["budget"] = plan_hash(argv, tmp / "idle.json")
+            with Busy(args.busy):
+                row["busy_hash"], row["busy_wall_s"], _ = plan_hash(argv, tmp / "busy.json")
+                row["busy_load"] = os.getloadavg()[0]
+            row["identical"] = row["idle_hash"] == row["busy_hash"]
+            rows.append(row)
+            if not args.json:
+                print(f"{name:<24} {row['idle_hash']:<18} {row['busy_hash']:<18} "
+                      f"{'same' if row['identical'] else 'DIFFERENT'}  idle {row['idle_wall_s']:.1f} s "
+                      f"(load {row['idle_load']:.1f})  busy {row['busy_wall_s']:.1f} s (load {row['busy_load']:.1f})")
+    summary = {"benchmark": "determinism", "busy_processes": args.busy, "cases": len(rows),
+               "identical": sum(r["identical"] for r in rows), "rows": rows}
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        print(f"{summary['identical']}/{summary['cases']} identical with {args.busy} busy processes beside")
+
+
+if __name__ == "__main__":
+    main()
