@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from planner.core.paths import SHIPPED_MODELS  # noqa: E402
+from planner.core.plan import without_wall_s  # noqa: E402
 
 FOUR = str(ROOT / "examples" / "costs" / "four_stages.json")
 
@@ -67,15 +68,6 @@ def cases(tmp: Path) -> dict[str, list[str]]:
     out["table-pp4-vpp2-steady"] = ["--profile", str(gen), "--pp", "4", "--vpp", "2", "--microbatches", "16",
                                      "--objective", "steady"]
     return out
-
-
-def without_wall_s(data):
-    """``data`` with every ``wall_s`` key dropped, at any depth."""
-    if isinstance(data, dict):
-        return {k: without_wall_s(v) for k, v in data.items() if k != "wall_s"}
-    if isinstance(data, list):
-        return [without_wall_s(v) for v in data]
-    return data
 
 
 def plan_hash(args: list[str], out: Path) -> tuple[str, float, dict]:

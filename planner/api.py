@@ -6,7 +6,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from planner.core.cluster import ClusterSpec, default_cluster_path, load_cluster
+from planner.core.cluster import ClusterSpec, cluster_from_dict, default_cluster_path, load_cluster
 from planner.core.costs import CostTable
 from planner.core.costs_io import load_costs
 from planner.core.errors import InputError
@@ -50,7 +50,8 @@ def resolve_cluster(model: ModelSpec, cluster: str | Path | ClusterSpec | None, 
         path = cluster if cluster is not None else default_cluster_path(model.name)
         if path is None:
             raise InputError("--cluster", f"model {model.name!r} has no default cluster",
-                             "pass --cluster FILE (see planner/data/clusters/)")
+                             "pass --cluster FILE (see planner/data/clusters/), or --gpus N --gpu NAME "
+                             "--global-batch B --seq-len S")
         spec = load_cluster(path)
     if gpu is not None:
         from planner.core.hardware import gpu_from_config
@@ -71,6 +72,22 @@ def resolve_cluster(model: ModelSpec, cluster: str | Path | ClusterSpec | None, 
                              "pick pp x tp dividing the GPU count or pass --dp")
     spec = spec.for_target(target)
     return spec.check().check_against(model)
+
+
+def command_line_cluster(gpus: int, *, gpu: str | None, global_batch: int | None,
+                         seq_len: int | None) -> ClusterSpec:
+    """The cluster a command line describes for a model with no shipped cluster (any HF
+    config.json): ``--gpus``, ``--gpu``, ``--global-batch`` and ``--seq-len``; nodes of 8 GPUs,
+    the cluster file's defaults for the rest (``planner/data/schemas/cluster.schema.json``)."""
+    missing = [name for name, value in (("--gpu", gpu), ("--global-batch", global_batch), ("--seq-len", seq_len))
+               if value is None]
+    if missing:
+        raise InputError(missing[0], "is needed to plan a model that has no shipped cluster",
+                         "pass --gpu NAME --global-batch B --seq-len S with --gpus N, or --cluster FILE")
+    return cluster_from_dict({"gpu": gpu, "num_gpus": gpus, "gpus_per_node": min(8, gpus),
+                              "parallel": {"pp": 1, "tp": 1, "ep": 1, "dp": gpus},
+                              "training": {"global_batch": global_batch, "seq_len": seq_len, "micro_batch_size": 1}},
+                             where="command line")
 
 
 def model_section(model: ModelSpec, table: CostTable | None = None) -> dict:
@@ -137,6 +154,8 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
                                  work=work, time_limit=time_limit, started=started, objective=objective,
                                  deadlines=_deadlines(deadline, pp * (vpp or 1) if pp else 0, microbatches))
     spec = load_model(model or DEFAULT_MODEL)
+    if cluster is None and gpus is not None and default_cluster_path(spec.name) is None:
+        cluster = command_line_cluster(gpus, gpu=gpu, global_batch=global_batch, seq_len=seq_len)
     if gpus is not None:  # [issue 18] choose tp/pp/vpp/ep/cp/dp/micro-batch for gpus GPUs first
         from planner.planning.degree_plans import plan_for_gpus
 

@@ -253,10 +253,10 @@ def test_help_texts(ppplan):
 
 @pytest.mark.slow
 def test_ctrl_c_stops_plan_within_a_second(tmp_path):
-    """SIGINT 2 s into a CP-SAT search of a 20 s limit: exit 130, one line, no plan file."""
+    """SIGINT 4 s into a long search (DeepSeek-V3 with --work 200): exit 130, one line, no plan file."""
     out = tmp_path / "plan.json"
-    proc = subprocess.Popen([sys.executable, "-m", "planner.cli", "plan", "llama3-8b", "--schedule", "cpsat",
-                             "--work", "20", "--quiet", "--out", str(out)],
+    proc = subprocess.Popen([sys.executable, "-m", "planner.cli", "plan", "deepseek-v3", "--schedule", "cpsat",
+                             "--work", "200", "--quiet", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     time.sleep(4.0)
     assert proc.poll() is None, proc.communicate()

@@ -22,7 +22,7 @@ from planner.core.schedule import Action, Schedule, parse_schedule
 from planner.core.schemas import check_schema
 from planner.core.stage_costs import StageCosts
 
-__all__ = ["Plan", "SCHEMA_VERSION", "load_plan_file", "stage_costs_to_dict", "stage_costs_from_dict"]
+__all__ = ["Plan", "SCHEMA_VERSION", "load_plan_file", "stage_costs_to_dict", "stage_costs_from_dict", "without_wall_s"]
 
 SCHEMA_VERSION = 1
 
@@ -87,8 +87,15 @@ class Plan:
         return [int(s["rank"]) for s in self.stages]
 
     def parsed_schedule(self) -> Schedule:
-        """The schedule as ``Action`` lists."""
-        return parse_schedule(self.schedule)
+        """The schedule as ``Action`` lists (fresh lists each call). The parse is kept while
+        ``schedule`` holds the same text (a hash of each row), so a large plan that is loaded
+        and then validated is parsed once."""
+        key = tuple((r, hash(tuple(row))) for r, row in self.schedule.items())
+        memo = self.__dict__.get("_parsed")
+        if memo is None or memo[0] != key:
+            memo = (key, parse_schedule(self.schedule))
+            self.__dict__["_parsed"] = memo
+        return {r: list(row) for r, row in memo[1].items()}
 
     def parsed_stage_costs(self) -> StageCosts:
         """The embedded stage costs."""
@@ -297,6 +304,17 @@ def stage_costs_from_dict(d: dict[str, Any], ranks: list[int]) -> StageCosts:
         serial_fused={(e["f_stage"], e["b_stage"]): e.get("serial", e["time"]) for e in d.get("fused", [])},
         p2p=P2PCost(**d.get("p2p", {})),
     )
+
+
+def without_wall_s(data: Any) -> Any:
+    """``data`` (a plan as JSON data) with every ``wall_s`` key dropped, at any depth: what
+    stays is the same for the same inputs, seed and ``--work`` ([Note: work budget] in
+    ``solvers.schedule.budget``); only timings differ run to run."""
+    if isinstance(data, dict):
+        return {k: without_wall_s(v) for k, v in data.items() if k != "wall_s"}
+    if isinstance(data, list):
+        return [without_wall_s(v) for v in data]
+    return data
 
 
 def load_plan_file(path: str | os.PathLike[str]) -> Plan:

@@ -16,6 +16,7 @@ from planner.core.model import ModelSpec
 from planner.core.plan import Plan
 from planner.planning.degrees import degree_table, search_degrees, why_first
 from planner.planning.dp_step import optimizer_step_time
+from planner.progress import note, phase
 
 __all__ = ["plan_for_gpus", "FULLY_PLANNED"]
 
@@ -34,7 +35,9 @@ def plan_for_gpus(plan_fn: Callable[..., Plan], model_name: str, spec: ModelSpec
             raise InputError("--gpus", f"given together with --{name}",
                              "pass --gpus alone (the search chooses every degree) or the degrees alone")
     start = time.perf_counter()
+    phase("degree search")
     ranked = search_degrees(spec, base, gpus)
+    note(f"{len(ranked)} configurations ranked, best estimate {ranked[0].label}" if ranked else "none fits")
     screen_s = time.perf_counter() - start
     best, planned = None, []
     for k, choice in enumerate(ranked[:FULLY_PLANNED]):
@@ -42,6 +45,7 @@ def plan_for_gpus(plan_fn: Callable[..., Plan], model_name: str, spec: ModelSpec
         if time_limit is not None:  # an equal share of what is left of the wall cap for each plan still to make
             left = time_limit - (time.perf_counter() - (start if started is None else started))
             cap = max(0.05, left / (FULLY_PLANNED - k))
+        phase(f"planning {choice.label} ({k + 1}/{min(FULLY_PLANNED, len(ranked))})")
         try:
             p = plan_fn(model_name, cluster=choice.cluster, work=work / FULLY_PLANNED, time_limit=cap, **options)
         except InfeasibleError:

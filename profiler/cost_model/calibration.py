@@ -2,7 +2,7 @@
 
 Everything else in the cost model cites a vendor figure, a paper or a measurement. The
 GEMM shape constant ``gemm_dim_half`` comes from the GPU check's measured GEMM rates
-(``GEMM_DIM_HALF``); the other three are fitted by ``benchmarks/published.py --fit`` on
+(``GEMM_DIM_HALF``); the other three were fitted by ``benchmarks/published.py --fit`` (an earlier version) on
 the published training runs in ``benchmarks/data/published_runs.json`` only
 (Megatron-Bridge / NeMo performance summaries, torchtitan, NeMo AutoModel; each row keeps
 its source URL); the benchmark also reports each row predicted with constants fitted
