@@ -205,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=15, help="repetitions per pair (a)")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--microbatches", type=int, default=4)
-    parser.add_argument("--time-limit", type=float, default=5.0)
+    parser.add_argument("--work", "--time-limit", dest="time_limit", type=float, default=5.0,
+                        help="ppplan plan --work of the two plans (--time-limit: its old name)")
     parser.add_argument("--skip-real", action="store_true", help="skip (c), the oversubscribed real-link row")
     parser.add_argument("--only-real", action="store_true", help="run (c) only")
     parser.add_argument("--real-steps", type=int, default=5, help="timed steps of (c)")

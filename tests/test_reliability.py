@@ -78,7 +78,7 @@ def test_plan_options(ppplan, tmp_path, argv, pattern):
 
 
 @pytest.mark.parametrize("changes, pattern", [
-    ({"num_hidden_layers": 10**9}, r"config\.num_hidden_layers: 1000000000 is above the planner's limit of 4096"),
+    ({"num_hidden_layers": 10**9}, r"config\.num_hidden_layers: 1000000000 is above the planner's limit of 512"),
     ({"vocab_size": 0}, r"config\.vocab_size: must be positive"),
     ({"hidden_size": 10**7}, r"config\.hidden_size: .* above the planner's limit"),
 ])

@@ -56,7 +56,7 @@ def test_steady_objective_on_the_zero_bubble_setting_is_at_the_bound():
     c, m = zb_costs(8), 24
     ch = best_schedule(c, microbatches=m, memory_limit=MemoryLimit(microbatches=16), objective="steady",
                        time_limit=1.0)
-    assert ch.name.startswith("steady-tail")
+    assert ch.name.startswith(("steady-tail", "zb-greedy"))  # an order built for the period, or Zero Bubble's own
     assert steady_state(ch.schedule, c, m).period_s == pytest.approx(steady_lower_bound(c, m), rel=1e-9)
     assert ch.step_time == pytest.approx(simulate(ch.schedule, c).step_time)  # the makespan is still reported
 

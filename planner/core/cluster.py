@@ -227,7 +227,10 @@ class ClusterSpec:
         (``check_against``) unless the file names its own ``recipe``."""
         if target not in RECIPE_CHOICES or "recipe" in self.stated:
             return self
-        return replace(self, recipe=target)
+        # The target's recipe fills the environment (dispatcher, kernels, CUDA graphs, FSDP);
+        # recomputation stays the planner's choice (auto: the fastest mode that fits, which the
+        # export then passes to the framework) unless the file names a recipe or a mode itself.
+        return replace(self, recipe=target, stated=self.stated | {"training.recompute"})
 
     def with_recompute(self, mode: str) -> "ClusterSpec":
         """The same cluster with recomputation ``mode``."""

@@ -5,7 +5,10 @@ A config with ``num_hidden_layers: 1e9`` (read by JSON as a float, or written as
 bound before any other check runs. Every limit is far above the largest public model
 it guards (numbers from the models' own Hugging Face ``config.json``):
 
-- layers: Llama 3.1 405B has 126 decoder layers; DeepSeek-V3 61.
+- layers: Llama 3.1 405B has 126 decoder layers; DeepSeek-V3 61. The cap, 512, is what the
+  default search plans within a minute on the 2-core reference machine: the partition's
+  range table grows with the square of the layer count (512 layers at pp 4: 13.7 s of CPU;
+  1024: about 50 s; 4096 did not finish in 300 s).
 - hidden size: Llama 3.1 405B 16384; intermediate sizes: 53248 (Llama 3.1 405B).
 - experts: DeepSeek-V3 256 routed, Qwen3-Next 512; top-k 8 and 10.
 - vocabulary: Gemma 3 262144; attention heads: 128 (Llama 3.1 405B, DeepSeek-V3).
@@ -21,7 +24,7 @@ __all__ = ["CONFIG_LIMITS", "POSITIVE_CONFIG_FIELDS", "MAX_STAGE_MICROBATCHES", 
            "check_stage_microbatches", "COST_LIMITS", "check_cost_value", "MAX_TABLE_LAYERS", "BATCH_LIMITS",
            "check_batch_value", "MAX_GPUS", "MAX_TOKEN_COUNT"]
 
-_LAYERS, _WIDTH, _FFN, _EXPERTS, _HEADS = 4096, 1 << 18, 1 << 21, 1 << 16, 1 << 12
+_LAYERS, _WIDTH, _FFN, _EXPERTS, _HEADS = 512, 1 << 18, 1 << 21, 1 << 16, 1 << 12
 
 CONFIG_LIMITS: dict[str, int] = {
     "num_hidden_layers": _LAYERS, "num_nextn_predict_layers": _LAYERS, "first_k_dense_replace": _LAYERS,
