@@ -52,12 +52,15 @@ def _plan(*, fuse: bool) -> Plan:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_user_model_at_profile_width_passes_the_gradient_check_with_ep_2():
+@pytest.mark.parametrize("modules", ["native", "transformers"])
+def test_user_model_at_profile_width_passes_the_gradient_check_with_ep_2(modules):
     from planner.replay import ReplayOptions, replay_interleaved
 
+    if modules == "transformers":
+        pytest.importorskip("transformers")
     plans = [_plan(fuse=True), _plan(fuse=False)]
     assert "OVERLAP_F_B" in str(plans[0].schedule) and "OVERLAP_F_B" not in str(plans[1].schedule)
-    opts = ReplayOptions(ep=2, steps=1, warmup=0, threads=1, timeout_s=120.0, deadline_s=540.0)
+    opts = ReplayOptions(ep=2, steps=1, warmup=0, threads=1, timeout_s=120.0, deadline_s=540.0, modules=modules)
     results = replay_interleaved(plans, opts)
     for name, res in zip(("fused", "1f1b"), results):
         rep = res.report

@@ -35,7 +35,7 @@ __all__ = ["COMMANDS"]
 @click.option("--moe-expert-capacity-factor", type=FiniteFloat(min=0, min_open=True, max=1e6), help="Megatron's capacity mode: each expert takes at most ceil(tokens x top_k / experts x C) copies of a rank's tokens, the rest dropped (default: dropless).")
 @click.option("--moe-pad-expert-input-to-capacity", is_flag=True, help="Pad every expert's buffer to capacity: static all-to-all splits, no host sync in a MoE layer (needs --moe-expert-capacity-factor).")
 @click.option("--moe-token-drop-policy", type=click.Choice(["probs", "position"]), default="probs", show_default=True, help="Which copies over capacity are dropped: probs (lowest routing weight) or position (latest tokens).")
-@click.option("--modules", type=click.Choice(["native", "transformers"]), default="native", show_default=True, help="Build the stages from ppplan's layer modules or from the model family's own transformers classes (needs ppplan[hf]).")
+@click.option("--modules", type=click.Choice(["native", "transformers"]), help="Build the stages from ppplan's layer modules or from the model family's own transformers classes (needs ppplan[hf]); default: the code the plan's profile timed (its costs.modules), else native.")
 @click.option("--fault", hidden=True, help="Test hook: die:RANK or hang:RANK.")
 def replay_command(plan_path: str, out: str, trace: str | None, as_json: bool, no_grad_check: bool,
                    calibrate: bool, **options) -> None:
@@ -52,6 +52,7 @@ def replay_command(plan_path: str, out: str, trace: str | None, as_json: bool, n
     from planner.simulation import require_valid
 
     plan = require_valid(load_plan(plan_path), "replayed")
+    options["modules"] = options["modules"] or str(plan.costs.get("modules") or "native")  # the code the profile timed
     try:
         results = (replay_calibrated if calibrate else replay_interleaved)(
             [plan], ReplayOptions(grad_check=not no_grad_check, **options))

@@ -10,6 +10,7 @@ from planner.planning.records import memory_limit_of
 from solvers.schedule.lower_bound import bound_parts
 
 if TYPE_CHECKING:
+    from planner.core.costs import CostTable
     from planner.planning.records import Evaluation, Trial
 
 __all__ = ["baselines_section", "to_plan", "bound_record"]
@@ -85,5 +86,13 @@ def to_plan(best: "Trial", ev: "Evaluation", baselines: dict, tried: list[dict],
                 "microbatch_search": req.search_microbatches, "refine": refine,
                 "pins": {"first": req.pins.first, "last": req.pins.last}, "candidates": tried},
         costs={"source": best.table.source, "device": best.table.device, "scale": best.table.scale,
-               "microbatch_size": best.table.microbatch_size, "seq_len": best.table.seq_len},
+               "microbatch_size": best.table.microbatch_size, "seq_len": best.table.seq_len,
+               **_modules(best.table)},
     )
+
+
+def _modules(table: CostTable) -> dict:
+    """``{"modules": "transformers"|"native"}`` for a measured profile that records which layer
+    code it timed (``meta.modules.source``), so that ``ppplan replay`` runs the same code."""
+    source = (table.meta.get("modules") or {}).get("source") if isinstance(table.meta, dict) else None
+    return {"modules": source} if isinstance(source, str) else {}

@@ -131,11 +131,15 @@ class HfExperts:
         experts = self.block.experts
         if self.group is None:
             return grouped_experts(experts, rows, ctx["tokens_per_expert"])
+        # One grouped GEMM per source rank: each expert then multiplies exactly the rows one
+        # rank's microbatch routed to it, as that rank does with every expert local (the
+        # replay's reference); one GEMM over every rank's rows changes their low bits
+        # ([Note: one GEMM per source rank] in profiler/layers/moe.py): with it, a pp 2 x ep 2
+        # replay of Qwen3-Next at 1/32 width failed its gradient check (max |diff| 1.63).
         recv = ctx["recv_counts"]                                        # [P, local experts]
-        local = torch.arange(self.local, device=rows.device).repeat(self.ep)
-        perm = torch.argsort(torch.repeat_interleave(local, recv.flatten().to(rows.device)), stable=True)
-        out = grouped_experts(experts, rows.index_select(0, perm), recv.sum(0))
-        return out.index_select(0, torch.argsort(perm))
+        chunks = rows.split(recv.sum(1).tolist())
+        return torch.cat([grouped_experts(experts, chunk, counts) if chunk.shape[0] else chunk
+                          for chunk, counts in zip(chunks, recv)])
 
     def finish(self, back: torch.Tensor, weights: torch.Tensor, x: torch.Tensor, ctx: Ctx) -> torch.Tensor:
         """Weighted sum of each token's expert outputs plus the shared expert of x [N, H]."""
