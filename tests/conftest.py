@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -97,3 +98,21 @@ def ppplan(capsys, monkeypatch, tmp_path) -> Callable[..., CliResult]:
                          captured.out, captured.err)
 
     return run
+
+
+class TtyStream(io.StringIO):
+    """A text stream that says it is a terminal (progress bars draw on terminals only)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def progress_shown(monkeypatch):
+    """Progress output on (``PPPLAN_QUIET`` unset, ``set_quiet(False)``), and again after."""
+    from planner import progress as prog
+
+    monkeypatch.delenv("PPPLAN_QUIET", raising=False)
+    prog.set_quiet(False)
+    yield
+    prog.set_quiet(False)

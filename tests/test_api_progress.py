@@ -8,20 +8,13 @@ import time
 
 import pytest
 
+from conftest import TtyStream
 from planner import progress as prog
 
 
-class _Tty(io.StringIO):
-    def isatty(self) -> bool:
-        return True
 
 
-@pytest.fixture(autouse=True)
-def _not_quiet(monkeypatch):
-    monkeypatch.delenv("PPPLAN_QUIET", raising=False)
-    prog.set_quiet(False)
-    yield
-    prog.set_quiet(False)
+pytestmark = pytest.mark.usefixtures("progress_shown")
 
 
 def test_silent_when_not_a_terminal():
@@ -32,7 +25,7 @@ def test_silent_when_not_a_terminal():
 
 
 def test_draws_on_a_terminal():
-    stream = _Tty()
+    stream = TtyStream()
     with prog.progress("profiling", total=4, stream=stream) as bar:
         bar.advance(2)
         assert bar.render().startswith("profiling [" + "#" * 14 + "." * 14 + "]  50%")
@@ -43,15 +36,15 @@ def test_draws_on_a_terminal():
 
 def test_quiet_switch_and_environment(monkeypatch):
     prog.set_quiet(True)
-    assert not prog.enabled(_Tty())
+    assert not prog.enabled(TtyStream())
     prog.set_quiet(False)
-    assert prog.enabled(_Tty())
+    assert prog.enabled(TtyStream())
     monkeypatch.setenv("PPPLAN_QUIET", "1")
-    assert not prog.enabled(_Tty())
+    assert not prog.enabled(TtyStream())
 
 
 def test_clock_fills_with_elapsed_time_and_stops():
-    stream = _Tty()
+    stream = TtyStream()
     with prog.progress("solving", total=10, unit="s", clock=True, stream=stream) as bar:
         time.sleep(0.35)
         assert 0.2 < bar.done < 10

@@ -3,13 +3,13 @@ deadlines, the budget record, the summary's warning, the bar."""
 
 from __future__ import annotations
 
-import io
 import math
 import time
 
 import pytest
 
 from plan_helpers import without_wall_s
+from conftest import TtyStream
 from planner import progress as prog
 from planner.api import plan
 from planner.core.errors import InputError
@@ -76,15 +76,12 @@ def test_a_cap_that_fires_opens_the_summary_and_no_cap_is_the_library_search():
     assert not plan_summary(free).startswith("warning")
 
 
-class _Tty(io.StringIO):
-    def isatty(self) -> bool:
-        return True
 
 
 def test_clock_bar_past_its_total_shows_the_phase_not_a_stuck_100(monkeypatch):
     monkeypatch.delenv("PPPLAN_QUIET", raising=False)
     prog.set_quiet(False)
-    bar = prog.Progress("planning", 1.0, unit="s", stream=_Tty(), clock=True)
+    bar = prog.Progress("planning", 1.0, unit="s", stream=TtyStream(), clock=True)
     bar.phase, bar.note = "polish", "best 1.23 s"
     bar.set(0.5)
     assert "50%" in bar.render() and "polish" in bar.render() and "best 1.23 s" in bar.render()

@@ -13,20 +13,13 @@ from pathlib import Path
 import click
 import pytest
 
+from conftest import TtyStream
 from planner import progress as prog
 
 
-class _Tty(io.StringIO):
-    def isatty(self) -> bool:
-        return True
 
 
-@pytest.fixture(autouse=True)
-def _not_quiet(monkeypatch):
-    monkeypatch.delenv("PPPLAN_QUIET", raising=False)
-    prog.set_quiet(False)
-    yield
-    prog.set_quiet(False)
+pytestmark = pytest.mark.usefixtures("progress_shown")
 
 
 def test_a_line_per_phase_with_the_best_so_far(monkeypatch):
@@ -75,7 +68,7 @@ def test_long_phase_gets_a_heartbeat(monkeypatch):
 
 
 def test_bar_names_the_phase_once():
-    with prog.progress("planning m", total=10, stream=_Tty()) as bar:
+    with prog.progress("planning m", total=10, stream=TtyStream()) as bar:
         prog.phase("screening")
         prog.note("screening 1/9, best 1.25 s")
         assert bar.render().count("screening") == 1, bar.render()

@@ -144,7 +144,7 @@ def _screen_all(jobs: list, tried: list[dict], deadline: Deadline) -> list[Trial
             trials.append(trial)
             note(f"screening {k + 1}/{len(jobs)}, best {min(t.step for t in trials):.4g} s")
     if not trials:  # infeasible only when every job was proven so ([Note: unproven] in solvers.partition.search)
-        if any(t.get("status") in ("budget", "skipped") for t in tried):
+        if any(t.get("status") == "budget" for t in tried):
             raise BudgetExhausted(f"every screened (microbatches, schedule) failed, some only for want of "
                                   f"budget: {failure_reason(tried)}")
         raise InfeasibleError(failure_reason(tried))

@@ -24,12 +24,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
 from planner.core.errors import InputError
-from profiler.layers.program import Ctx, EmulatedLink, group_rank, group_size, wait_for
+from profiler.layers.program import Ctx, exchange_counts, group_rank, group_size
 
 __all__ = ["HfExperts", "grouped_experts"]
 
@@ -118,12 +117,7 @@ class HfExperts:
         ctx["tokens_per_expert"] = counts
         ctx["token_of"] = token_of
         if self.group is not None:
-            recv = counts.clone() if isinstance(self.group, EmulatedLink) else torch.empty_like(counts)
-            if not isinstance(self.group, EmulatedLink):
-                wait_for(dist.all_to_all_single(recv, counts, group=self.group, async_op=True))
-            ctx["recv_counts"] = recv.view(self.ep, self.local)
-            ctx["dispatch"] = (counts.view(self.ep, -1).sum(1).tolist(), ctx["recv_counts"].sum(1).tolist())
-            ctx["combine"] = tuple(reversed(ctx["dispatch"]))
+            exchange_counts(counts, self.group, self.ep, ctx)
         return x.index_select(0, token_of), weights.flatten()[order].to(x.dtype)
 
     def experts(self, rows: torch.Tensor, ctx: Ctx) -> torch.Tensor:

@@ -25,7 +25,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
@@ -34,7 +33,7 @@ from planner.core.model import MoeSpec
 from profiler.layers.common import SwiGLU, param_generator
 from profiler.layers.moe_capacity import (CapacityMode, batched_experts, expert_capacity, kept_copies,
                                           padded_slots)
-from profiler.layers.program import Ctx, EmulatedLink, group_rank, group_size, wait_for
+from profiler.layers.program import Ctx, exchange_counts, group_rank, group_size
 
 __all__ = ["MoE", "select_experts"]
 
@@ -105,15 +104,7 @@ class MoE(nn.Module):
         ctx["tokens_per_expert"] = counts
         ctx["token_of"] = token_of
         if self.group is not None:
-            recv = counts.clone() if isinstance(self.group, EmulatedLink) else torch.empty_like(counts)
-            if not isinstance(self.group, EmulatedLink):
-                # a comm point (see profiler.layers.program): an overlap runtime lets the
-                # other microbatch compute while the counts travel
-                wait_for(dist.all_to_all_single(recv, counts, group=self.group, async_op=True))
-            ctx["recv_counts"] = recv.view(self.ep, self.local_experts)
-            ctx["dispatch"] = (counts.view(self.ep, -1).sum(1).tolist(),
-                               ctx["recv_counts"].sum(1).tolist())
-            ctx["combine"] = tuple(reversed(ctx["dispatch"]))
+            exchange_counts(counts, self.group, self.ep, ctx)
         return x.index_select(0, token_of), top.flatten()[order].to(x.dtype)
 
     def _route_padded(self, x: torch.Tensor, top: torch.Tensor, idx: torch.Tensor,

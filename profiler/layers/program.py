@@ -37,7 +37,7 @@ import torch
 import torch.distributed as dist
 
 __all__ = ["Compute", "Exchange", "Step", "Ctx", "State", "all_to_all", "run_program", "EmulatedLink", "SideStreamLink",
-           "group_size", "group_rank", "wait_for", "set_wait_hook"]
+           "group_size", "group_rank", "wait_for", "set_wait_hook", "exchange_counts"]
 
 State = dict[str, torch.Tensor]
 """Named tensors flowing through a program."""
@@ -181,6 +181,20 @@ def wait_for(work: Any) -> None:
         work.wait()
     else:
         hook(work)
+
+
+def exchange_counts(counts: torch.Tensor, group: Any, ep: int, ctx: "Ctx") -> None:
+    """Send each expert-parallel rank the token counts of its experts (``counts`` [experts],
+    ours, sorted by expert) and write ``recv_counts`` [ep, local experts] and the row splits
+    of ``dispatch`` and ``combine`` into ``ctx``. On an ``EmulatedLink`` every rank routes
+    alike, so the counts are our own; otherwise it is a comm point: an overlap runtime lets
+    the other microbatch compute while the counts travel."""
+    recv = counts.clone() if isinstance(group, EmulatedLink) else torch.empty_like(counts)
+    if not isinstance(group, EmulatedLink):
+        wait_for(dist.all_to_all_single(recv, counts, group=group, async_op=True))
+    ctx["recv_counts"] = recv.view(ep, -1)
+    ctx["dispatch"] = (counts.view(ep, -1).sum(1).tolist(), ctx["recv_counts"].sum(1).tolist())
+    ctx["combine"] = tuple(reversed(ctx["dispatch"]))
 
 
 def all_to_all(x: torch.Tensor, in_splits: list[int], out_splits: list[int], group: Any, *,

@@ -70,10 +70,11 @@ def check_time_limit(seconds: float, field: str = "--time-limit", *, example: st
 
 ACTIONS_PER_WORK_S = 100_000
 """Actions the phases may re-time per reference second of ``--work`` ([Note: work budget]):
-about what the 2-core reference machine times in a second of planning. The default plans of
-the shipped models time 0.11-0.2 M actions in all, far inside ``DEFAULT_WORK``'s 1 M (the
-screening's share alone is 0.35 M); a plan of thousands of microbatches (``--gpus 1024`` on DeepSeek-V3: pp 32, 960
-microbatches, 0.5 M actions per screened candidate) stops its phases by this count."""
+about what the 2-core reference machine times in a second of planning. Of ``DEFAULT_WORK``'s
+1 M, the default plans of the shipped models time 0.13-0.41 M actions, DeepSeek-V3's 0.89 M
+(its joint refinement and polish stop at their shares; the plan is the one a 10 s wall
+limit gave); a plan of thousands of microbatches (``--gpus 1024`` on DeepSeek-V3: pp 32,
+960 microbatches, 0.5 M actions per screened candidate) stops its phases by this count."""
 
 
 class WallBudget:
