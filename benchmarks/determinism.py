@@ -57,9 +57,15 @@ def _table(layers: int, seed: int) -> dict:
                       for a in range(3) for b in range(3)]}
 
 
-def cases(tmp: Path) -> dict[str, list[str]]:
+GENERATED = Path(tempfile.gettempdir()) / "ppplan-determinism" / "generated16.json"
+"""Where the generated table is written: one fixed path, because the plan records its
+profile's path (``cluster.source``), so hashes from two runs of the benchmark compare."""
+
+
+def cases() -> dict[str, list[str]]:
     """Case name -> ``ppplan plan`` arguments (before ``--out``)."""
-    gen = tmp / "generated16.json"
+    gen = GENERATED
+    gen.parent.mkdir(parents=True, exist_ok=True)
     gen.write_text(json.dumps(_table(16, 7)))
     out = {m: [m] for m in SHIPPED_MODELS}
     out["table-four-4mb"] = ["--profile", FOUR, "--pp", "4", "--microbatches", "12", "--memory-limit", "4mb"]
@@ -109,7 +115,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
-        todo = cases(tmp)
+        todo = cases()
         if args.only:
             todo = {k: v for k, v in todo.items() if k in args.only.split(",")}
         for name, argv in todo.items():
