@@ -1,48 +1,78 @@
 """Published training runs predicted through the user's path: ``ppplan plan MODEL --cluster FILE``.
 
-Rows: ``benchmarks/data/published_runs.json`` (Megatron-Bridge / NeMo performance
-summaries, torchtitan, NeMo AutoModel; each row cites its source). Each row names the
+Rows (``benchmarks/published_rows.py``): ``benchmarks/data/published_runs.json`` and
+``benchmarks/data/published/*.json``: Megatron-Bridge / NeMo performance summaries,
+torchtitan benchmarks, NeMo AutoModel, the Megatron-MoE ModelZoo and technical reports;
+each row cites its page and table and names its source ``family``. Each row names the
 cluster file a user would write for it (``benchmarks/data/clusters/<row>.yaml``: every
 setting its source states), the ``--target`` it runs on and, where the run trained another
-model than the shipped config (AutoModel's DeepSeek-V3 without its MTP layer), the config it
-trained (``model_config``, under ``benchmarks/data/models/``). Each row is planned in three
-ways, each exactly as ``ppplan plan MODEL --cluster FILE --target T`` plans it (through
-``planner.api.plan``, the function the CLI calls):
+model than a shipped config, the config it trained (``model_config``, under
+``benchmarks/data/models/``) and, where the run's schedule was fixed (torchtitan's 1F1B), the
+``ppplan plan`` options that fix it too (``ppplan_options``, e.g. ``--schedule 1f1b``). Each row is planned exactly as ``ppplan plan MODEL --cluster
+FILE --target T`` plans it (through ``planner.api.plan``, the function the CLI calls), in
+three ways:
 
 - ``careful``: the row's cluster file;
 - ``plain``: the same file cut to GPUs, degrees, batch and sequence length;
-- ``recipe``: the plain file plus ``recipe: <framework>`` (``planner.core.recipes``): the
-  framework recipe's dispatcher, CUDA graphs, FSDP, kernels and recomputation fill what
-  the file leaves out.
+- ``recipe``: the plain file plus the precision it trains in and ``recipe: <framework>``
+  (``planner.core.recipes``): the framework recipe's dispatcher, CUDA graphs, FSDP, kernels,
+  attention kernel, loss, FP8 recipe and recomputation fill what the file leaves out.
+
+Validation held out by source (``held_out``, the default; ``--no-held-out`` skips it): for
+each source family, the fitted constants (``profiler.cost_model.calibration.BOUNDS``) are
+fitted on the other families' rows only (L1 in ln, ``benchmarks/published_fit.py``) and the
+family's rows are planned again with those constants, careful files. Per model with at
+least four rows: Spearman's rank correlation of predicted and published tokens/s/GPU. Per
+row that publishes a peak: the predicted figure of the same quantity (allocated or
+reserved). ``--fit`` prints the constants fitted on every row (what ``FITTED`` holds).
 
 Per row and way it prints what ``ppplan plan`` prints (schedule step, optimizer step, MFU,
 largest per-rank peak) and tokens/s/GPU = global batch tokens / optimizer step / GPUs
-against the published figure; per way the median |ln(pred / meas)| over the rows planned;
-for each published peak (``memory_rows``) the predicted largest per-rank peak.
+against the published figure.
 
     python benchmarks/published.py [--json] [--work W] [--rows ID,ID] [--ways careful,plain,recipe]
+                                   [--no-held-out] [--fit] [--jobs N]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import sys
 import tempfile
+from multiprocessing import get_context
 from pathlib import Path
 
+# Run as a script, this folder comes first on sys.path and benchmarks/profiler.py would
+# shadow the profiler package: drop it, and load the two sibling modules by path.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from planner.api import plan  # noqa: E402
 from planner.core.errors import InfeasibleError  # noqa: E402
 from planner.core.jsonio import read_yaml  # noqa: E402
+from profiler.cost_model.calibration import FITTED, Calibration, using_calibration  # noqa: E402
 from solvers.schedule.budget import DEFAULT_WORK  # noqa: E402
 
-DATA = Path(__file__).resolve().parent / "data" / "published_runs.json"
+
+def _sibling(name: str):
+    module = sys.modules.get(f"ppplan_bench_{name}")
+    if module is None:
+        spec = importlib.util.spec_from_file_location(f"ppplan_bench_{name}", Path(__file__).with_name(f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    return module
+
+
+rows_mod, fit_mod = _sibling("published_rows"), _sibling("published_fit")
+DATA = rows_mod.FIRST
 WAYS = ("careful", "plain", "recipe")
 PLAIN_TRAINING = ("global_batch", "seq_len", "micro_batch_size")
 """The training fields a plain cluster file keeps."""
+MIN_SPEARMAN_ROWS = 4
+"""Models with at least this many rows get a within-model rank correlation."""
 
 
 def row_model(row: dict) -> str:
@@ -58,8 +88,10 @@ def cluster_data(row: dict, way: str) -> dict:
         return data
     plain = {k: data[k] for k in ("gpu", "num_gpus", "gpus_per_node", "parallel") if k in data}
     plain["training"] = {k: v for k, v in data["training"].items() if k in PLAIN_TRAINING}
-    if way == "recipe":
+    if way == "recipe":  # the precision the user trains in, the rest from the framework's recipe
         plain["recipe"] = row["cluster_recipe"]
+        if "precision" in data["training"]:
+            plain["training"]["precision"] = data["training"]["precision"]
     return plain
 
 
@@ -68,60 +100,156 @@ def figures(result) -> dict:
     pred = result.predicted
     return {"step": f"{pred['step_time_s']:.4f}", "optimizer_step": f"{pred['optimizer_step_time_s']:.4f}",
             "mfu": f"{pred['mfu']:.1%}", "peak_gib": f"{max(pred['peak_memory_bytes']) / 2**30:.1f}",
+            "rank_peaks_gib": [round(b / 2**30, 2) for b in pred["peak_memory_bytes"]],
             "tokens_per_s_per_gpu": pred["tokens_per_s_per_gpu"],
             "schedule": result.solver.get("schedule", ""),
             "recompute": result.cluster.get("training", {}).get("recompute", "")}
 
 
-def plan_row(row: dict, way: str, *, work: float, folder: Path) -> dict:
-    """Plan ``row`` the ``way`` way from a cluster file, as ``ppplan plan`` does."""
+def plan_row(row: dict, way: str, *, work: float, folder: Path, calibration: Calibration | None = None) -> dict:
+    """Plan ``row`` the ``way`` way from a cluster file, as ``ppplan plan`` does (with the
+    cost model's ``calibration``: the shipped constants unless a held-out fold gives others)."""
     path = folder / f"{row['id']}.{way}.yaml"
     path.write_text(json.dumps(cluster_data(row, way), indent=1))  # JSON is YAML
     try:
-        result = plan(row_model(row), cluster=str(path), target=row["target"], work=work)
+        with using_calibration(calibration):
+            result = plan(row_model(row), cluster=str(path), target=row["target"], work=work,
+                          **row.get("ppplan_options", {}))
     except InfeasibleError as exc:  # e.g. no partition fits memory: recorded, not hidden
         return {"refused": str(exc).splitlines()[0]}
-    return figures(result)
+    got = figures(result)
+    if "measured_tokens_per_s_per_gpu" in row:
+        got["ratio"] = got["tokens_per_s_per_gpu"] / row["measured_tokens_per_s_per_gpu"]
+    return got
 
 
-def _median(xs: list[float]) -> float | None:
-    xs = sorted(xs)
-    if not xs:
-        return None
-    mid = len(xs) // 2
-    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
-
-
-def run(*, work: float, ways: tuple[str, ...] = WAYS, only: set[str] | None = None) -> dict:
-    data = json.loads(DATA.read_text())
-    pick = [r for r in data["rows"] if only is None or r["id"] in only]
-    out, memory = [], []
+def _plan_task(task: tuple) -> tuple[str, str, dict]:
+    row, way, work, cal = task
     with tempfile.TemporaryDirectory() as tmp:
-        for row in pick:
-            entry = {"id": row["id"], "model": row["model"], "num_gpus": row["num_gpus"], "target": row["target"],
-                     "measured": row["measured_tokens_per_s_per_gpu"], "source": row["source"]}
-            for way in ways:
-                got = plan_row(row, way, work=work, folder=Path(tmp))
-                if "tokens_per_s_per_gpu" in got:
-                    got["ratio"] = got["tokens_per_s_per_gpu"] / entry["measured"]
-                entry[way] = got
-            out.append(entry)
-        for row in data.get("memory_rows", []):
-            if only is not None and row["id"] not in only:
-                continue
-            got = plan_row(row, "careful", work=work, folder=Path(tmp))
-            memory.append({"id": row["id"], "measured_gib": row["measured_peak_allocated_gib"], **got,
-                           "source": row["source"]})
-    summary = {way: _way_summary([e[way] for e in out]) for way in ways}
-    return {"benchmark": "published-user-path", "work": work, "rows": out, "summary": summary,
-            "memory": memory}
+        return row["id"], way, plan_row(row, way, work=work, folder=Path(tmp),
+                                        calibration=None if cal is None else Calibration.from_tuple(cal))
+
+
+def plan_many(tasks: list[tuple[dict, str, Calibration | None]], *, work: float, jobs: int) -> list[dict]:
+    """``plan_row`` for each (row, way, constants), in order, on ``jobs`` processes (the plans
+    are deterministic: the same figures on any number)."""
+    packed = [(row, way, work, None if cal is None else cal.as_tuple()) for row, way, cal in tasks]
+    if jobs <= 1 or len(packed) <= 1:
+        done = [_plan_task(t) for t in packed]
+    else:
+        with get_context("fork").Pool(jobs) as pool:
+            done = pool.map(_plan_task, packed, chunksize=1)
+    return [got for _, _, got in done]
+
+
+def _ln(got: dict) -> float | None:
+    return math.log(got["ratio"]) if "ratio" in got else None
+
+
+def held_out(rows: list[dict], careful: dict[str, dict], *, work: float, jobs: int) -> dict:
+    """Leave-one-source-out: per family, constants fitted on the other families' rows, the
+    family's rows planned again with them. The fit's surrogate slopes come from planning each
+    row with each constant moved by ``published_fit.STEP`` from ``FITTED``."""
+    planned = [r for r in rows if _ln(careful[r["id"]]) is not None]
+    tasks = [(r, "careful", fit_mod.moved(FITTED, n)) for n in fit_mod.FIT_NAMES for r in planned]
+    got = plan_many(tasks, work=work, jobs=jobs)
+    ln0 = {r["id"]: _ln(careful[r["id"]]) for r in planned}
+    slope = {r["id"]: {} for r in planned}
+    for (row, _, cal), g in zip(tasks, got):
+        name = next(n for n in fit_mod.FIT_NAMES if getattr(cal, n) != getattr(FITTED, n))
+        ln1 = _ln(g)
+        slope[row["id"]][name] = 0.0 if ln1 is None else (ln1 - ln0[row["id"]]) / fit_mod.STEP
+    families = sorted({rows_mod.row_family(r) for r in rows})
+    folds, tasks = {}, []
+    for fam in families:
+        train = [r["id"] for r in planned if rows_mod.row_family(r) != fam]
+        cal = fit_mod.fit_l1(FITTED, ln0, slope, train)
+        folds[fam] = {"constants": {n: getattr(cal, n) for n in fit_mod.FIT_NAMES}, "train_rows": len(train)}
+        tasks += [(r, "careful", cal) for r in rows if rows_mod.row_family(r) == fam]
+    got = plan_many(tasks, work=work, jobs=jobs)
+    out = {row["id"]: g for (row, _, _), g in zip(tasks, got)}
+    everything = fit_mod.fit_l1(FITTED, ln0, slope, list(ln0))
+    return {"rows": out, "folds": folds, "slopes": slope,
+            "fit_all_rows": {n: getattr(everything, n) for n in fit_mod.FIT_NAMES}}
 
 
 def _way_summary(results: list[dict]) -> dict:
     ln = [abs(math.log(r["ratio"])) for r in results if "ratio" in r]
     ratios = [r["ratio"] for r in results if "ratio" in r]
-    return {"median_abs_ln": _median(ln), "planned": len(ln), "refused": len(results) - len(ln),
+    return {"median_abs_ln": fit_mod.median(ln), "planned": len(ln), "refused": len(results) - len(ln),
             "ratio_min": min(ratios, default=None), "ratio_max": max(ratios, default=None)}
+
+
+def _spearman(entries: list[dict], way: str) -> dict:
+    by_model: dict[str, list[dict]] = {}
+    for e in entries:
+        by_model.setdefault(e["model"], []).append(e)
+    out = {}
+    for model, es in sorted(by_model.items()):
+        if len(es) < MIN_SPEARMAN_ROWS:
+            continue
+        pts = [(e[way]["tokens_per_s_per_gpu"], e["measured"]) for e in es if "tokens_per_s_per_gpu" in e[way]]
+        rho = fit_mod.spearman([p for p, _ in pts], [m for _, m in pts])
+        out[model] = {"rows": len(es), "planned": len(pts), "spearman": rho}
+    return out
+
+
+def predicted_memory_gib(got: dict, row: dict) -> float | None:
+    """The predicted figure of what the row published: the peak of the rank it was read on
+    (``memory_rank``; default the largest over ranks, torchtitan's "max across all GPUs").
+    Both published measures (``published_rows.MEASURES``) are compared with the predicted
+    bytes the plan holds live; the caching allocator's unused reserve is not modelled."""
+    if "rank_peaks_gib" not in got:
+        return None
+    rank = row.get("memory_rank")
+    return got["rank_peaks_gib"][rank] if rank is not None else max(got["rank_peaks_gib"])
+
+
+def _memory(entries: list[dict], memory_only: list[dict], only_rows: dict[str, dict]) -> list[dict]:
+    out = []
+    for row in list(only_rows.values()) + memory_only:
+        if "measured_peak_gib" not in row:
+            continue
+        got = next((e["careful"] for e in entries if e["id"] == row["id"]), None) or row["_got"]
+        pred = predicted_memory_gib(got, row)
+        out.append({"id": row["id"], "measure": row["memory_measure"], "rank": row.get("memory_rank", "max"),
+                    "measured_gib": row["measured_peak_gib"],
+                    "predicted_gib": pred, "ratio": None if pred is None else pred / row["measured_peak_gib"],
+                    "refused": got.get("refused"), "source": row["source"]})
+    return out
+
+
+def run(*, work: float, ways: tuple[str, ...] = WAYS, only: set[str] | None = None,
+        with_held_out: bool = True, jobs: int = 1) -> dict:
+    rows = [r for r in rows_mod.load_rows() if only is None or r["id"] in only]
+    memory_only = [r for r in rows_mod.load_memory_only_rows() if only is None or r["id"] in only]
+    tasks = [(r, w, None) for r in rows for w in ways] + [(r, "careful", None) for r in memory_only]
+    got = iter(plan_many(tasks, work=work, jobs=jobs))
+    out = []
+    for row in rows:
+        entry = {"id": row["id"], "model": row["model"], "family": rows_mod.row_family(row),
+                 "num_gpus": row["num_gpus"], "gpu": row["gpu"], "target": row["target"],
+                 "measured": row["measured_tokens_per_s_per_gpu"], "source": row["source"]}
+        for way in ways:
+            entry[way] = next(got)
+        out.append(entry)
+    for row in memory_only:
+        row["_got"] = next(got)
+    summary = {way: _way_summary([e[way] for e in out]) for way in ways}
+    res = {"benchmark": "published-user-path", "work": work, "rows": out, "summary": summary,
+           "spearman": {way: _spearman(out, way) for way in ways},
+           "memory": _memory(out, memory_only, {r["id"]: r for r in rows}),
+           "constants": {n: getattr(FITTED, n) for n in fit_mod.FIT_NAMES}}
+    if with_held_out and "careful" in ways:
+        ho = held_out(rows, {e["id"]: e["careful"] for e in out}, work=work, jobs=jobs)
+        for e in out:
+            e["held_out"] = ho["rows"][e["id"]]
+        res["summary"]["held_out"] = _way_summary([e["held_out"] for e in out])
+        res["spearman"]["held_out"] = _spearman(out, "held_out")
+        res["families"] = {fam: {**fold, **_way_summary([e["held_out"] for e in out if e["family"] == fam])}
+                           for fam, fold in ho["folds"].items()}
+        res["fit_all_rows"] = ho["fit_all_rows"]
+    return res
 
 
 def _cell(got: dict) -> str:
@@ -136,20 +264,37 @@ def main() -> None:
     ap.add_argument("--work", type=float, default=DEFAULT_WORK, help="ppplan plan --work per plan (deterministic)")
     ap.add_argument("--rows", help="comma-separated row ids (default: all)")
     ap.add_argument("--ways", default=",".join(WAYS), help="comma-separated: careful, plain, recipe")
+    ap.add_argument("--no-held-out", action="store_true", help="skip the leave-one-source-out validation")
+    ap.add_argument("--fit", action="store_true", help="print the constants fitted on every row")
+    ap.add_argument("--jobs", type=int, default=1, help="processes planning rows side by side (same figures)")
     args = ap.parse_args()
     ways = tuple(w for w in args.ways.split(",") if w)
-    res = run(work=args.work, ways=ways, only=set(args.rows.split(",")) if args.rows else None)
+    res = run(work=args.work, ways=ways, only=set(args.rows.split(",")) if args.rows else None,
+              with_held_out=not args.no_held_out or args.fit, jobs=args.jobs)
     if args.json:
         print(json.dumps(res, indent=1))
         return
-    print(f"{'row':36} {'meas':>7}  " + "  ".join(f"{w + ': tok/s ratio MFU GiB':>34}" for w in ways))
+    shown = ways + (("held_out",) if "held_out" in res["summary"] else ())
+    print(f"{'row':44} {'meas':>7}  " + "  ".join(f"{w + ': tok/s ratio MFU GiB':>34}" for w in shown))
     for r in res["rows"]:
-        print(f"{r['id']:36} {r['measured']:7.0f}  " + "  ".join(f"{_cell(r[w]):>34}" for w in ways))
+        print(f"{r['id']:44} {r['measured']:7.0f}  " + "  ".join(f"{_cell(r[w]):>34}" for w in shown))
     for w, s in res["summary"].items():
         med = "-" if s["median_abs_ln"] is None else f"{s['median_abs_ln']:.3f}"
-        print(f"{w}: median |ln(pred/meas)| {med} over {s['planned']} rows ({s['refused']} refused)")
+        rng = "" if s["ratio_min"] is None else f", ratio {s['ratio_min']:.2f}-{s['ratio_max']:.2f}"
+        print(f"{w}: median |ln(pred/meas)| {med} over {s['planned']} rows ({s['refused']} refused){rng}")
+    for fam, f in res.get("families", {}).items():
+        med = "-" if f["median_abs_ln"] is None else f"{f['median_abs_ln']:.3f}"
+        print(f"held out {fam}: {f['planned']} rows, median |ln| {med}, constants "
+              + ", ".join(f"{k} {v:.4g}" for k, v in f["constants"].items()))
+    for w, models in res["spearman"].items():
+        for model, sp in models.items():
+            rho = "-" if sp["spearman"] is None else f"{sp['spearman']:.2f}"
+            print(f"spearman {w} {model}: {rho} over {sp['planned']} rows")
     for m in res["memory"]:
-        print(f"memory {m['id']}: measured {m['measured_gib']} GiB, predicted {m.get('peak_gib', m.get('refused'))}")
+        pred = m["refused"] or f"{m['predicted_gib']} GiB ({m['ratio']:.2f}x)"
+        print(f"memory {m['id']} ({m['measure']}): measured {m['measured_gib']} GiB, predicted {pred}")
+    if args.fit:
+        print("fitted on every row: " + ", ".join(f"{k}={v:.4g}" for k, v in res["fit_all_rows"].items()))
 
 
 if __name__ == "__main__":

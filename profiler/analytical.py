@@ -25,7 +25,10 @@ Per layer and microbatch on one GPU (the parts live in ``profiler.cost_model``):
   nonlinearity), BF16, except that FP8 recipes save the matmul inputs in FP8 (Transformer
   Engine caches the FP8 cast for the backward); recomputation drops what is recomputed
   and adds it to the input-gradient: selective re-runs the attention core and
-  element-wise work; full re-runs the whole forward, its all-to-alls included.
+  element-wise work; full re-runs the whole forward, its all-to-alls included, and holds
+  the layer's re-materialised activations while its backward runs (``work_bytes``).
+- The output head saves the loss's FP32 softmax, and the loss's backward allocates
+  logit-sized buffers (``LOSS_WORK_BYTES``, by ``training.cross_entropy``).
 - Memory per parameter: BF16 weights (2 B) + fp32 gradients (4 B) + fp32 Adam master,
   m, v (12 B, divided by the data-parallel x context-parallel group with the
   distributed optimizer; experts by their expert-data-parallel group dp x cp x tp /
@@ -42,7 +45,7 @@ from planner.core.cluster import ClusterSpec
 from planner.core.costs import CostTable, LayerCost, P2PCost
 from planner.core.layer_math import layer_forward_flops, layer_params
 from planner.core.model import LayerSpec, ModelSpec
-from profiler.cost_model.calibration import FITTED, Calibration
+from profiler.cost_model.calibration import Calibration, active_calibration
 from profiler.cost_model.context import CostContext
 from profiler.cost_model.mixer import mixer_cost
 from profiler.overlap_dag import LayerTasks, overlapped_time
@@ -106,11 +109,15 @@ def _decoder_tasks(ctx: CostContext, layer: LayerSpec, imbalance: float):
     if recompute == "selective":  # core attention and element-wise work recomputed
         tasks = replace(tasks, attn_b=attn_b + mix.core_f_s + elementwise)
         saved -= (saved - w_in) * 0.5
-    elif recompute == "full":  # the whole forward again, its dispatch and combine all-to-alls included
+    work = 0.0
+    if recompute == "full":  # the whole forward again, its dispatch and combine all-to-alls included
         tasks = replace(tasks, attn_b=attn_b + attn_f, mlp_b=mlp_f * 2, shared_b=shared_f * 2,
                         dispatch_b=combine + dispatch, combine_b=dispatch + combine)
+        # the recomputed forward re-materialises what the layer would have saved, for as long
+        # as its backward runs (Megatron CheckpointFunction, torch.utils.checkpoint)
+        work = saved * ctx.bpe
         saved, w_in = T * h / tp, T * h / tp
-    return tasks, w, saved, w_in
+    return tasks, w, saved, w_in, work
 
 
 def _end_tasks(ctx: CostContext, layer: LayerSpec):
@@ -124,14 +131,44 @@ def _end_tasks(ctx: CostContext, layer: LayerSpec):
     ce = ctx.mem(3 * T * v / tp * 4)
     f = head + ce + ctx.mem(2 * T * h * ctx.bpe / tp)
     tasks = LayerTasks(attn_f=f, attn_b=head + ce)
-    return tasks, head, T * (h + v / tp), T * h
+    # saved: the head's input and the loss's FP32 softmax (2 BF16 elements per logit)
+    return tasks, head, T * (h + 2 * v / tp), T * h
+
+
+# [Note: FSDP under a pipeline]
+# FSDP with pipeline parallelism (torch.distributed.pipelining + FSDP2, as torchtitan
+# runs it): the stage's weights are gathered once and kept until its last microbatch's backward
+# (torchtitan ``apply_fsdp``: ``reshard_after_forward = False`` when PP is on, "to avoid
+# per-microbatch all-gathers"), and gradients are reduce-scattered only after the last
+# microbatch (the pipeline stage runs the others under ``set_requires_gradient_sync(False)``,
+# torch/distributed/pipelining/stage.py ``backward_maybe_with_nosync``); meanwhile FSDP2
+# accumulates each unsharded gradient in its reduce dtype, FP32 (torch/distributed/fsdp/
+# _fully_shard/_fsdp_param.py ``to_accumulated_grad_if_needed``). So each GPU holds 2 + 4 bytes
+# per parameter of its stages beside the sharded state.
+
+LOSS_WORK_BYTES = {"fused": 2, "eager": 8}
+"""Bytes per logit the loss's backward allocates beyond the FP32 softmax it saved. Megatron's
+vocab-parallel cross entropy writes the gradient into its saved softmax in place and casts
+it to BF16 for the head (2 bytes; megatron/core/tensor_parallel/cross_entropy.py
+``_VocabParallelCrossEntropy.backward``); PyTorch's eager ``F.cross_entropy(logits.float())``
+(torchtitan/components/loss.py) creates the NLL gradient and the log-softmax gradient, both
+FP32, while the saved log-softmax is still alive (8 bytes; the BF16 cast comes after the
+first of them is freed)."""
+
+
+def loss_work_bytes(ctx: CostContext) -> float:
+    """Transient bytes of the loss's backward (``LOSS_WORK_BYTES`` by ``cross_entropy``)."""
+    t = ctx.cluster.training
+    mode = t.cross_entropy if t.cross_entropy != "auto" else ("fused" if t.kernels == "fused" else "eager")
+    return LOSS_WORK_BYTES[mode] * ctx.tokens * ctx.model.vocab / ctx.tp
 
 
 def _layer_cost(ctx: CostContext, layer: LayerSpec, imbalance: float) -> tuple[LayerCost, LayerTasks]:
     if layer.role in ("embedding", "head"):
         tasks, w, saved, w_in = _end_tasks(ctx, layer)
+        work = loss_work_bytes(ctx) if layer.role == "head" else 0.0
     else:
-        tasks, w, saved, w_in = _decoder_tasks(ctx, layer, imbalance)
+        tasks, w, saved, w_in, work = _decoder_tasks(ctx, layer, imbalance)
     par, tr = ctx.cluster.parallel, ctx.cluster.training
     params = layer_params(layer, ctx.model)
     dense_gpu, expert_gpu = params.dense / par.tp, params.expert / (par.ep * par.etp)
@@ -139,8 +176,13 @@ def _layer_cost(ctx: CostContext, layer: LayerSpec, imbalance: float) -> tuple[L
     edp_group = max(par.dp * par.cp * par.tp // (par.ep * par.etp), 1)
     dp_shard, edp_shard = (dp_group, edp_group) if tr.distributed_optimizer or tr.fsdp else (1, 1)
     weights = dense_gpu / dp_shard + expert_gpu / edp_shard if tr.fsdp else dense_gpu + expert_gpu
-    # FP8 recipes keep matmul inputs in FP8 for the backward (1 byte instead of 2)
-    act = saved * ctx.bpe - (min(w_in, saved) if ctx.fp8 else 0.0)
+    # FSDP under a pipeline keeps each stage's gathered BF16 weights and its unsharded FP32
+    # gradients from the first microbatch to the last ([Note: FSDP under a pipeline])
+    held = dense_gpu + expert_gpu if tr.fsdp and par.pp > 1 else 0.0
+    # Transformer Engine keeps matmul inputs in FP8 for the backward (1 byte instead of 2;
+    # torchao keeps them in BF16); a full recompute's checkpoint is the layer input in BF16
+    fp8_saved = ctx.fp8_saves_inputs and tr.recompute != "full"
+    act = saved * ctx.bpe - (min(w_in, saved) if fp8_saved else 0.0)
     cost = LayerCost(
         type=layer.type_key if imbalance == 1.0 else f"{layer.type_key}@{layer.index}",
         role=layer.role,
@@ -150,10 +192,11 @@ def _layer_cost(ctx: CostContext, layer: LayerSpec, imbalance: float) -> tuple[L
         a2a_f=tasks.dispatch_f + tasks.combine_f,
         a2a_b=tasks.dispatch_b + tasks.combine_b,
         act_bytes=int(act),
-        act_w_bytes=int(min(w_in * (1 if ctx.fp8 else ctx.bpe), act)),
-        param_bytes=int(weights * 2),
-        grad_bytes=int(weights * 4),
+        act_w_bytes=int(min(w_in * (1 if fp8_saved else ctx.bpe), act)),
+        param_bytes=int(weights * 2 + held * 2),
+        grad_bytes=int(weights * 4 + held * 4),
         optim_bytes=int(dense_gpu * 12 / dp_shard + expert_gpu * 12 / edp_shard),
+        work_bytes=int(work),
         out_bytes=int(ctx.tokens * ctx.model.hidden * ctx.bpe / par.tp),
         flops=3.0 * ctx.tokens * layer_forward_flops(layer, ctx.model, tr.seq_len),
         imbalance=imbalance,
@@ -165,7 +208,7 @@ def analytical_costs(model: ModelSpec, cluster: ClusterSpec, *,
                      imbalance: list[float] | None = None,
                      contention: float | None = None,
                      size_curve_sizes: tuple[int, ...] = (1, 2, 4, 8),
-                     calibration: Calibration = FITTED, pairs: bool = True) -> CostTable:
+                     calibration: Calibration | None = None, pairs: bool = True) -> CostTable:
     """Cost table for ``model`` on ``cluster`` at its micro-batch size.
 
     A table is for one recomputation mode; ``recompute: auto`` (the planner's choice, made
@@ -174,11 +217,13 @@ def analytical_costs(model: ModelSpec, cluster: ClusterSpec, *,
     ``imbalance[l]`` (busiest EP rank load / mean, default 1) scales layer l's expert
     compute and all-to-all volume; layers with imbalance != 1 get their own type key.
     ``contention`` (slowdown of compute overlapped with communication) defaults to the
-    cluster dispatcher's SM share. ``pairs=False`` skips the overlap pair costs (a
+    cluster dispatcher's SM share; ``calibration`` to the active constants
+    (``profiler.cost_model.calibration.active_calibration``). ``pairs=False`` skips the overlap pair costs (a
     screening table: ``ov`` falls back to serial).
     """
     if cluster.training.recompute == "auto":
         cluster = cluster.with_recompute("none")
+    calibration = calibration or active_calibration()
     if contention is None:
         contention = cluster.network.kind.sm_share
     mbs = cluster.training.micro_batch_size

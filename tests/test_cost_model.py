@@ -13,6 +13,8 @@ from planner.core.cluster import cluster_from_dict
 from planner.core.errors import InputError
 from planner.core.hardware import GPU_PRESETS
 from planner.core.hf_config import load_model
+from planner.core.layer_math import layer_params
+from planner.core.stage_costs import stage_costs
 from planner.planning.estimate import estimate_step, even_partition
 from profiler.analytical import analytical_costs
 from profiler.cost_model.calibration import FITTED, Calibration
@@ -138,7 +140,7 @@ def test_eager_kernels_slow_compute_by_the_measured_compile_ratio_and_run_flash_
     eager = analytical_costs(spec, _cluster(parallel__ep=1, training__kernels="eager"), size_curve_sizes=())
     assert eager.layers[1].w == pytest.approx(EAGER_SLOWDOWN * fused.layers[1].w)  # W: GEMMs only
     assert eager.layers[1].i > EAGER_SLOWDOWN * fused.layers[1].i  # + FlashAttention-2's slower backward
-    assert FLASH_EFF["eager"][0] < FLASH_EFF["fused"][0] and FLASH_EFF["eager"][1] < FLASH_EFF["fused"][1]
+    assert FLASH_EFF["flash2"][0] < FLASH_EFF["cudnn"][0] and FLASH_EFF["flash2"][1] < FLASH_EFF["cudnn"][1]
 
 
 def test_cuda_graphs_drop_the_per_moe_layer_host_overhead():
@@ -174,3 +176,75 @@ def test_plan_records_dp_traffic_and_optimizer_beside_the_schedule():
     assert pred["optimizer_s"] > 0 and pred["dp_exposed_s"] >= 0
     assert pred["optimizer_step_time_s"] == pytest.approx(pred["step_time_s"] + pred["dp_exposed_s"]
                                                           + pred["optimizer_s"])
+
+
+def test_attention_kernel_flash2_is_slower_than_cudnn_and_auto_follows_kernels():
+    spec = load_model("llama3-8b")
+    base = {"parallel__ep": 1}
+    cudnn = analytical_costs(spec, _cluster(**base, training__attention_kernel="cudnn"), size_curve_sizes=())
+    flash2 = analytical_costs(spec, _cluster(**base, training__attention_kernel="flash2"), size_curve_sizes=())
+    auto = analytical_costs(spec, _cluster(**base), size_curve_sizes=())
+    assert flash2.layers[1].f > cudnn.layers[1].f and flash2.layers[1].i > cudnn.layers[1].i
+    assert auto.layers[1].f == pytest.approx(cudnn.layers[1].f)  # fused kernels: cuDNN
+    assert flash2.layers[1].w == pytest.approx(cudnn.layers[1].w)  # the GEMMs are the same
+
+
+def test_the_loss_keeps_fp32_softmax_and_eager_cross_entropy_adds_two_fp32_logit_buffers():
+    spec = load_model("llama3-8b")
+    tokens = 4096  # micro-batch 1 x seq 4096, tp 1
+    fused = analytical_costs(spec, _cluster(parallel__ep=1, training__cross_entropy="fused"))
+    eager = analytical_costs(spec, _cluster(parallel__ep=1, training__cross_entropy="eager"))
+    head_f, head_e = fused.layers[-1], eager.layers[-1]
+    assert head_f.act_bytes >= tokens * spec.vocab * 4  # the FP32 softmax is saved
+    assert head_f.work_bytes == 2 * tokens * spec.vocab
+    assert head_e.work_bytes == 8 * tokens * spec.vocab
+    assert all(lc.work_bytes == 0 for lc in eager.layers[:-1])
+    assert head_e.static_bytes == head_f.static_bytes and head_e.act_bytes == head_f.act_bytes
+
+
+def test_full_recompute_holds_one_layers_rematerialised_activations_and_a_rank_holds_its_largest():
+    spec = load_model("llama3-8b")
+    none = analytical_costs(spec, _cluster(parallel__ep=1, training__recompute="none"))
+    full = analytical_costs(spec, _cluster(parallel__ep=1, training__recompute="full"))
+    assert full.layers[1].work_bytes == none.layers[1].act_bytes  # bf16: nothing saved in FP8
+    assert none.layers[1].work_bytes == 0 and full.layers[1].act_bytes < none.layers[1].act_bytes / 10
+    bounds = [(0, 17), (17, full.num_layers)]
+    sc = stage_costs(full, bounds, [0, 1])
+    per_layer = [lc.static_bytes for lc in full.layers]
+    static = sc.static_per_rank()
+    assert static[0] == sum(per_layer[:17]) + full.layers[1].work_bytes  # one layer at a time
+    assert static[1] == sum(per_layer[17:]) + max(full.layers[1].work_bytes, full.layers[-1].work_bytes)
+
+
+def test_fp8_keeps_a_full_recompute_checkpoint_in_bf16():
+    spec = load_model("llama3-8b")
+    bf16 = analytical_costs(spec, _cluster(parallel__ep=1, training__recompute="full"))
+    fp8 = analytical_costs(spec, _cluster(parallel__ep=1, training__recompute="full", training__precision="fp8"))
+    assert fp8.layers[1].act_bytes == bf16.layers[1].act_bytes
+
+
+def test_fsdp_under_a_pipeline_holds_gathered_weights_and_fp32_gradients():
+    spec = load_model("llama3-8b")
+    n = layer_params(spec.layers[1], spec).dense  # one decoder layer, tp 1
+    flat = analytical_costs(spec, _cluster(parallel={"pp": 1, "tp": 1, "ep": 1, "dp": 16},
+                                           training__fsdp=True)).layers[1]
+    piped = analytical_costs(spec, _cluster(parallel={"pp": 2, "tp": 1, "ep": 1, "dp": 8},
+                                            training__fsdp=True)).layers[1]
+    assert flat.param_bytes == pytest.approx(2 * n / 16, rel=1e-6)  # sharded only
+    assert piped.param_bytes == pytest.approx(2 * n / 8 + 2 * n, rel=1e-6)  # + gathered BF16
+    assert piped.grad_bytes == pytest.approx(4 * n / 8 + 4 * n, rel=1e-6)  # + unsharded FP32
+
+
+def test_cluster_refuses_unknown_attention_kernel_and_cross_entropy():
+    for path in ("training__attention_kernel", "training__cross_entropy"):
+        with pytest.raises(InputError, match=path.split("__")[1]):
+            _cluster(**{path: "magic"})
+
+
+def test_torchao_fp8_keeps_bf16_inputs_and_pays_its_amax_pass():
+    spec = load_model("llama3-8b")
+    te = analytical_costs(spec, _cluster(parallel__ep=1, training__precision="fp8"))
+    ao = analytical_costs(spec, _cluster(parallel__ep=1, training__precision="fp8", training__fp8_recipe="torchao"))
+    bf16 = analytical_costs(spec, _cluster(parallel__ep=1))
+    assert ao.layers[1].act_bytes == bf16.layers[1].act_bytes > te.layers[1].act_bytes
+    assert te.layers[1].w < ao.layers[1].w < bf16.layers[1].w  # still faster than BF16

@@ -90,3 +90,17 @@ def test_dp_optimum_is_never_worse_than_the_max_stage_partition_by_estimate():
     steady = minmax_partition(12, 4, model.work)
     best = minmax_partition(12, 4, model.term)
     assert model.estimate(best) <= model.estimate(steady) + 1e-12
+
+
+def test_range_max_matches_max_on_every_range():
+    import random
+
+    from solvers.partition.ranges import RangeMax
+
+    rng = random.Random(3)
+    for n in (0, 1, 2, 7, 33):
+        values = [rng.randrange(100) for _ in range(n)]
+        rm = RangeMax(values)
+        for a in range(n + 1):
+            for b in range(a, n + 1):
+                assert rm(a, b) == (max(values[a:b]) if b > a else 0)

@@ -34,8 +34,9 @@ def test_overlap_aware_plan_beats_serial_balanced_when_overlap_is_on():
     p = plan("qwen3-next-80b-a3b", pp=8, memory_gib=4096.0)
     name = p.solver["schedule"]  # a fused family (1f1b-overlap, greedy-fused), possibly polished or W-filled
     assert "overlap" in name or "fused" in name
-    # 8.7% faster under the refitted issue-18 cost model (measured; 3.6% under the first fit)
-    assert p.baselines["serial_balanced"]["step_time_s"] > 1.02 * p.predicted["step_time_s"]
+    # 0.5% faster under the constants fitted on 91 published rows (3.137 vs 3.121 s; 8.7% under
+    # the eight-row fit, whose 1.8 ms host time per MoE layer made the fused pairs matter more)
+    assert p.baselines["serial_balanced"]["step_time_s"] > 1.003 * p.predicted["step_time_s"]
 
 
 def test_microbatch_search_reports_every_candidate():

@@ -24,7 +24,8 @@ from planner.core.paths import CLUSTERS_DIR
 from planner.core.recipes import RECIPE_CHOICES, apply_recipe
 
 __all__ = ["ParallelSpec", "TrainingSpec", "ClusterSpec", "load_cluster", "default_cluster_path",
-           "cluster_from_dict", "RECOMPUTE_MODES", "RECOMPUTE_CHOICES", "KERNEL_CHOICES"]
+           "cluster_from_dict", "RECOMPUTE_MODES", "RECOMPUTE_CHOICES", "KERNEL_CHOICES",
+           "ATTENTION_CHOICES", "LOSS_CHOICES", "FP8_RECIPES"]
 
 PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 """Bytes per activation/weight element for the supported training precisions."""
@@ -35,6 +36,12 @@ RECOMPUTE_CHOICES = ("auto", *RECOMPUTE_MODES)
 each mode and keeps the fastest plan that fits memory; the plan records the mode chosen)."""
 KERNEL_CHOICES = ("fused", "eager")
 """``training.kernels``: fused element-wise kernels, or PyTorch eager mode."""
+ATTENTION_CHOICES = ("auto", "cudnn", "flash2")
+FP8_RECIPES = ("te", "torchao")
+"""``training.fp8_recipe``: whose FP8 training recipe runs the GEMMs."""
+LOSS_CHOICES = ("auto", "fused", "eager")
+"""``training.cross_entropy``: how the loss runs (auto: by ``kernels``)."""
+"""``training.attention_kernel``: the attention core's kernel (auto: by ``kernels``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,6 +92,22 @@ class TrainingSpec:
     kernels: str = "fused"
     """How element-wise work runs: fused (Megatron / Transformer Engine kernels, or torch.compile)
     or eager (PyTorch eager mode, one kernel per operation; ``profiler.cost_model.context``)."""
+    attention_kernel: str = "auto"
+    """The attention core's kernel: ``cudnn`` (Transformer Engine's cuDNN fused attention,
+    Megatron), ``flash2`` (FlashAttention-2: PyTorch's ``scaled_dot_product_attention`` picks
+    it first on CUDA, with or without torch.compile: ``sdp_priority_order`` in
+    aten/src/ATen/Context.h puts cuDNN last), or ``auto``: cudnn with fused kernels, flash2
+    in eager mode."""
+    fp8_recipe: str = "te"
+    """With ``precision: fp8``: ``te`` (Transformer Engine, Megatron: the cast fused into the
+    producing kernel, FP8 copies of matmul inputs kept for the backward) or ``torchao``
+    (torchao ``Float8Linear``, torchtitan: dynamic scaling, an amax pass and a cast per
+    operand, the BF16 inputs kept and cast again in the backward)."""
+    cross_entropy: str = "auto"
+    """How the loss runs over the logits: ``fused`` (Megatron's vocab-parallel cross entropy
+    keeps an FP32 softmax and writes its gradient in place), ``eager`` (PyTorch
+    ``F.cross_entropy(logits.float(), ...)`` as torchtitan calls it: FP32 log-softmax kept,
+    two more FP32 logit-sized buffers in its backward), or ``auto``: by ``kernels``."""
     cuda_graphs: bool = False
     """MoE router and token preprocessing captured in CUDA graphs (Megatron
     ``--cuda-graph-scope moe_router moe_preprocess``): their host-side launches and the
@@ -200,6 +223,14 @@ class ClusterSpec:
                              "set training.moe_expert_capacity_factor too, as Megatron requires")
         if t.kernels not in KERNEL_CHOICES:
             raise InputError("training.kernels", f"unknown {t.kernels!r}", f"use one of {', '.join(KERNEL_CHOICES)}")
+        if t.attention_kernel not in ATTENTION_CHOICES:
+            raise InputError("training.attention_kernel", f"unknown {t.attention_kernel!r}",
+                             f"use one of {', '.join(ATTENTION_CHOICES)}")
+        if t.fp8_recipe not in FP8_RECIPES:
+            raise InputError("training.fp8_recipe", f"unknown {t.fp8_recipe!r}", f"use one of {', '.join(FP8_RECIPES)}")
+        if t.cross_entropy not in LOSS_CHOICES:
+            raise InputError("training.cross_entropy", f"unknown {t.cross_entropy!r}",
+                             f"use one of {', '.join(LOSS_CHOICES)}")
         if t.recompute not in RECOMPUTE_CHOICES:
             raise InputError("training.recompute", f"unknown {t.recompute!r}",
                              f"use one of {', '.join(RECOMPUTE_CHOICES)}")

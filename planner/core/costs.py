@@ -60,6 +60,11 @@ class LayerCost:
     """Gradient buffer bytes on one GPU."""
     optim_bytes: int = 0
     """Optimizer state bytes on one GPU (after distributed-optimizer sharding)."""
+    work_bytes: int = 0
+    """Transient bytes the layer allocates beyond its saved activations while one of its tasks
+    runs, freed when it ends (the loss's gradient buffers in the output head; a fully
+    recomputed layer's re-materialised activations). One layer runs at a time on a GPU, so a
+    rank holds the largest of its layers' work bytes on top of its static and saved bytes."""
     out_bytes: int = 0
     """Bytes of the activation this layer hands to the next layer (the P2P message at a stage edge)."""
     flops: float = 0.0

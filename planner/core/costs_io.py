@@ -14,7 +14,7 @@ from planner.core.schemas import check_schema
 
 __all__ = ["costs_to_dict", "costs_from_dict", "load_costs", "save_costs"]
 
-_INT_FIELDS = {"act_bytes", "act_w_bytes", "param_bytes", "grad_bytes", "optim_bytes", "out_bytes"}
+_INT_FIELDS = {"act_bytes", "act_w_bytes", "param_bytes", "grad_bytes", "optim_bytes", "work_bytes", "out_bytes"}
 
 
 def costs_to_dict(table: CostTable) -> dict[str, Any]:

@@ -209,6 +209,9 @@ def _check_consistency(plan: Plan, what: str) -> None:
         if len(plan.stage_costs[key]) != n:
             raise InputError(f"{what}.stage_costs.{key}", f"has {len(plan.stage_costs[key])} "
                              f"entries for {n} stages")
+    if len(plan.stage_costs.get("work_bytes", ())) not in (0, n):
+        raise InputError(f"{what}.stage_costs.work_bytes", f"has {len(plan.stage_costs['work_bytes'])} entries "
+                         f"for {n} stages", "give one transient byte count per stage, or leave work_bytes out")
     if len(plan.stage_costs.get("b", ())) not in (0, n):
         raise InputError(f"{what}.stage_costs.b", f"has {len(plan.stage_costs['b'])} entries for {n} stages",
                          "give one full-backward time per stage, or leave b out (I + W)")
@@ -262,7 +265,7 @@ def _check_times(sc: dict[str, Any], what: str) -> None:
     """[issue 15] Stage times are non-negative numbers and not all zero (a plan of zero
     costs simulates to a 0 s step and an unbounded MFU)."""
     units = {"f": "seconds", "i": "seconds", "w": "seconds", "b": "seconds", "flops": "flops", "act_bytes": "bytes",
-             "act_w_bytes": "bytes", "static_bytes": "bytes", "out_bytes": "bytes"}
+             "act_w_bytes": "bytes", "static_bytes": "bytes", "out_bytes": "bytes", "work_bytes": "bytes"}
     for key, unit in units.items():
         for s, value in enumerate(sc.get(key, ())):
             check_cost_value(f"{what}.stage_costs.{key}[{s}]", value, unit)
@@ -283,6 +286,7 @@ def stage_costs_to_dict(sc: StageCosts) -> dict[str, Any]:
         "static_bytes": list(sc.static_bytes), "out_bytes": list(sc.out_bytes),
         "flops": list(sc.flops),
         **({"b": list(sc.b)} if sc.b else {}),
+        **({"work_bytes": list(sc.work_bytes)} if sc.work_bytes else {}),
         "fused": [{"f_stage": a, "b_stage": b, "time": t, "serial": sc.serial_fused.get((a, b), t)}
                   for (a, b), t in sorted(sc.fused.items())],
         "p2p": {"latency_s": sc.p2p.latency_s, "bandwidth": sc.p2p.bandwidth},
@@ -299,6 +303,7 @@ def stage_costs_from_dict(d: dict[str, Any], ranks: list[int]) -> StageCosts:
         out_bytes=tuple(int(x) for x in d["out_bytes"]),
         flops=tuple(d.get("flops", ())),
         b=tuple(d.get("b", ())),
+        work_bytes=tuple(int(x) for x in d.get("work_bytes", ())),
         ranks=tuple(ranks),
         fused={(e["f_stage"], e["b_stage"]): e["time"] for e in d.get("fused", [])},
         serial_fused={(e["f_stage"], e["b_stage"]): e.get("serial", e["time"]) for e in d.get("fused", [])},

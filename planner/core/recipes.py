@@ -24,7 +24,12 @@ Sources (read at the commits named):
   data-parallel rank; ``activation_checkpoint.mode = "selective"``) and torchtitan's job
   config defaults for other models (no ``torch.compile``, FSDP2 sharding over the
   data-parallel ranks, MoE all-to-all through NCCL, no CUDA graphs: torchtitan refuses
-  CUDA graphs with pipeline parallelism).
+  CUDA graphs with pipeline parallelism), and FlashAttention-2 for the attention core
+  (torchtitan calls ``F.scaled_dot_product_attention``, whose default backend order puts
+  flash first and cuDNN last: ``sdp_priority_order`` in
+  https://github.com/pytorch/pytorch/blob/v2.7.0/aten/src/ATen/Context.h), and an eager
+  loss: ``F.cross_entropy(pred.flatten(0, 1).float(), ...)`` (torchtitan/components/loss.py),
+  and torchao's float8 for FP8 (``model.converters = ["float8"]``: torchao ``Float8Linear``).
 """
 
 from __future__ import annotations
@@ -41,8 +46,8 @@ RECIPE_CHOICES = ("none", "megatron", "torchtitan")
 """What a cluster file's ``recipe`` may say: the framework whose recipe fills the fields the
 file leaves out, or none (the schema's defaults)."""
 
-RECIPE_FIELDS = ("training.fsdp", "training.kernels", "training.cuda_graphs", "training.recompute",
-                 "network.dispatcher")
+RECIPE_FIELDS = ("training.fsdp", "training.kernels", "training.attention_kernel", "training.cross_entropy",
+                 "training.fp8_recipe", "training.cuda_graphs", "training.recompute", "network.dispatcher")
 """Cluster fields a recipe may set (dotted paths as in the cluster file)."""
 
 
@@ -56,9 +61,10 @@ class Recipe:
     """Where the recipe says so (file and preset)."""
 
 
-_MEGATRON = {"training.fsdp": False, "training.kernels": "fused", "training.cuda_graphs": False,
-             "network.dispatcher": "alltoall"}
-_TORCHTITAN = {"training.fsdp": True, "training.kernels": "eager", "training.cuda_graphs": False,
+_MEGATRON = {"training.fsdp": False, "training.kernels": "fused", "training.attention_kernel": "cudnn",
+             "training.cross_entropy": "fused", "training.fp8_recipe": "te", "training.cuda_graphs": False, "network.dispatcher": "alltoall"}
+_TORCHTITAN = {"training.fsdp": True, "training.kernels": "eager", "training.attention_kernel": "flash2",
+               "training.cross_entropy": "eager", "training.fp8_recipe": "torchao", "training.cuda_graphs": False,
                "network.dispatcher": "alltoall"}
 _BRIDGE = "Megatron-Bridge scripts/performance/configs"
 

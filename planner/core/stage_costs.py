@@ -51,6 +51,8 @@ class StageCosts:
     """Pipeline send/receive link."""
     flops: tuple[float, ...] = ()
     """Model FLOPs (forward + backward) of each stage per microbatch."""
+    work_bytes: tuple[int, ...] = ()
+    """Largest transient bytes of one layer of each stage (``LayerCost.work_bytes``); empty: none."""
 
     @property
     def num_stages(self) -> int:
@@ -93,11 +95,14 @@ class StageCosts:
         return 0
 
     def static_per_rank(self) -> list[int]:
-        """Parameter/gradient/optimizer bytes each rank holds."""
-        out = [0] * self.num_ranks
+        """Bytes each rank holds whatever runs: parameters, gradients, optimizer state, and
+        the largest transient work bytes of its stages (one layer runs at a time)."""
+        out, work = [0] * self.num_ranks, [0] * self.num_ranks
         for s, r in enumerate(self.ranks):
             out[r] += self.static_bytes[s]
-        return out
+            if self.work_bytes:
+                work[r] = max(work[r], self.work_bytes[s])
+        return [a + b for a, b in zip(out, work)]
 
 
 def fused_range_cost(table: CostTable, f_layers: range, b_layers: range) -> float:
@@ -128,6 +133,8 @@ def stage_costs(table: CostTable, bounds: list[tuple[int, int]], ranks: list[int
         act_bytes=tuple(int(total("act_bytes", a, b)) for a, b in bounds),
         act_w_bytes=tuple(int(total("act_w_bytes", a, b)) for a, b in bounds),
         static_bytes=tuple(int(total("static_bytes", a, b)) for a, b in bounds),
+        work_bytes=(tuple(max(table.layers[k].work_bytes for k in range(a, b)) for a, b in bounds)
+                    if any(lc.work_bytes for lc in table.layers) else ()),
         out_bytes=tuple(table.layers[b - 1].out_bytes for _, b in bounds),
         b=(tuple(total("serial_b", a, b) for a, b in bounds)
            if any(lc.b is not None for lc in table.layers) else ()),

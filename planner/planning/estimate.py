@@ -35,7 +35,7 @@ from planner.core.costs import CostTable
 from planner.core.model import ModelSpec
 from planner.planning.prediction import predict
 from profiler.analytical import analytical_costs
-from profiler.cost_model.calibration import FITTED, Calibration
+from profiler.cost_model.calibration import Calibration, active_calibration
 
 __all__ = ["StepEstimate", "estimate_step", "even_partition"]
 
@@ -129,6 +129,7 @@ def _one(model: ModelSpec, cluster: ClusterSpec, t: CostTable, overlap: bool, fl
 def _rank_memory(t: CostTable, bounds, r: int, pp: int, vpp: int, m: int, overlap: bool) -> float:
     mine = bounds[r::pp]
     static = sum(lc.static_bytes for s, e in mine for lc in t.layers[s:e])
+    static += max((lc.work_bytes for s, e in mine for lc in t.layers[s:e]), default=0)
     act = sum(lc.act_bytes for s, e in mine for lc in t.layers[s:e]) / vpp
     warm = (pp - r - 1) * 2 + (vpp - 1) * pp if vpp > 1 else pp - r - 1
     # EP overlap pairs F of layer j (microbatch i+1) with B of layer L-1-j (microbatch i), so
@@ -138,11 +139,13 @@ def _rank_memory(t: CostTable, bounds, r: int, pp: int, vpp: int, m: int, overla
 
 
 def estimate_step(model: ModelSpec, cluster: ClusterSpec, *, overlap: bool | None = None,
-                  flushes: int = 1, calibration: Calibration = FITTED,
+                  flushes: int = 1, calibration: Calibration | None = None,
                   tables: dict | None = None) -> StepEstimate:
     """Best estimate over the cluster's recomputation modes (fastest that fits, else the
     smallest) and, with ``overlap=None`` and ep > 1, with and without EP overlap.
-    ``tables`` memoises cost tables across calls (a table does not depend on pp or vpp)."""
+    ``tables`` memoises cost tables across calls (a table does not depend on vpp, nor on pp
+    beyond whether it is 1)."""
+    calibration = calibration or active_calibration()
     overlaps = (overlap,) if overlap is not None else ((False, True) if cluster.parallel.ep > 1 else (False,))
     found = []
     for mode in cluster.training.recompute_modes():
@@ -157,7 +160,8 @@ def estimate_step(model: ModelSpec, cluster: ClusterSpec, *, overlap: bool | Non
 
 def _table_for(model: ModelSpec, cluster: ClusterSpec, cal: Calibration, pairs: bool, memo: dict) -> CostTable:
     par = cluster.parallel
-    key = (model.name, par.tp, par.cp, par.ep, par.etp, par.dp, cluster.training, cluster.network, cal, pairs)
+    key = (model.name, par.tp, par.cp, par.ep, par.etp, par.dp, par.pp > 1, cluster.training, cluster.network, cal,
+           pairs)  # pp > 1: FSDP holds gathered weights (profiler.analytical, [Note: FSDP under a pipeline])
     if key not in memo:
         memo[key] = analytical_costs(model, cluster, calibration=cal, size_curve_sizes=(), pairs=pairs)
     return memo[key]

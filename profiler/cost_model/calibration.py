@@ -2,18 +2,20 @@
 
 Everything else in the cost model cites a vendor figure, a paper or a measurement. The
 GEMM shape constant ``gemm_dim_half`` comes from the GPU check's measured GEMM rates
-(``GEMM_DIM_HALF``); the other three were fitted by ``benchmarks/published.py --fit`` (an earlier version) on
-the published training runs in ``benchmarks/data/published_runs.json`` only
-(Megatron-Bridge / NeMo performance summaries, torchtitan, NeMo AutoModel; each row keeps
-its source URL); the benchmark also reports each row predicted with constants fitted
-without it (leave-one-out).
+(``GEMM_DIM_HALF``); the other three are fitted by ``benchmarks/published.py --fit`` on the
+published training runs in ``benchmarks/data/published_runs.json`` and
+``benchmarks/data/published/`` only (each row keeps its source URL and table); the
+benchmark also plans each source family with constants fitted without it.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, fields
+from typing import Iterator
 
-__all__ = ["Calibration", "FITTED", "BOUNDS", "GEMM_DIM_HALF"]
+__all__ = ["Calibration", "FITTED", "BOUNDS", "GEMM_DIM_HALF", "active_calibration", "using_calibration"]
 
 GEMM_DIM_HALF = 443.0
 """``gemm_dim_half`` measured, not fitted to training runs: the least-squares fit (in log,
@@ -61,15 +63,41 @@ BOUNDS: dict[str, tuple[float, float]] = {
 """The fitted constants and the physical ranges the fit stays inside (``gemm_dim_half`` is
 ``GEMM_DIM_HALF``, held fixed)."""
 
-FITTED = Calibration(gemm_eff_max=0.5385, gemm_dim_half=GEMM_DIM_HALF, grouped_gemm_eff=0.7504,
-                     moe_layer_overhead_s=1.794e-03)
-"""The three fitted constants from every published row (8), ``python benchmarks/published.py
---fit`` (L1 loss), with the rows' GPUs, kernels and CUDA graphs as the recipes state them
-(torchtitan's 500 W HBM2e H100s and eager PyTorch; Megatron-Bridge 26.04's CUDA-graphed MoE
-router). A Llama-3-8B MLP GEMM (8192 x 14336 x 4096) comes out at 0.45 of peak where the
-GPU check measured 0.8 for large GEMMs alone: the share also carries the work the model does
-not list (launch gaps, unfused small kernels, CPU stalls), which scales with the GEMMs.
-Grouped expert GEMMs run at 0.75 of a dense GEMM of the same per-expert shape (per-expert
-tiles and tails). The per-MoE-layer host overhead (1.8 ms in each of forward and backward,
-without CUDA graphs) is what separates the CUDA-graphed 26.04 Qwen3-30B-A3B run from the
-rest."""
+FITTED = Calibration(gemm_eff_max=0.5491, gemm_dim_half=GEMM_DIM_HALF, grouped_gemm_eff=1.0,
+                     moe_layer_overhead_s=1.104e-03)
+"""The three fitted constants, ``python benchmarks/published.py --fit`` on every published row
+that plans (91 of 101: Megatron-Bridge / NeMo 24.07-26.06 on H100, B200 and GB200,
+torchtitan Dec 2024 and June 2025, NeMo AutoModel, the Megatron-MoE ModelZoo, MLPerf
+Training v5.0, the DeepSeek-V3 report; ``benchmarks/data/published*``), L1 loss in
+ln(predicted / published tokens/s/GPU), each row's cluster file as its source states it.
+Three constants on 91 rows: one per 30. Two rounds of the fit (each linearised at the
+constants the round before gave; the second moved them by under 5%). The benchmark also plans
+every source family with constants fitted without it (leave one source out;
+docs/published-validation.md).
+
+A Llama-3-8B MLP GEMM (8192 x 14336 x 4096) comes out at 0.46 of peak where the GPU check
+measured 0.8 for large GEMMs alone: the share also carries the work the model does not list
+(launch gaps, unfused small kernels, CPU stalls), which scales with the GEMMs. Grouped
+expert GEMMs reach the efficiency of a dense GEMM of the same per-expert shape (the bound;
+0.75 when only eight rows were known: the newer Blackwell and BF16 MoE rows pull it up). The
+per-MoE-layer host overhead (1.1 ms in each of forward and backward, without CUDA graphs) is
+what separates CUDA-graphed MoE runs from the rest."""
+
+
+_ACTIVE: ContextVar["Calibration | None"] = ContextVar("ppplan_calibration", default=None)
+
+
+def active_calibration() -> Calibration:
+    """The constants the analytical model uses now: ``FITTED`` unless ``using_calibration``
+    set others (the published-runs benchmark's held-out folds)."""
+    return _ACTIVE.get() or FITTED
+
+
+@contextmanager
+def using_calibration(cal: Calibration | None) -> Iterator[None]:
+    """Cost everything inside the block with ``cal`` (None: ``FITTED``)."""
+    token = _ACTIVE.set(cal)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)

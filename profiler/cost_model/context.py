@@ -18,7 +18,7 @@ from planner.core.cluster import ClusterSpec
 from planner.core.model import ModelSpec
 from profiler.cost_model.calibration import Calibration
 from profiler.cost_model.comm import a2a_seconds, link_bandwidth, ring_seconds
-from profiler.cost_model.gemm import gemm_seconds
+from profiler.cost_model.gemm import FP8_CAST_BYTES, gemm_seconds
 
 __all__ = ["CostContext", "HBM_EFF", "FP8_SCALE_BYTES", "EAGER_SLOWDOWN"]
 
@@ -58,6 +58,13 @@ class CostContext:
         return self.cluster.training.precision == "fp8"
 
     @property
+    def fp8_saves_inputs(self) -> bool:
+        """Whether the FP8 recipe keeps its FP8 copies of matmul inputs for the backward
+        (Transformer Engine); torchao saves the BF16 inputs (``matmul_with_hp_or_float8_args``
+        saves ``input_hp``, torchao/float8/float8_linear.py) and casts them again."""
+        return self.fp8 and self.cluster.training.fp8_recipe == "te"
+
+    @property
     def compute_scale(self) -> float:
         """Slowdown of every compute kernel: ``EAGER_SLOWDOWN`` in eager mode, else 1."""
         return EAGER_SLOWDOWN if self.cluster.training.kernels == "eager" else 1.0
@@ -84,7 +91,8 @@ class CostContext:
         if block and self.fp8 and gpu.fp8_peak_flops:
             return self.compute_scale * gemm_seconds(
                 flops, m, n, k, peak=gpu.fp8_peak_flops * share, cal=self.cal,
-                cast_seconds_per_byte=1.0 / (gpu.hbm_bandwidth * HBM_EFF))
+                cast_seconds_per_byte=1.0 / (gpu.hbm_bandwidth * HBM_EFF),
+                cast_bytes=FP8_CAST_BYTES[self.cluster.training.fp8_recipe])
         return self.compute_scale * gemm_seconds(flops, m, n, k, peak=gpu.peak_flops * share, cal=self.cal)
 
     def mem(self, nbytes: float) -> float:

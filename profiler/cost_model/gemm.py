@@ -11,14 +11,21 @@ FP8 (``precision: fp8``): the GEMMs of the transformer blocks (QKV/output projec
 MLP, routed and shared experts) run at the GPU's FP8 peak; the attention core, router,
 embedding and output head stay BF16 (DeepSeek-V3 report, arXiv:2412.19437 section
 3.3.1; Transformer Engine keeps the output layer and attention in BF16). Every FP8 GEMM
-first casts its activation input: read 2 bytes, write 1 byte per element (memory bound).
+first casts its activation input (memory bound): Transformer Engine (``fp8_recipe: te``)
+fuses the scale into the kernel that produced the input, so the cast reads 2 bytes and
+writes 1 per element; torchao's dynamic scaling (``torchao``: ``hp_tensor_to_float8_dynamic``
+in torchao/float8/float8_scaling_utils.py) first reads the input once for its amax, then
+casts it: 5 bytes per element (``FP8_CAST_BYTES``).
 """
 
 from __future__ import annotations
 
 from profiler.cost_model.calibration import Calibration
 
-__all__ = ["gemm_efficiency", "gemm_seconds"]
+__all__ = ["gemm_efficiency", "gemm_seconds", "FP8_CAST_BYTES"]
+
+FP8_CAST_BYTES = {"te": 3.0, "torchao": 5.0}
+"""HBM bytes per element of an FP8 GEMM's activation input to scale and cast it (module doc)."""
 
 
 def gemm_efficiency(m: float, n: float, k: float, cal: Calibration) -> float:
@@ -28,10 +35,10 @@ def gemm_efficiency(m: float, n: float, k: float, cal: Calibration) -> float:
 
 
 def gemm_seconds(flops: float, m: float, n: float, k: float, *, peak: float, cal: Calibration,
-                 cast_seconds_per_byte: float = 0.0) -> float:
+                 cast_seconds_per_byte: float = 0.0, cast_bytes: float = FP8_CAST_BYTES["te"]) -> float:
     """Seconds for ``flops`` of GEMMs of shape (m, n, k) at ``peak``; with FP8,
-    ``cast_seconds_per_byte`` > 0 charges the input cast (3 bytes per input element)."""
+    ``cast_seconds_per_byte`` > 0 charges the input cast (``cast_bytes`` per input element)."""
     if flops <= 0 or m <= 0:
         return 0.0
-    cast = 3.0 * flops / (2.0 * n) * cast_seconds_per_byte if cast_seconds_per_byte else 0.0
+    cast = cast_bytes * flops / (2.0 * n) * cast_seconds_per_byte if cast_seconds_per_byte else 0.0
     return flops / (peak * gemm_efficiency(m, n, k, cal)) + cast

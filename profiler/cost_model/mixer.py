@@ -3,9 +3,11 @@
 Projections are GEMMs (FP8 when the recipe is). Attention cores run at the measured
 share of the BF16 peak of the kernel the framework uses (Shah et al. 2024,
 "FlashAttention-3", arXiv:2407.08608, H100 SXM5, head dim 128, sequence 4k-8k):
-Transformer Engine's cuDNN fused attention (``kernels: fused``) about 600 TFLOP/s forward
-and 500 backward, PyTorch SDPA's FlashAttention-2 (``kernels: eager``) about 370 and 315
-(the paper: "FlashAttention-2 achieving only 35% utilization on the H100"). Backward FLOPs
+Transformer Engine's cuDNN fused attention (``attention_kernel: cudnn``, Megatron) about
+600 TFLOP/s forward and 500 backward, FlashAttention-2 (``flash2``: PyTorch's
+``scaled_dot_product_attention``, with or without torch.compile) about 370 and 315 (the
+paper: "FlashAttention-2 achieving only 35% utilization on the H100"); ``auto`` follows
+``kernels`` (fused: cudnn, eager: flash2). Backward FLOPs
 are 2.5x forward (five matmuls instead of two: FlashAttention backward recomputes the
 scores). The chunked linear-attention kernel runs at ``LINEAR_EFF`` (flash-linear-attention's
 chunked kernels are memory bound at chunk 64). Context parallelism splits the queries
@@ -20,10 +22,10 @@ from dataclasses import dataclass
 from planner.core.model import LayerSpec
 from profiler.cost_model.context import CostContext
 
-__all__ = ["MixerCost", "mixer_cost", "FLASH_EFF", "LINEAR_EFF", "LINEAR_CHUNK"]
+__all__ = ["MixerCost", "mixer_cost", "attention_kernel", "FLASH_EFF", "LINEAR_EFF", "LINEAR_CHUNK"]
 
-FLASH_EFF = {"fused": (0.61, 0.51), "eager": (0.37, 0.32)}
-"""(forward, backward) share of the BF16 peak of the attention core by ``training.kernels``:
+FLASH_EFF = {"cudnn": (0.61, 0.51), "flash2": (0.37, 0.32)}
+"""(forward, backward) share of the BF16 peak of the attention core by kernel:
 cuDNN 600-609 / 499-518 TFLOP/s and FlashAttention-2 368-370 / 310-318 TFLOP/s at sequence
 4k-8k, head dim 128, over the H100 SXM's 989 (FlashAttention-3 paper, figures 5 and 7)."""
 LINEAR_EFF = 0.3
@@ -46,6 +48,14 @@ class MixerCost:
     """Saved matmul-input elements (kept until the weight gradient)."""
 
 
+def attention_kernel(ctx: CostContext) -> str:
+    """The attention core's kernel (``FLASH_EFF`` key): the cluster's, or by ``kernels``."""
+    t = ctx.cluster.training
+    if t.attention_kernel != "auto":
+        return t.attention_kernel
+    return "cudnn" if t.kernels == "fused" else "flash2"
+
+
 def mixer_cost(ctx: CostContext, layer: LayerSpec) -> MixerCost:
     """Costs of ``layer``'s token mixer for one microbatch on one GPU."""
     m, T, tp = ctx.model, ctx.tokens, ctx.tp
@@ -59,7 +69,7 @@ def mixer_cost(ctx: CostContext, layer: LayerSpec) -> MixerCost:
         core = 2 * T * a.num_heads * 2 * a.head_dim * seq / 2 / tp  # causal: half the scores
         saved = T * (h + q + 2 * kv + q + (q if gated else 0)) / tp
         w_in, kv_elems, n = T * (h + q) / tp, 2 * kv, (q + 2 * kv) / tp
-        eff = FLASH_EFF[ctx.cluster.training.kernels]
+        eff = FLASH_EFF[attention_kernel(ctx)]
     elif layer.mixer == "mla":
         a = m.mla
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
@@ -71,7 +81,7 @@ def mixer_cost(ctx: CostContext, layer: LayerSpec) -> MixerCost:
         saved = T * (h + a.q_lora_rank + a.kv_lora_rank + a.num_heads * (2 * qk + 2 * a.v_head_dim) / tp)
         w_in = T * (h + a.q_lora_rank + a.kv_lora_rank + a.num_heads * a.v_head_dim / tp)
         kv_elems, n = a.num_heads * (qk + a.v_head_dim), a.q_lora_rank
-        eff = FLASH_EFF[ctx.cluster.training.kernels]
+        eff = FLASH_EFF[attention_kernel(ctx)]
     else:
         lin = m.linear
         qk, v = lin.num_key_heads * lin.key_head_dim, lin.num_value_heads * lin.value_head_dim

@@ -49,7 +49,7 @@ from planner.core.costs import CostTable
 from planner.core.schedule import ActionKind, Schedule
 from solvers.partition.inflight import MemoryPoint, memory_points
 from solvers.partition.overlap_cost import OverlapRangeCost
-from solvers.partition.ranges import Bounds, prefix_sums
+from solvers.partition.ranges import Bounds, RangeMax, prefix_sums
 
 __all__ = ["StageShape", "stage_shapes", "StepModel"]
 
@@ -114,6 +114,7 @@ class StepModel:
         self._oc = OverlapRangeCost(table)
         layers = table.layers
         self._static = prefix_sums([lc.static_bytes for lc in layers])
+        self._work = RangeMax([lc.work_bytes for lc in layers])
         self._act = prefix_sums([lc.act_bytes for lc in layers])
         self._act_w = prefix_sums([lc.act_w_bytes for lc in layers])
         self.full_backward = any(sh.b or sh.fused_w for sh in self.shapes)
@@ -186,6 +187,10 @@ class StepModel:
         """Parameters + gradients + optimizer state of [a, b)."""
         return int(self._static[b] - self._static[a])
 
+    def work_bytes(self, a: int, b: int) -> int:
+        """Largest transient bytes of one layer of [a, b) (``LayerCost.work_bytes``)."""
+        return self._work(a, b)
+
     def act_bytes(self, a: int, b: int) -> tuple[int, int]:
         """(activation bytes per microbatch, part kept until W) of [a, b)."""
         return int(self._act[b] - self._act[a]), int(self._act_w[b] - self._act_w[a])
@@ -195,7 +200,7 @@ class StepModel:
         a lower bound on its rank's peak otherwise)."""
         act, act_w = self.act_bytes(a, b)
         peak = max((full * act + w * act_w for full, w in self._stage_points[s]), default=0)
-        return self.static_bytes(a, b) + peak
+        return self.static_bytes(a, b) + self.work_bytes(a, b) + peak
 
     def max_ends(self, limit: int) -> list[list[int]]:
         """``ends[s][a]``: the largest b with ``stage_memory(s, a, b) <= limit`` (a when none).
@@ -219,7 +224,8 @@ class StepModel:
         """Peak bytes of each rank under the partition (the simulator's number)."""
         out = {}
         for r, pts in self.points.items():
-            static = sum(self.static_bytes(*bounds[s]) for s, q in enumerate(self.ranks) if q == r)
+            mine = [bounds[s] for s, q in enumerate(self.ranks) if q == r]
+            static = sum(self.static_bytes(a, b) for a, b in mine) + max((self.work_bytes(a, b) for a, b in mine), default=0)
             peak = 0
             for point in pts:
                 peak = max(peak, sum(full * self.act_bytes(*bounds[st])[0] + w * self.act_bytes(*bounds[st])[1]

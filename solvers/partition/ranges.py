@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from planner.core.errors import InfeasibleError
 
 __all__ = ["minmax_partition", "k_best_partitions", "range_table", "uniform_partition", "weighted_partition",
-           "prefix_sums", "Bounds", "RangeCost", "RangeTest"]
+           "prefix_sums", "RangeMax", "Bounds", "RangeCost", "RangeTest"]
 
 Bounds = list[tuple[int, int]]
 RangeCost = Callable[[int, int, int], float]
@@ -42,6 +42,27 @@ def prefix_sums(values: Sequence[float]) -> list[float]:
     for v in values:
         out.append(out[-1] + v)
     return out
+
+
+class RangeMax:
+    """Largest of ``values[a:b]`` in O(1) (a sparse table: max over two overlapping
+    power-of-two windows)."""
+
+    def __init__(self, values: Sequence[int]) -> None:
+        self._rows = [list(values)]
+        width = 1
+        while 2 * width <= len(values):
+            prev = self._rows[-1]
+            self._rows.append([max(prev[i], prev[i + width]) for i in range(len(prev) - width)])
+            width *= 2
+
+    def __call__(self, a: int, b: int) -> int:
+        """max(values[a:b]); 0 for an empty range."""
+        if b <= a:
+            return 0
+        level = (b - a).bit_length() - 1
+        row = self._rows[level]
+        return max(row[a], row[b - (1 << level)])
 
 
 def range_table(num_layers: int, num_stages: int, cost: RangeCost,

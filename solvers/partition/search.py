@@ -197,6 +197,7 @@ def memory_infeasible_message(model: StepModel, limit: int, allowed: RangeTest |
     s = max(stages, key=lambda t: model.stage_memory(t, *bounds[t]))
     a, b = bounds[s]
     static = sum(model.static_bytes(*bounds[t]) for t in stages)
+    work = max(model.work_bytes(*bounds[t]) for t in stages)
     flight = max((full for p in model.points.get(rank, []) for st, full, _ in p if st == s), default=0)
     where = f"stage {s} (rank {rank}, layers [{a}, {b}), {flight} microbatches in flight)"
     if len(stages) > 1:
@@ -205,6 +206,7 @@ def memory_infeasible_message(model: StepModel, limit: int, allowed: RangeTest |
     gib = 2 ** 30
     return (f"no partition fits the memory limit: even the most memory-balanced split puts {where} at "
             f"{per_rank[rank] / gib:.1f} GiB needed ({static / gib:.1f} GiB parameters/gradients/optimizer "
-            f"+ {(per_rank[rank] - static) / gib:.1f} GiB activations) vs {limit / gib:.1f} GiB available; "
+            + (f"+ {work / gib:.1f} GiB transient " if work else "")
+            + f"+ {(per_rank[rank] - static - work) / gib:.1f} GiB activations) vs {limit / gib:.1f} GiB available; "
             "use more stages (--pp), a schedule with fewer microbatches in flight (e.g. --schedule 1f1b), "
             "or activation recomputation (--recompute selective or full)")

@@ -1,0 +1,95 @@
+"""The published-runs validation: the L1 fit on its surrogate, the held-out folds planned
+through the user's path with the fold's constants, the rank correlation, and the rows."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from profiler.cost_model.calibration import BOUNDS, FITTED, active_calibration, using_calibration
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _module(name: str):
+    spec = importlib.util.spec_from_file_location(f"t_{name}", ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+fit = _module("published_fit")
+rows_mod = _module("published_rows")
+
+
+def test_l1_fit_recovers_the_constants_a_linear_surrogate_was_made_from():
+    truth = {"gemm_eff_max": 0.1, "grouped_gemm_eff": -0.2, "moe_layer_overhead_s": 0.05}  # ln offsets
+    slopes = {f"r{k}": {"gemm_eff_max": 1.0 - 0.1 * k, "grouped_gemm_eff": 0.3 * (k % 3),
+                        "moe_layer_overhead_s": -0.05 * (k % 4)} for k in range(12)}
+    # ln(pred/meas) at FITTED when the truth is FITTED * e^truth: -(slope . truth)
+    ln0 = {r: -sum(s[n] * truth[n] for n in fit.FIT_NAMES) for r, s in slopes.items()}
+    got = fit.fit_l1(FITTED, ln0, slopes, list(slopes))
+    for name, off in truth.items():
+        assert math.log(getattr(got, name) / getattr(FITTED, name)) == pytest.approx(off, abs=2e-3)
+
+
+def test_l1_fit_stays_inside_the_physical_bounds_and_leaves_unused_constants_alone():
+    slopes = {"a": {"gemm_eff_max": 1.0, "grouped_gemm_eff": 0.0, "moe_layer_overhead_s": 0.0}}
+    got = fit.fit_l1(FITTED, {"a": -5.0}, slopes, ["a"])  # wants gemm_eff_max x e^5
+    assert got.gemm_eff_max == pytest.approx(BOUNDS["gemm_eff_max"][1])
+    assert got.grouped_gemm_eff == pytest.approx(FITTED.grouped_gemm_eff)
+
+
+def test_spearman_ranks_with_ties_and_refuses_too_few_points():
+    assert fit.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert fit.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert fit.spearman([1, 1, 2], [1, 2, 3]) == pytest.approx(0.8660254, rel=1e-6)
+    assert fit.spearman([1], [1]) is None
+
+
+def test_using_calibration_sets_the_constants_the_cost_model_reads_and_restores_them():
+    other = replace(FITTED, gemm_eff_max=0.7)
+    with using_calibration(other):
+        assert active_calibration() is other
+    assert active_calibration() is FITTED
+
+
+def test_rows_have_unique_ids_a_family_and_more_than_thirty_new_published_measurements():
+    rows = rows_mod.load_rows()
+    assert len({r["id"] for r in rows}) == len(rows)
+    new = [r for r in rows if r["row_file"] != rows_mod.FIRST.name]
+    assert len(new) >= 30
+    assert len({rows_mod.row_family(r) for r in rows}) >= 4
+    for r in rows:
+        assert r.get("memory_measure", "max_memory_allocated") in rows_mod.MEASURES, r["id"]
+
+
+@pytest.mark.slow
+def test_held_out_rows_are_planned_again_with_their_folds_constants(monkeypatch):
+    bench = _module("published")
+    seen = []
+    real = bench.plan_row
+
+    def recording(row, way, *, work, folder, calibration=None):
+        seen.append((row["id"], calibration))
+        return real(row, way, work=work, folder=folder, calibration=calibration)
+
+    monkeypatch.setattr(bench, "plan_row", recording)
+    pick = {"mb-26.04-qwen3-30b-a3b", "torchtitan-8gpu-eager-llama3-8b"}
+    res = bench.run(work=0.5, ways=("careful",), only=pick, with_held_out=True, jobs=1)
+    assert set(res["families"]) == {"megatron-bridge-26.04", "torchtitan-2024-12"}
+    for fam, fold in res["families"].items():
+        # each fold is fitted on the other family's single row only
+        assert fold["train_rows"] == 1
+    held = {rid: cal for rid, cal in seen[-2:]}  # the held-out plans come last
+    assert set(held) == pick
+    for e in res["rows"]:
+        consts = res["families"][e["family"]]["constants"]
+        assert {n: getattr(held[e["id"]], n) for n in consts} == consts
+        assert "tokens_per_s_per_gpu" in e["held_out"]
