@@ -24,34 +24,25 @@ import torch
 from torch import nn
 
 from profiler.hf.moe import HfExperts
-from profiler.layers.blocks import ProgramModule
+from profiler.layers.blocks import Embedding, Head, ProgramModule
 from profiler.layers.program import Compute, Ctx, Exchange, State, Step
 
 __all__ = ["HfDecoderLayer", "HfEmbedding", "HfHead"]
 
 
-class HfEmbedding(ProgramModule):
-    """Token embedding (``*Model.embed_tokens``)."""
+class HfEmbedding(Embedding):
+    """Token embedding (``*Model.embed_tokens``), sized from the transformers config."""
 
     def __init__(self, config: Any) -> None:
-        super().__init__()
-        self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
-
-    def program(self) -> tuple[Step, ...]:
-        return (Compute(name="embed", fn=lambda s, c: {"y": self.embed(s["x"])}, inputs=("x",)),)
+        super().__init__(config.vocab_size, config.hidden_size)
 
 
-class HfHead(ProgramModule):
+class HfHead(Head):
     """Final norm (the family's RMSNorm class) and LM head, returning logits."""
 
     def __init__(self, config: Any, norm_cls: type[nn.Module]) -> None:
-        super().__init__()
-        self.norm = norm_cls(config.hidden_size, eps=config.rms_norm_eps)
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-
-    def program(self) -> tuple[Step, ...]:
-        return (Compute(name="head", fn=lambda s, c: {"y": self.lm_head(self.norm(s["x"]))},
-                        inputs=("x",)),)
+        super().__init__(config.hidden_size, config.vocab_size,
+                         norm=norm_cls(config.hidden_size, eps=config.rms_norm_eps))
 
 
 class HfDecoderLayer(ProgramModule):

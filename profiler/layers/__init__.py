@@ -40,9 +40,9 @@ def build_layer(model: ModelSpec, layer: LayerSpec, *, scale: float = 1.0, ep_gr
     spec = scaled_model(model, scale)
     module: ProgramModule
     if layer.role == "embedding":
-        module = Embedding(spec)
+        module = Embedding(spec.vocab, spec.hidden)
     elif layer.role == "head":
-        module = Head(spec)
+        module = Head(spec.hidden, spec.vocab)
     elif layer.role == "mtp":
         module = MtpLayer(spec, layer, ep_group=ep_group)
     else:

@@ -55,21 +55,21 @@ class ProgramModule(nn.Module):
 class Embedding(ProgramModule):
     """Token embedding."""
 
-    def __init__(self, model: ModelSpec) -> None:
+    def __init__(self, vocab: int, hidden: int) -> None:
         super().__init__()
-        self.embed = nn.Embedding(model.vocab, model.hidden)
+        self.embed = nn.Embedding(vocab, hidden)
 
     def program(self) -> tuple[Step, ...]:
         return (Compute(name="embed", fn=lambda s, c: {"y": self.embed(s["x"])}, inputs=("x",)),)
 
 
 class Head(ProgramModule):
-    """Final RMSNorm and LM head, returning logits."""
+    """Final norm (RMSNorm unless given) and LM head, returning logits."""
 
-    def __init__(self, model: ModelSpec) -> None:
+    def __init__(self, hidden: int, vocab: int, norm: nn.Module | None = None) -> None:
         super().__init__()
-        self.norm = RMSNorm(model.hidden)
-        self.lm_head = nn.Linear(model.hidden, model.vocab, bias=False)
+        self.norm = RMSNorm(hidden) if norm is None else norm
+        self.lm_head = nn.Linear(hidden, vocab, bias=False)
 
     def program(self) -> tuple[Step, ...]:
         return (Compute(name="head", fn=lambda s, c: {"y": self.lm_head(self.norm(s["x"]))},
@@ -175,7 +175,7 @@ class MtpLayer(ProgramModule):
         self.enorm = RMSNorm(model.hidden)
         self.eh_proj = nn.Linear(2 * model.hidden, model.hidden, bias=False)
         self.block = DecoderLayer(model, layer, ep_group=ep_group)
-        self.head = Head(model)
+        self.head = Head(model.hidden, model.vocab)
         self.vocab = model.vocab
 
     def _pre(self, s: State) -> torch.Tensor:
