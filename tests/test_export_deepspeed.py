@@ -7,28 +7,19 @@ with real sends, receives and backward. Each layer records the forwards it ran, 
 is seen to have run exactly the plan's layers, every microbatch (twice with full
 recomputation: ``activation_checkpoint_interval`` 1 reruns each forward in the backward).
 
-[Note: DeepSpeed CPU comm op] ``deepspeed.comm``'s ``TorchBackend`` JIT-compiles its
-shared-memory all-reduce kernel (``deepspeed/comm/torch.py``, ``build_shm_op``: the
-``ShareMemCommBuilder`` op, C++ with OpenMP) whenever DeepSpeed's compatibility table says the
-op can be built: minutes on 2 busy cores, and a build killed midway leaves torch's extension
-lock behind for the next run to wait on. ``DS_BUILD_OPS=0`` only affects installation.
-DeepSpeed consults the table (``deepspeed.ops.__compatible_ops__``, probed once and cached in
-the module so edits persist, ``deepspeed/ops/__init__.py``) before building; marking the op
-incompatible makes ``build_shm_op`` return None and every collective go to torch's gloo. The
-optimizer is a torch one, so no DeepSpeed CPU Adam op is built either.
+The two ranks run through ``deepspeed_ranks.run_two_ranks`` ([Note: DeepSpeed CPU comm op]
+there: no DeepSpeed op is compiled; the optimizer is a torch one, so no CPU Adam op either).
 """
 
 from __future__ import annotations
-
-import os
 
 import pytest
 import torch
 import torch.nn as nn
 
+from deepspeed_ranks import run_two_ranks
 from planner.api import plan as api_plan
 from planner.export import export_plan
-from profiler.measure_launch import free_port
 
 pytest.importorskip("deepspeed", reason="deepspeed not installed (DS_BUILD_OPS=0 pip install deepspeed)")
 
@@ -47,16 +38,11 @@ class _Tagged(nn.Linear):
         return super().forward(x).tanh()
 
 
-def _train_one_batch(rank: int, port: int, source: str, num_layers: int) -> dict:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2",
-                      LOCAL_RANK=str(rank), LOCAL_SIZE="2", DS_ACCELERATOR="cpu")
+def _train_one_batch(rank: int, source: str, num_layers: int) -> dict:
     import deepspeed
-    import deepspeed.ops
     import torch.nn.functional as F
     from deepspeed.pipe import LayerSpec
 
-    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False  # [Note: DeepSpeed CPU comm op]
-    deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False)
     scope: dict = {}
     exec(compile(source, "deepspeed_pipeline.py", "exec"), scope)  # the exported file, as written
     ran: list[int] = []
@@ -74,35 +60,14 @@ def _train_one_batch(rank: int, port: int, source: str, num_layers: int) -> dict
             "microbatches": engine.micro_batches}
 
 
-def _run(rank: int, port: int, source: str, num_layers: int, queue) -> None:
-    try:
-        queue.put((rank, _train_one_batch(rank, port, source, num_layers)))
-    except Exception as exc:  # noqa: BLE001 - reported to the parent test
-        queue.put((rank, repr(exc)))
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("recompute, forwards", [("full", 2), ("none", 1)])
 def test_deepspeed_train_batch_runs_the_plans_stages(tmp_path, recompute, forwards):
-    import torch.multiprocessing as mp
-
     plan = api_plan("llama3-8b", pp=2, target="deepspeed", recompute=recompute, work=1.0)
     exported = export_plan(plan, "deepspeed", out=tmp_path / "ds.py")
     source, parts = exported.files[str(tmp_path / "ds.py")], exported.summary["parts"]
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=_run, args=(r, port, source, parts[-1], queue)) for r in range(2)]
-    for p in procs:
-        p.start()
-    try:
-        got = dict(queue.get(timeout=240) for _ in procs)
-    finally:
-        for p in procs:
-            p.join(timeout=30)
-            if p.is_alive():
-                p.kill()
+    got = run_two_ranks(_train_one_batch, source, parts[-1])
     for rank in range(2):
         assert not isinstance(got[rank], str), got[rank]
         out = got[rank]
