@@ -151,12 +151,11 @@ def held_out(rows: list[dict], careful: dict[str, dict], *, work: float, jobs: i
     family's rows planned again with them. The fit's surrogate slopes come from planning each
     row with each constant moved by ``published_fit.STEP`` from ``FITTED``."""
     planned = [r for r in rows if _ln(careful[r["id"]]) is not None]
-    tasks = [(r, "careful", fit_mod.moved(FITTED, n)) for n in fit_mod.FIT_NAMES for r in planned]
-    got = plan_many(tasks, work=work, jobs=jobs)
+    moves = [(name, r) for name in fit_mod.FIT_NAMES for r in planned]
+    got = plan_many([(r, "careful", fit_mod.moved(FITTED, name)) for name, r in moves], work=work, jobs=jobs)
     ln0 = {r["id"]: _ln(careful[r["id"]]) for r in planned}
     slope = {r["id"]: {} for r in planned}
-    for (row, _, cal), g in zip(tasks, got):
-        name = next(n for n in fit_mod.FIT_NAMES if getattr(cal, n) != getattr(FITTED, n))
+    for (name, row), g in zip(moves, got):
         ln1 = _ln(g)
         slope[row["id"]][name] = 0.0 if ln1 is None else (ln1 - ln0[row["id"]]) / fit_mod.STEP
     families = sorted({rows_mod.row_family(r) for r in rows})
@@ -205,12 +204,14 @@ def predicted_memory_gib(got: dict, row: dict) -> float | None:
     return got["rank_peaks_gib"][rank] if rank is not None else max(got["rank_peaks_gib"])
 
 
-def _memory(entries: list[dict], memory_only: list[dict], only_rows: dict[str, dict]) -> list[dict]:
+def _memory(rows: list[dict], careful: dict[str, dict]) -> list[dict]:
+    """Predicted vs published peak for each row that publishes one (``careful``: row id -> the
+    figures of its careful plan)."""
     out = []
-    for row in list(only_rows.values()) + memory_only:
-        if "measured_peak_gib" not in row:
+    for row in rows:
+        if "measured_peak_gib" not in row or row["id"] not in careful:
             continue
-        got = next((e["careful"] for e in entries if e["id"] == row["id"]), None) or row["_got"]
+        got = careful[row["id"]]
         pred = predicted_memory_gib(got, row)
         out.append({"id": row["id"], "measure": row["memory_measure"], "rank": row.get("memory_rank", "max"),
                     "measured_gib": row["measured_peak_gib"],
@@ -225,7 +226,7 @@ def run(*, work: float, ways: tuple[str, ...] = WAYS, only: set[str] | None = No
     memory_only = [r for r in rows_mod.load_memory_only_rows() if only is None or r["id"] in only]
     tasks = [(r, w, None) for r in rows for w in ways] + [(r, "careful", None) for r in memory_only]
     got = iter(plan_many(tasks, work=work, jobs=jobs))
-    out = []
+    out, careful = [], {}
     for row in rows:
         entry = {"id": row["id"], "model": row["model"], "family": rows_mod.row_family(row),
                  "num_gpus": row["num_gpus"], "gpu": row["gpu"], "target": row["target"],
@@ -233,15 +234,17 @@ def run(*, work: float, ways: tuple[str, ...] = WAYS, only: set[str] | None = No
         for way in ways:
             entry[way] = next(got)
         out.append(entry)
+        if "careful" in entry:
+            careful[row["id"]] = entry["careful"]
     for row in memory_only:
-        row["_got"] = next(got)
+        careful[row["id"]] = next(got)
     summary = {way: _way_summary([e[way] for e in out]) for way in ways}
     res = {"benchmark": "published-user-path", "work": work, "rows": out, "summary": summary,
            "spearman": {way: _spearman(out, way) for way in ways},
-           "memory": _memory(out, memory_only, {r["id"]: r for r in rows}),
+           "memory": _memory(rows + memory_only, careful),
            "constants": {n: getattr(FITTED, n) for n in fit_mod.FIT_NAMES}}
     if with_held_out and "careful" in ways:
-        ho = held_out(rows, {e["id"]: e["careful"] for e in out}, work=work, jobs=jobs)
+        ho = held_out(rows, careful, work=work, jobs=jobs)
         for e in out:
             e["held_out"] = ho["rows"][e["id"]]
         res["summary"]["held_out"] = _way_summary([e["held_out"] for e in out])

@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
-
 import pytest
 
+from benchmark_modules import load_benchmark
 pytest.importorskip("transformers")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
 def _gpu_check():
-    spec = importlib.util.spec_from_file_location("gpu_check", os.path.join(ROOT, "benchmarks", "gpu_check.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_check"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("gpu_check")
 
 
 def test_transformers_section_times_every_type_and_names_its_class():

@@ -4,14 +4,13 @@ it gets them by calling the function the CLI calls; every row has a loadable clu
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
+from benchmark_modules import load_benchmark
 import planner.api
 from planner.core.cluster import load_cluster
 from planner.core.hf_config import load_model
@@ -26,9 +25,7 @@ predict it differently from the planned schedule, so any other path shows."""
 
 
 def _rows() -> list[dict]:
-    spec = importlib.util.spec_from_file_location("published_rows_t", ROOT / "benchmarks" / "published_rows.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_benchmark("published_rows", "published_rows_t")
     return module.load_rows() + module.load_memory_only_rows()
 
 
@@ -41,11 +38,7 @@ def _benchmark(monkeypatch, calls: list):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(planner.api, "plan", recording)
-    spec = importlib.util.spec_from_file_location("published_bench", ROOT / "benchmarks" / "published.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "published_bench", module)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("published", "published_bench")  # executed afresh: binds the recording plan
 
 
 def _printed(out: str) -> dict:

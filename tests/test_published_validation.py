@@ -3,29 +3,16 @@ through the user's path with the fold's constants, the rank correlation, and the
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
+from benchmark_modules import load_benchmark
 from profiler.cost_model.calibration import BOUNDS, FITTED, active_calibration, using_calibration
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _module(name: str):
-    spec = importlib.util.spec_from_file_location(f"t_{name}", ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fit = _module("published_fit")
-rows_mod = _module("published_rows")
+fit = load_benchmark("published_fit", "t_published_fit")
+rows_mod = load_benchmark("published_rows", "t_published_rows")
 
 
 def test_l1_fit_recovers_the_constants_a_linear_surrogate_was_made_from():
@@ -72,7 +59,7 @@ def test_rows_have_unique_ids_a_family_and_more_than_thirty_new_published_measur
 
 @pytest.mark.slow
 def test_held_out_rows_are_planned_again_with_their_folds_constants(monkeypatch):
-    bench = _module("published")
+    bench = load_benchmark("published", "t_published")
     seen = []
     real = bench.plan_row
 
