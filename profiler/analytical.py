@@ -158,9 +158,7 @@ first of them is freed)."""
 
 def loss_work_bytes(ctx: CostContext) -> float:
     """Transient bytes of the loss's backward (``LOSS_WORK_BYTES`` by ``cross_entropy``)."""
-    t = ctx.cluster.training
-    mode = t.cross_entropy if t.cross_entropy != "auto" else ("fused" if t.kernels == "fused" else "eager")
-    return LOSS_WORK_BYTES[mode] * ctx.tokens * ctx.model.vocab / ctx.tp
+    return LOSS_WORK_BYTES[ctx.cross_entropy] * ctx.tokens * ctx.model.vocab / ctx.tp
 
 
 def _layer_cost(ctx: CostContext, layer: LayerSpec, imbalance: float) -> tuple[LayerCost, LayerTasks]:

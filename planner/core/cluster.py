@@ -37,11 +37,11 @@ each mode and keeps the fastest plan that fits memory; the plan records the mode
 KERNEL_CHOICES = ("fused", "eager")
 """``training.kernels``: fused element-wise kernels, or PyTorch eager mode."""
 ATTENTION_CHOICES = ("auto", "cudnn", "flash2")
+"""``training.attention_kernel``: the attention core's kernel (auto: by ``kernels``)."""
+LOSS_CHOICES = ("auto", *KERNEL_CHOICES)
+"""``training.cross_entropy``: how the loss runs, fused or eager (auto: as ``kernels``)."""
 FP8_RECIPES = ("te", "torchao")
 """``training.fp8_recipe``: whose FP8 training recipe runs the GEMMs."""
-LOSS_CHOICES = ("auto", "fused", "eager")
-"""``training.cross_entropy``: how the loss runs (auto: by ``kernels``)."""
-"""``training.attention_kernel``: the attention core's kernel (auto: by ``kernels``)."""
 
 
 @dataclass(frozen=True, kw_only=True)

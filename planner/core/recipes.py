@@ -62,7 +62,8 @@ class Recipe:
 
 
 _MEGATRON = {"training.fsdp": False, "training.kernels": "fused", "training.attention_kernel": "cudnn",
-             "training.cross_entropy": "fused", "training.fp8_recipe": "te", "training.cuda_graphs": False, "network.dispatcher": "alltoall"}
+             "training.cross_entropy": "fused", "training.fp8_recipe": "te", "training.cuda_graphs": False,
+             "network.dispatcher": "alltoall"}
 _TORCHTITAN = {"training.fsdp": True, "training.kernels": "eager", "training.attention_kernel": "flash2",
                "training.cross_entropy": "eager", "training.fp8_recipe": "torchao", "training.cuda_graphs": False,
                "network.dispatcher": "alltoall"}

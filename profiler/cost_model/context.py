@@ -65,6 +65,22 @@ class CostContext:
         return self.fp8 and self.cluster.training.fp8_recipe == "te"
 
     @property
+    def attention_kernel(self) -> str:
+        """The attention core's kernel (``mixer.FLASH_EFF`` key): the cluster's, or by
+        ``kernels`` (fused: cudnn, eager: flash2)."""
+        t = self.cluster.training
+        if t.attention_kernel != "auto":
+            return t.attention_kernel
+        return "cudnn" if t.kernels == "fused" else "flash2"
+
+    @property
+    def cross_entropy(self) -> str:
+        """How the loss runs (``analytical.LOSS_WORK_BYTES`` key): the cluster's, or by
+        ``kernels`` (fused: fused, eager: eager)."""
+        t = self.cluster.training
+        return t.cross_entropy if t.cross_entropy != "auto" else t.kernels
+
+    @property
     def compute_scale(self) -> float:
         """Slowdown of every compute kernel: ``EAGER_SLOWDOWN`` in eager mode, else 1."""
         return EAGER_SLOWDOWN if self.cluster.training.kernels == "eager" else 1.0

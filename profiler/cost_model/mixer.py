@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from planner.core.model import LayerSpec
 from profiler.cost_model.context import CostContext
 
-__all__ = ["MixerCost", "mixer_cost", "attention_kernel", "FLASH_EFF", "LINEAR_EFF", "LINEAR_CHUNK"]
+__all__ = ["MixerCost", "mixer_cost", "FLASH_EFF", "LINEAR_EFF", "LINEAR_CHUNK"]
 
 FLASH_EFF = {"cudnn": (0.61, 0.51), "flash2": (0.37, 0.32)}
 """(forward, backward) share of the BF16 peak of the attention core by kernel:
@@ -48,14 +48,6 @@ class MixerCost:
     """Saved matmul-input elements (kept until the weight gradient)."""
 
 
-def attention_kernel(ctx: CostContext) -> str:
-    """The attention core's kernel (``FLASH_EFF`` key): the cluster's, or by ``kernels``."""
-    t = ctx.cluster.training
-    if t.attention_kernel != "auto":
-        return t.attention_kernel
-    return "cudnn" if t.kernels == "fused" else "flash2"
-
-
 def mixer_cost(ctx: CostContext, layer: LayerSpec) -> MixerCost:
     """Costs of ``layer``'s token mixer for one microbatch on one GPU."""
     m, T, tp = ctx.model, ctx.tokens, ctx.tp
@@ -69,7 +61,7 @@ def mixer_cost(ctx: CostContext, layer: LayerSpec) -> MixerCost:
         core = 2 * T * a.num_heads * 2 * a.head_dim * seq / 2 / tp  # causal: half the scores
         saved = T * (h + q + 2 * kv + q + (q if gated else 0)) / tp
         w_in, kv_elems, n = T * (h + q) / tp, 2 * kv, (q + 2 * kv) / tp
-        eff = FLASH_EFF[attention_kernel(ctx)]
+        eff = FLASH_EFF[ctx.attention_kernel]
     elif layer.mixer == "mla":
         a = m.mla
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
@@ -81,7 +73,7 @@ def mixer_cost(ctx: CostContext, layer: LayerSpec) -> MixerCost:
         saved = T * (h + a.q_lora_rank + a.kv_lora_rank + a.num_heads * (2 * qk + 2 * a.v_head_dim) / tp)
         w_in = T * (h + a.q_lora_rank + a.kv_lora_rank + a.num_heads * a.v_head_dim / tp)
         kv_elems, n = a.num_heads * (qk + a.v_head_dim), a.q_lora_rank
-        eff = FLASH_EFF[attention_kernel(ctx)]
+        eff = FLASH_EFF[ctx.attention_kernel]
     else:
         lin = m.linear
         qk, v = lin.num_key_heads * lin.key_head_dim, lin.num_value_heads * lin.value_head_dim
