@@ -154,6 +154,9 @@ PLAN_FILE_CASES = [
     ("action", lambda d: d["schedule"]["0"].__setitem__(0, "0Z0"), r"plan\.schedule\[0\]\[0\]: bad action '0Z0'"),
     ("stage-rank", lambda d: d["stages"][0].update(rank=9), r"plan\.stages\[0\]\.rank: 9 is not in 0\.\.3"),
     ("costs-length", lambda d: d["stage_costs"]["f"].pop(), r"plan\.stage_costs\.f: has 3 entries for 4 stages"),
+    ("work-length", lambda d: d["stage_costs"]["work_bytes"].pop(),
+     r"plan\.stage_costs\.work_bytes: has 3 entries for 4 stages"),
+    ("work-negative", lambda d: d["stage_costs"]["work_bytes"].__setitem__(0, -1), r"plan\.stage_costs\.work_bytes"),
 ]
 
 
@@ -176,6 +179,10 @@ def test_profile_bad_model_and_cluster(ppplan, tmp_path):
     _assert_one_line_error(ppplan("profile", "llama3-8b", "--analytical", "--cluster",
                                   _cluster(tmp_path, training__precision="fp3"), "--out", str(out)),
                            r"training\.precision: unknown 'fp3'")
+    for field in ("attention_kernel", "cross_entropy", "fp8_recipe"):
+        _assert_one_line_error(ppplan("profile", "llama3-8b", "--analytical", "--cluster",
+                                      _cluster(tmp_path, **{f"training__{field}": "magic"}), "--out", str(out)),
+                               rf"training\.{field}: unknown 'magic' \(use one of ")
     assert not out.exists()
 
 

@@ -235,8 +235,8 @@ def test_fsdp_under_a_pipeline_holds_gathered_weights_and_fp32_gradients():
     assert piped.grad_bytes == pytest.approx(4 * n / 8 + 4 * n, rel=1e-6)  # + unsharded FP32
 
 
-def test_cluster_refuses_unknown_attention_kernel_and_cross_entropy():
-    for path in ("training__attention_kernel", "training__cross_entropy"):
+def test_cluster_refuses_unknown_attention_kernel_cross_entropy_and_fp8_recipe():
+    for path in ("training__attention_kernel", "training__cross_entropy", "training__fp8_recipe"):
         with pytest.raises(InputError, match=path.split("__")[1]):
             _cluster(**{path: "magic"})
 
