@@ -39,10 +39,13 @@ def test_scaled_model_keeps_ratios(name):
     assert scaled_model(model, 1.0) is model
 
 
-def test_scaled_model_floors_at_one():
-    spec = scaled_model(load_model("deepseek-v3"), 1e-4)
-    assert spec.hidden >= 1 and spec.mla.num_heads >= 1 and spec.moe.top_k >= 1
+def test_scaled_model_floors_counts_and_refuses_widths_under_their_minimum():
+    spec = scaled_model(load_model("deepseek-v3"), 0.003)  # 0.77 experts, 0.024 of top-k
+    assert spec.mla.num_heads >= 1 and spec.moe.top_k == 1 and spec.moe.num_experts == 2
     assert spec.mla.qk_rope_head_dim >= 2 and spec.mla.qk_rope_head_dim % 2 == 0
+    with pytest.raises(InputError, match=r"--scale: 0.0001 is too small for deepseek-v3: its kv_lora_rank \(512\) "
+                                         r"would be 0.0512 wide, under the minimum 1 \(use --scale 0.002 or more\)"):
+        scaled_model(load_model("deepseek-v3"), 1e-4)
 
 
 @pytest.mark.parametrize("scale", [0.0, -1.0, 1.5])

@@ -1,4 +1,4 @@
-"""Refuse, before starting any process, a replay that cannot fit in this machine's memory."""
+"""Refuse, before starting any process, a replay whose model is too narrow to build or cannot fit in this machine's memory."""
 
 from __future__ import annotations
 
@@ -21,17 +21,18 @@ def _available_bytes() -> int:
 
 
 def check_fits(plan: Plan, opts: ReplayOptions, *, copies: int = 1) -> None:
-    """``InputError`` naming ``--scale`` when the model's weights alone exceed free CPU memory
-    (``copies``: plans replayed in one launch, each with its own stages)."""
+    """``InputError`` naming ``--scale`` when the scale is too small to keep the model whole
+    (``profiler.layers.scaling`` [Note: smallest scale]) or, on CPU, when the model's weights
+    alone exceed free memory (``copies``: plans replayed in one launch, each with its own stages)."""
     import torch
 
-    if torch.cuda.is_available():
-        return  # a CUDA out-of-memory error is reported by the rank that hits it
     from planner.replay.worker import resolve_shape
     from profiler.layers import scaled_model
 
     scale, _ = resolve_shape(plan, opts)
     spec = scaled_model(load_model(str(plan.model["name"])), scale)
+    if torch.cuda.is_available():
+        return  # a CUDA out-of-memory error is reported by the rank that hits it
     need = sum(layer_params(layer, spec).total for layer in spec.layers) * _BYTES_PER_PARAM * copies
     have = _available_bytes()
     if need > have:

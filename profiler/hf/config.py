@@ -2,7 +2,8 @@
 
 ``hf_config(raw, spec)`` starts from the model's own ``config.json`` (``raw``, the
 shipped ``planner/data/models/*.json`` or the user's file) and overwrites every width
-with the reduced-width ``ModelSpec`` (``profiler.layers.scaled_model``), so the
+and count (heads, experts, expert groups, shared experts) with the reduced-width
+``ModelSpec`` (``profiler.layers.scaled_model``, which keeps them whole), so the
 transformers layers and ppplan's native ones have the same shapes; everything else
 (rope settings, ``norm_topk_prob``, ``routed_scaling_factor``, layer pattern) stays
 as the file says. The config is made with ``AutoConfig.for_model``.
@@ -47,27 +48,17 @@ def _attention(spec: ModelSpec) -> dict[str, Any]:
     return {"num_attention_heads": a.num_heads, "num_key_value_heads": a.num_kv_heads, "head_dim": a.head_dim}
 
 
-def _mla(spec: ModelSpec, raw: dict[str, Any]) -> dict[str, Any]:
+def _mla(spec: ModelSpec) -> dict[str, Any]:
     m, moe = spec.mla, spec.moe
     out = {"num_attention_heads": m.num_heads, "num_key_value_heads": m.num_heads,
            "q_lora_rank": m.q_lora_rank or None, "kv_lora_rank": m.kv_lora_rank,
            "qk_nope_head_dim": m.qk_nope_head_dim, "qk_rope_head_dim": m.qk_rope_head_dim,
            "v_head_dim": m.v_head_dim, "head_dim": m.qk_rope_head_dim}
-    if moe is not None:
-        shared = int(raw.get("n_shared_experts") or 0)
+    if moe is not None:  # the spec's shared expert is n_shared_experts routed experts wide
         out |= {"moe_intermediate_size": moe.expert_intermediate,
-                "n_shared_experts": max(1, round(moe.shared_intermediate / moe.expert_intermediate))
-                if shared else 0}
-        out |= _groups(moe.num_experts, int(raw.get("n_group") or 1), int(raw.get("topk_group") or 1))
+                "n_shared_experts": moe.shared_intermediate // moe.expert_intermediate,
+                "n_group": max(moe.expert_groups, 1), "topk_group": max(moe.groups_per_token, 1)}
     return out
-
-
-def _groups(experts: int, groups: int, per_token: int) -> dict[str, int]:
-    """Expert groups that still divide the reduced expert count with at least two experts
-    each (DeepSeek-V3's router sums each group's top-2 scores); else one group."""
-    while groups > 1 and (experts % groups or experts // groups < 2):
-        groups //= 2
-    return {"n_group": max(groups, 1), "topk_group": max(1, min(per_token, groups))}
 
 
 def _moe(mtype: str, spec: ModelSpec) -> dict[str, Any]:
@@ -100,7 +91,7 @@ def hf_config(raw: dict[str, Any], spec: ModelSpec) -> Any:
     if spec.intermediate:
         fields["intermediate_size"] = spec.intermediate
     if spec.mla is not None:
-        fields |= _mla(spec, raw)
+        fields |= _mla(spec)
     elif spec.attention is not None:
         fields |= _attention(spec)
     if spec.moe is not None:
