@@ -30,7 +30,7 @@ __all__ = ["COMMANDS"]
 @click.option("--link", type=click.Choice(["real", "emulated"]), default="real", show_default=True, help="MoE all-to-alls: real, or emulated (local copies held to the analytical model's time; figures labelled emulated).")
 @click.option("--link-share", type=FiniteFloat(min=0, max=1, min_open=True, max_open=True), help="Share of the MoE layers' time (compute measured here + exchanges) the emulated exchanges take (default: the analytical model's share on the plan's cluster).")
 @click.option("--link-scale", type=FiniteFloat(min=0, min_open=True, max=1e6), help="Factor on the emulated link's analytical times, instead of --link-share.")
-@click.option("--profile", type=click.Path(exists=True, dir_okay=False), help="The profile the plan was made from: on CPU, MFU divides by the peak it stores (ppplan profile --device cpu measures it once); without it CPU MFU is n/a.")
+@click.option("--profile", type=click.Path(exists=True, dir_okay=False), help="The profile whose stored CPU peak MFU divides by on CPU (ppplan profile --device cpu measures it once). Default: the profile the plan records (its costs.profile, found from here or beside the plan, checked against its sha256); without one CPU MFU is n/a.")
 @click.option("--calibrate", is_flag=True, help="Also replay two calibration plans (this plan's partition, 1F1B with full and with split backwards), their steps alternating with this plan's, and report the prediction they calibrate.")
 @click.option("--moe-expert-capacity-factor", type=FiniteFloat(min=0, min_open=True, max=1e6), help="Megatron's capacity mode: each expert takes at most ceil(tokens x top_k / experts x C) copies of a rank's tokens, the rest dropped (default: dropless).")
 @click.option("--moe-pad-expert-input-to-capacity", is_flag=True, help="Pad every expert's buffer to capacity: static all-to-all splits, no host sync in a MoE layer (needs --moe-expert-capacity-factor).")
@@ -46,6 +46,7 @@ def replay_command(plan_path: str, out: str, trace: str | None, as_json: bool, n
     from planner.core.outputs import write_files_atomic
     from planner.replay import ReplayFailed, ReplayOptions, replay_interleaved
     from planner.replay.calibrated import replay_calibrated
+    from planner.replay.peak import recorded_profile
     from planner.replay.report import text_summary
 
     check_outputs({"--out": out, "--trace": trace}, inputs=[plan_path, options["profile"]])
@@ -53,6 +54,9 @@ def replay_command(plan_path: str, out: str, trace: str | None, as_json: bool, n
 
     plan = require_valid(load_plan(plan_path), "replayed")
     options["modules"] = options["modules"] or str(plan.costs.get("modules") or "native")  # the code the profile timed
+    if options["profile"] is None:  # the profile the plan was made from, for its CPU peak
+        options["profile"] = recorded_profile(plan.costs, plan_path)
+        check_outputs({"--out": out, "--trace": trace}, inputs=[options["profile"]])
     try:
         results = (replay_calibrated if calibrate else replay_interleaved)(
             [plan], ReplayOptions(grad_check=not no_grad_check, **options))

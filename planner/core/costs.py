@@ -27,7 +27,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field, replace
 
-__all__ = ["LayerCost", "CostTable", "P2PCost"]
+__all__ = ["LayerCost", "CostTable", "CostFile", "P2PCost"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,6 +108,17 @@ class P2PCost:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CostFile:
+    """The file a cost table was read from, which a plan made from it records (its
+    ``costs.profile``), so that ``ppplan replay`` can read the profile again."""
+
+    path: str
+    """The path as it was given (relative ones to the working directory of the time)."""
+    sha256: str
+    """Hex SHA-256 of the file's text (``planner.core.costs_io.file_sha256``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class CostTable:
     """Per-layer and per-layer-pair costs of one model on one cluster configuration."""
 
@@ -134,6 +145,8 @@ class CostTable:
     """Width scale of the measured modules (1 = full size)."""
     meta: dict[str, object] = field(default_factory=dict)
     """Free-form provenance (profiler settings, routing source, hidden shares)."""
+    file: CostFile | None = field(default=None, compare=False)
+    """Where the table was read from (None: made in memory); not part of its value, not saved."""
 
     @property
     def num_layers(self) -> int:

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
+from pathlib import Path
 from typing import Any
 
-from planner.core.costs import CostTable, LayerCost, P2PCost
+from planner.core.costs import CostFile, CostTable, LayerCost, P2PCost
 from planner.core.errors import InputError
-from planner.core.jsonio import read_json, write_json_atomic
+from planner.core.jsonio import write_json_atomic
 from planner.core.limits import MAX_TABLE_LAYERS, check_batch_value, check_cost_value
+from planner.core.reader import parse_json, read_input_text
 from planner.core.schemas import check_schema
 
-__all__ = ["costs_to_dict", "costs_from_dict", "load_costs", "save_costs"]
+__all__ = ["costs_to_dict", "costs_from_dict", "load_costs", "save_costs", "file_sha256"]
 
 _INT_FIELDS = {"act_bytes", "act_w_bytes", "param_bytes", "grad_bytes", "optim_bytes", "work_bytes", "out_bytes"}
 
@@ -125,9 +128,20 @@ def costs_from_dict(data: Any, *, what: str = "costs") -> CostTable:
     )
 
 
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """Hex SHA-256 of a profile file's text, as ``load_costs`` records it (``CostFile``)."""
+    return _sha256(read_input_text(path, what="profile"))
+
+
 def load_costs(path: str | os.PathLike[str]) -> CostTable:
-    """Load a cost table (profile) file."""
-    return costs_from_dict(read_json(path, what="profile"), what="profile")
+    """Load a cost table (profile) file; the table remembers the file (``CostTable.file``)."""
+    text = read_input_text(path, what="profile")
+    table = costs_from_dict(parse_json(text, what="profile", source=str(Path(path))), what="profile")
+    return replace(table, file=CostFile(path=str(path), sha256=_sha256(text)))
 
 
 def save_costs(table: CostTable, path: str | os.PathLike[str]) -> None:

@@ -52,7 +52,8 @@ class Plan:
     solver: dict[str, Any] = field(default_factory=dict)
     """name, status, wall_s, gap, and what was tried."""
     costs: dict[str, Any] = field(default_factory=dict)
-    """Provenance of the costs: source, device, scale, profile path."""
+    """Provenance of the costs: source, device, scale, and for a plan made from a profile
+    file its ``profile`` path and ``profile_sha256`` (read again by ``ppplan replay``)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Optional sections written by later passes (e.g. ``replan``)."""
 

@@ -87,8 +87,14 @@ def to_plan(best: "Trial", ev: "Evaluation", baselines: dict, tried: list[dict],
                 "pins": {"first": req.pins.first, "last": req.pins.last}, "candidates": tried},
         costs={"source": best.table.source, "device": best.table.device, "scale": best.table.scale,
                "microbatch_size": best.table.microbatch_size, "seq_len": best.table.seq_len,
-               **_modules(best.table)},
+               **_modules(best.table), **_profile(best.table)},
     )
+
+
+def _profile(table: CostTable) -> dict:
+    """``{"profile": path, "profile_sha256": hex}`` for a table read from a file, so that
+    ``ppplan replay`` reads the same profile again (``planner.replay.peak.recorded_profile``)."""
+    return {} if table.file is None else {"profile": table.file.path, "profile_sha256": table.file.sha256}
 
 
 def _modules(table: CostTable) -> dict:
