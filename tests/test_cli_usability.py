@@ -172,3 +172,9 @@ def test_make_traces_says_what_it_wrote(tmp_path, capsys):
     module.main(["--out-dir", str(tmp_path)])
     out = capsys.readouterr().out
     assert out.startswith(f"wrote 5 traces to {tmp_path}: start.json") and "drift.jsonl" in out
+
+
+def test_old_memory_limit_spelling_on_a_refused_plan_prints_one_line(ppplan):
+    """The deprecation line waits for success: a refused command prints its one error line only."""
+    res = ppplan("plan", "llama3-8b", "--microbatches", "5", "--memory-limit", "3mb", "--quiet")
+    assert res.code == 2 and res.err.count("\n") == 1 and res.err.startswith("error: --microbatches"), res.err

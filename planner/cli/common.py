@@ -15,7 +15,7 @@ from planner.cli.interrupt import INTERRUPT_MESSAGE, Terminated, interruptible, 
 from planner.core.errors import BudgetExhausted, InfeasibleError, InputError
 from planner.core.outputs import check_outputs
 
-__all__ = ["run_guarded", "echo_json", "fail", "USER_ERRORS", "BUG_EXIT", "BUDGET_EXIT", "FiniteFloat", "SEED_MAX",
+__all__ = ["run_guarded", "defer_warning", "echo_json", "fail", "USER_ERRORS", "BUG_EXIT", "BUDGET_EXIT", "FiniteFloat", "SEED_MAX",
            "check_outputs"]
 
 
@@ -33,6 +33,19 @@ BUG_EXIT = 70
 """Exit code of an unexpected exception (a bug): ``EX_SOFTWARE`` of BSD sysexits.h."""
 
 
+_WARNINGS = "ppplan.warnings"
+"""``click.Context.meta`` key of the warnings a command prints once it has succeeded."""
+
+
+def defer_warning(ctx: click.Context | None, text: str) -> None:
+    """Print ``warning: text`` on stderr after the command succeeds (``run_guarded``): a
+    command that is refused prints its one error line and nothing else."""
+    if ctx is None:
+        click.echo(f"warning: {text}", err=True)
+        return
+    ctx.find_root().meta.setdefault(_WARNINGS, []).append(text)
+
+
 def run_guarded(group: click.Group, argv: list[str] | None) -> int:
     """Run the click group and map what escapes it to one stderr line and an exit code.
 
@@ -48,6 +61,8 @@ def run_guarded(group: click.Group, argv: list[str] | None) -> int:
             args = list(argv) if argv is not None else sys.argv[1:]
             with group.make_context("ppplan", args) as ctx:
                 group.invoke(ctx)
+                for line in ctx.meta.get(_WARNINGS, ()):  # only after success: an error stays one line
+                    click.echo(f"warning: {line}", err=True)
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.exceptions.NoArgsIsHelpError as exc:  # bare ``ppplan``: the help, as click prints it

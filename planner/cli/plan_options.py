@@ -1,7 +1,8 @@
 """Option types and help texts of ``ppplan plan`` that read from the data or need more than a range.
 
 ``--memory-limit``'s microbatch unit was ``4mb``, which reads as four megabytes; it is now
-``4microbatches``. The old spelling still works and prints one deprecation line on stderr.
+``4microbatches``. The old spelling still works and prints one deprecation line on stderr
+once the command has succeeded (a refused command prints its one error line only).
 The library (``solvers.schedule.memory_limit.parse_memory_limit``) still takes ``4mb``: this
 type turns the new spelling into it, after range checks the library does not make.
 """
@@ -13,6 +14,7 @@ import re
 
 import click
 
+from planner.cli.common import defer_warning
 from planner.core.hardware import GPU_PRESETS
 from planner.core.limits import MAX_STAGE_MICROBATCHES
 
@@ -50,8 +52,8 @@ class MemoryLimit(click.ParamType):
             self.fail(f"{value!r} is below one microbatch in flight per stage; use at least 1microbatches",
                       param, ctx)
         if old is not None and count >= 1:  # below 1 the library refuses it, in one line
-            click.echo(f"warning: --memory-limit {value.strip()}: the unit mb is deprecated (it reads as megabytes); "
-                       f"write {match.group(1)}microbatches", err=True)
+            defer_warning(ctx, f"--memory-limit {value.strip()}: the unit mb is deprecated (it reads as "
+                               f"megabytes); write {match.group(1)}microbatches")
         return f"{match.group(1)}mb"
 
 
