@@ -22,7 +22,9 @@ from test_export_plans import _table, case_plan
 def test_every_target_exports_to_its_own_format_and_names_real_families():
     for name, target in TARGETS.items():
         assert target_for_format(target.export_format) == name
+        assert all(target_for_format(fmt) == name for fmt in target.other_formats)
         assert target.families is None or set(target.families) <= set(SCHEDULES)
+    assert target_for_format("megatron-bridge") == "megatron"  # Bridge's overrides run Megatron-Core
     with pytest.raises(InputError, match=r"--target: unknown target 'jax'"):
         get_target("jax")
 

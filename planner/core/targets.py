@@ -59,6 +59,8 @@ class Target:
     """``--target`` value."""
     export_format: str
     """``ppplan export --format`` that writes its input."""
+    other_formats: tuple[str, ...] = ()
+    """Further export formats that write its input (Megatron-Bridge's overrides run Megatron-Core)."""
     families: tuple[str, ...] | None
     """Schedule families it runs (``solvers.schedule.families``); None = every family."""
     any_order: bool
@@ -91,7 +93,7 @@ class Target:
 TARGETS: dict[str, Target] = {
     "torch": Target(name="torch", export_format="torch-csv", families=None, any_order=True,
                     fused_pairs=True),
-    "megatron": Target(name="megatron", export_format="megatron",
+    "megatron": Target(name="megatron", export_format="megatron", other_formats=("megatron-bridge",),
                        families=("1f1b", "interleaved", "1f1b-overlap", "interleaved-overlap"),
                        any_order=False, fused_pairs=True, fused_needs_vpp=True, fused_needs_ep=True,
                        fused_recompute=("none", "selective"), placements=("loop",), mtp="last-chunk"),
@@ -124,4 +126,4 @@ def target_for_format(fmt: str) -> str | None:
     """The target whose plans export format ``fmt`` runs (``trace`` draws any plan: torch's)."""
     if fmt == "trace":
         return DEFAULT_TARGET
-    return next((t.name for t in TARGETS.values() if t.export_format == fmt), None)
+    return next((t.name for t in TARGETS.values() if fmt in (t.export_format, *t.other_formats)), None)
