@@ -38,6 +38,7 @@ import dataclasses
 import datetime
 import importlib.metadata
 import importlib.util
+import itertools
 import json
 import os
 import sys
@@ -201,8 +202,13 @@ def _load_config(args: list[str]):
         raise ValueError(lines[0] if lines else err.getvalue()[-300:]) from None
 
 
+_MODULES = itertools.count()
+"""Module names of the torchtitan checks: ``id(plan)`` repeats once a plan is freed, and a module
+already imported under a name is returned as it is, so a later check could read an earlier config."""
+
+
 def check_torchtitan_0_3(plan: Plan, tmp: Path) -> None:
-    name = f"tt_{id(plan)}"
+    name = f"tt_{next(_MODULES)}"
     _titan_module(plan, tmp, name)
     if "def ppplan_config" not in (tmp / f"{name}.py").read_text():
         raise ValueError(f"torchtitan ships no {plan.model['name']} model (torchtitan/models/): "
@@ -213,7 +219,7 @@ def check_torchtitan_0_3(plan: Plan, tmp: Path) -> None:
 
 
 def check_torchtitan_main(plan: Plan, tmp: Path) -> None:
-    name = f"ttm_{id(plan)}"
+    name = f"ttm_{next(_MODULES)}"
     _titan_module(plan, tmp, name)
     (tmp / f"{name}_probe.py").write_text(f"from torchtitan_main.trainer_config import Config\n"
                                           f"from {name} import apply_plan\n\n\ndef main_config():\n"
