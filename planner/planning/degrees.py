@@ -24,7 +24,7 @@ from planner.core.cluster import ClusterSpec, ParallelSpec
 from planner.core.errors import InputError
 from planner.core.layer_math import layer_params
 from planner.core.model import ModelSpec
-from planner.planning.estimate import StepEstimate, estimate_step
+from planner.planning.estimate import ScreenWork, StepEstimate, estimate_step
 
 __all__ = ["DegreeChoice", "search_degrees", "why_first", "degree_table"]
 
@@ -86,12 +86,12 @@ def search_degrees(model: ModelSpec, base: ClusterSpec, gpus: int, *, top: int =
     """The ``top`` memory-feasible configurations of ``gpus`` GPUs, fastest first."""
     if gpus < 1:
         raise InputError("--gpus", f"must be >= 1, got {gpus}")
-    screened, tables = [], {}
+    screened, screen = [], ScreenWork()
     for c in _candidates(model, base, gpus):
         if _static_bytes(model, c) > c.memory_limit_bytes:
             continue
         for mode in c.training.recompute_modes():  # cheapest mode that fits
-            est = estimate_step(model, c.with_recompute(mode), overlap=False, tables=tables)
+            est = estimate_step(model, c.with_recompute(mode), overlap=False, screen=screen)
             if est.fits:
                 screened.append(DegreeChoice(cluster=c, estimate=est))
                 break
@@ -100,7 +100,7 @@ def search_degrees(model: ModelSpec, base: ClusterSpec, gpus: int, *, top: int =
                          f"{model.name} in {base.memory_limit_bytes / 2**30:.1f} GiB per GPU",
                          "use more GPUs, a GPU with more memory, or a smaller global batch")
     screened.sort(key=lambda d: (d.estimate.step_s, d.label))
-    rescored = [DegreeChoice(cluster=d.cluster, estimate=estimate_step(model, d.cluster, tables=tables))
+    rescored = [DegreeChoice(cluster=d.cluster, estimate=estimate_step(model, d.cluster, screen=screen))
                 for d in screened[:RESCREEN]]
     rescored = [d for d in rescored if d.estimate.fits]
     rescored.sort(key=lambda d: (d.estimate.step_s, d.label))
