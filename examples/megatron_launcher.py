@@ -25,12 +25,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-__all__ = ["launch_plan", "command", "megatron_args"]
-
-
-def megatron_args(plan) -> list[str]:
-    """The plan's Megatron-LM arguments (``Plan.megatron_args``)."""
-    return plan.megatron_args()
+__all__ = ["launch_plan", "command"]
 
 
 def launch_plan(*, model: str, nodes: int, gpus_per_node: int, search_degrees: bool = False,
@@ -67,7 +62,7 @@ def command(plan, *, nodes: int, gpus_per_node: int, data_path: str) -> list[str
         raise ValueError(f"the plan is for {plan.cluster['num_gpus']} GPUs, the command would launch "
                          f"{nodes} x {gpus_per_node} = {nodes * gpus_per_node}")
     return ["torchrun", f"--nnodes={nodes}", f"--nproc-per-node={gpus_per_node}",
-            "pretrain_gpt.py", *megatron_args(plan), "--data-path", data_path]
+            "pretrain_gpt.py", *plan.megatron_args(), "--data-path", data_path]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -53,8 +53,9 @@ def test_launcher_plans_for_the_gpus_it_launches(nodes):
     assert dp == p.parallel["dp"] == nodes * 8 // 4
     assert micro == p.num_microbatches
     assert _flag(cmd, "--pipeline-model-parallel-size") == p.pp
-    assert cmd[cmd.index("--pipeline-model-parallel-layout") + 1] == launcher.megatron_args(p)[
-        launcher.megatron_args(p).index("--pipeline-model-parallel-layout") + 1]
+    args = p.megatron_args()
+    layout = "--pipeline-model-parallel-layout"
+    assert cmd[cmd.index(layout) + 1] == args[args.index(layout) + 1]
 
 
 def test_launcher_command_line_with_four_nodes_matches_the_plan_it_writes(tmp_path):
