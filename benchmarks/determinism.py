@@ -7,10 +7,12 @@ plan JSON except its ``wall_s`` timing fields (partition, schedule, predictions,
 search trace, the budget record). The search spends a work budget, not wall time ([Note:
 work budget] in ``solvers.schedule.budget``), so the hashes must match.
 
-Cases: every shipped model's default plan, and four cost tables (bring your own costs):
-the shipped ``examples/costs/four_stages.json`` under a memory limit and with CP-SAT, and
-two generated 16-layer tables (W-heavy, +-30% layer spread; one pp 8, one pp 4 vpp 2 with
-the steady-state objective).
+Cases: every shipped model's default plan, the degree search (``--gpus``: its screen and
+its full plans share the work budget, [Note: screen work] in ``planner.planning.degrees``)
+for Qwen3-30B-A3B on 16 GPUs and DeepSeek-V3 on 1024, and four cost tables (bring your own
+costs): the shipped ``examples/costs/four_stages.json`` under a memory limit and with
+CP-SAT, and two generated 16-layer tables (W-heavy, +-30% layer spread; one pp 8, one pp 4
+vpp 2 with the steady-state objective).
 
     python benchmarks/determinism.py --json [--busy 2] [--only llama3-8b,table-pp8]
 """
@@ -68,6 +70,8 @@ def cases() -> dict[str, list[str]]:
     gen.parent.mkdir(parents=True, exist_ok=True)
     gen.write_text(json.dumps(_table(16, 7)))
     out = {m: [m] for m in SHIPPED_MODELS}
+    out["qwen3-30b-a3b-gpus16"] = ["qwen3-30b-a3b", "--gpus", "16"]
+    out["deepseek-v3-gpus1024"] = ["deepseek-v3", "--gpus", "1024"]
     out["table-four-4mb"] = ["--profile", FOUR, "--pp", "4", "--microbatches", "12", "--memory-limit", "4mb"]
     out["table-four-cpsat"] = ["--profile", FOUR, "--pp", "4", "--microbatches", "32", "--schedule", "cpsat"]
     out["table-pp8"] = ["--profile", str(gen), "--pp", "8", "--microbatches", "32", "--memory-limit", "12mb"]

@@ -142,7 +142,8 @@ def test_degree_table_is_aligned():
              "ep_overlap": False, "tokens_per_s_per_gpu": 12345.6, "mfu": 0.4123, "peak_memory_gib": 61.2},
             {"rank": 10, "tp": 8, "pp": 16, "vpp": 1, "ep": 1, "cp": 1, "dp": 1, "mbs": 2, "recompute": "selective",
              "ep_overlap": True, "tokens_per_s_per_gpu": 999.1, "mfu": 0.05, "peak_memory_gib": 7.25}]
-    text = degrees_text({"gpus": 64, "screen_s": 1.2, "table": rows, "fully_planned": [], "why": "x"})
+    screen = {"screened": 90, "candidates": 100, "work_cut": True, "wall_cut": False, "wall_s": 1.2}
+    text = degrees_text({"gpus": 64, "screen": screen, "table": rows, "fully_planned": [], "why": "x"})
     table = text.splitlines()[1:4]
     assert len({len(line) for line in table}) == 1, table
     for column in ("recompute", "mfu", "peak_memory_gib"):

@@ -42,7 +42,7 @@ def test_megatron_launcher_builds_its_arguments_from_a_plan():
 
 
 def test_megatron_launcher_refuses_what_megatron_cannot_run():
-    run = _run([str(EXAMPLES / "megatron_launcher.py"), "--model", "qwen3-30b-a3b",
+    run = _run([str(EXAMPLES / "megatron_launcher.py"), "--model", "qwen3-30b-a3b", "--nodes", "4",
                 "--schedule", "1f1b-overlap", "--pp", "4"], timeout=180)
     assert run.returncode == 2 and run.stdout == ""
     assert "1f1b-overlap fuses F&B pairs, which megatron runs only with virtual stages when pp > 1" in run.stderr

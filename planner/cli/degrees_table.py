@@ -21,12 +21,25 @@ def _aligned(table: list[dict]) -> list[str]:
     return [line(list(_COLS)), *(line(r) for r in cells)]
 
 
+def _screened(screen: dict) -> str:
+    """How much of the candidate list the screen estimated, why it stopped, and its wall time."""
+    cut = " (stopped by its share of --work)" if screen["work_cut"] else ""
+    cut = " (cut by --time-limit)" if screen["wall_cut"] else cut
+    return f"screened {screen['screened']} of {screen['candidates']} configurations{cut} in {screen['wall_s']} s"
+
+
+def _outcome(planned: dict) -> str:
+    """A full plan's optimizer step, or why there is none."""
+    if planned["step_time_s"] is not None:
+        return f"{planned['step_time_s']:.3f} s planned optimizer step (schedule + DP + Adam)"
+    return "no plan within the budget (not proven infeasible)" if planned.get("status") == "budget" else "infeasible"
+
+
 def degrees_text(section: dict) -> str:
     """The ranked table, the fully planned configurations and why the winner won."""
     lines = [f"degree search for {section['gpus']} GPUs (closed-form estimate, top {len(section['table'])}; "
-             f"screened in {section['screen_s']} s):", *_aligned(section["table"])]
+             f"{_screened(section['screen'])}):", *_aligned(section["table"])]
     for p in section["fully_planned"]:
-        step = "infeasible" if p["step_time_s"] is None else f"{p['step_time_s']:.3f} s planned optimizer step (schedule + DP + Adam)"
-        lines.append(f"planned fully: {p['config']}: {step}")
+        lines.append(f"planned fully: {p['config']}: {_outcome(p)}")
     lines.append(f"why: {section['why']}")
     return "\n".join(lines)

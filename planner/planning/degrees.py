@@ -14,6 +14,17 @@
 3. Re-estimate the best ``RESCREEN`` with EP overlap (pair costs) and rank them.
 The caller (``planner.api.plan(..., gpus=N)``) plans the best few fully and keeps the
 fastest; ``why`` says what made the winner win over the runner-up.
+
+[Note: screen work] The screen is a phase like the planner's others ([Note: work budget]
+in ``solvers.schedule.budget``): it spends a share of ``--work`` counted in units, not
+read off a clock: each cost-table layer built counts ``TABLE_UNITS_PER_LAYER``, each
+estimate one per layer and stage (``planner.planning.estimate.ScreenWork``), and
+``UNITS_PER_WORK_S`` units make a reference second. Before each candidate it checks the
+count (so it goes at most one candidate's work past its share) and, with ``--time-limit``,
+the wall deadline; stopped, it ranks what it has estimated, in ``_screen_order``. Like
+every phase it keeps at least one candidate: it stops only once a configuration fits, so a
+cut never claims that none fits (only a screen of every candidate does), and when the
+configurations it kept cannot be planned the caller raises ``BudgetExhausted``.
 """
 
 from __future__ import annotations
@@ -24,12 +35,22 @@ from planner.core.cluster import ClusterSpec, ParallelSpec
 from planner.core.errors import InputError
 from planner.core.layer_math import layer_params
 from planner.core.model import ModelSpec
-from planner.planning.estimate import StepEstimate, estimate_step
+from planner.planning.estimate import TABLE_UNITS_PER_LAYER, ScreenWork, StepEstimate, estimate_step
+from solvers.schedule.budget import Deadline
 
-__all__ = ["DegreeChoice", "search_degrees", "why_first", "degree_table"]
+__all__ = ["DegreeChoice", "DegreeSearch", "search_degrees", "why_first", "degree_table", "UNITS_PER_WORK_S",
+           "RESCREEN", "SERIAL_SHARE"]
 
 RESCREEN = 40
 """Candidates re-estimated with EP overlap pair costs after the serial screen."""
+
+UNITS_PER_WORK_S = 100_000
+"""Screen work units (``planner.planning.estimate.ScreenWork``) per reference second of
+``--work`` ([Note: screen work])."""
+
+SERIAL_SHARE = 0.8
+"""Share of the screen's work the serial pass may spend; the EP-overlap rescoring of its
+best has the rest."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,29 +103,117 @@ def _candidates(model: ModelSpec, base: ClusterSpec, gpus: int):
                                           training=replace(tr, micro_batch_size=mbs))
 
 
-def search_degrees(model: ModelSpec, base: ClusterSpec, gpus: int, *, top: int = 10) -> list[DegreeChoice]:
-    """The ``top`` memory-feasible configurations of ``gpus`` GPUs, fastest first."""
+@dataclass(frozen=True, kw_only=True)
+class DegreeSearch:
+    """The ranked configurations and what the screen spent on them ([Note: screen work])."""
+
+    ranked: list[DegreeChoice]
+    """Memory-feasible configurations, fastest first (at most ``top``)."""
+    candidates: int
+    """Combinations enumerated."""
+    screened: int
+    """Of them, examined before the screen stopped (prefiltered or estimated)."""
+    rescored: int
+    """Best serial estimates re-estimated with EP overlap."""
+    work_units: int
+    """Work counted (``ScreenWork.units``)."""
+    allowed_units: float | None
+    """The screen's share of ``--work`` in units; None: uncounted."""
+    candidate_units_max: int
+    """The most one candidate can count (its tables and estimates): how far past the share a
+    screen may go, since it checks before each candidate."""
+    work_cut: bool
+    """Stopped by its share of the work count (deterministic)."""
+    wall_cut: bool
+    """Stopped by the wall deadline (``--time-limit``)."""
+
+    def record(self) -> dict:
+        """What the plan's ``solver.degrees.screen`` says."""
+        return {"candidates": self.candidates, "screened": self.screened, "rescored": self.rescored,
+                "work_units": self.work_units, "allowed_units": self.allowed_units,
+                "candidate_units_max": self.candidate_units_max, "work_cut": self.work_cut,
+                "wall_cut": self.wall_cut}
+
+
+def search_degrees(model: ModelSpec, base: ClusterSpec, gpus: int, *, top: int = 10, work: float | None = None,
+                   deadline: Deadline | None = None) -> DegreeSearch:
+    """The ``top`` memory-feasible configurations of ``gpus`` GPUs, fastest first, screened
+    within ``work`` reference seconds ([Note: screen work]; None: every candidate) and before
+    ``deadline`` (the wall cap, when given)."""
     if gpus < 1:
         raise InputError("--gpus", f"must be >= 1, got {gpus}")
-    screened, tables = [], {}
-    for c in _candidates(model, base, gpus):
-        if _static_bytes(model, c) > c.memory_limit_bytes:
-            continue
-        for mode in c.training.recompute_modes():  # cheapest mode that fits
-            est = estimate_step(model, c.with_recompute(mode), overlap=False, tables=tables)
-            if est.fits:
-                screened.append(DegreeChoice(cluster=c, estimate=est))
-                break
-    if not screened:
+    cands = sorted(_candidates(model, base, gpus), key=_screen_order)
+    allowed = None if work is None else work * UNITS_PER_WORK_S
+    screen = ScreenWork()
+    fitting, examined, cut = _serial_screen(model, cands, screen, allowed, deadline)
+    if not fitting:  # the screen stops only with one that fits: it examined every candidate
         raise InputError("--gpus", f"no tp/pp/vpp/ep/cp/dp/micro-batch combination of {gpus} GPUs fits "
                          f"{model.name} in {base.memory_limit_bytes / 2**30:.1f} GiB per GPU",
                          "use more GPUs, a GPU with more memory, or a smaller global batch")
-    screened.sort(key=lambda d: (d.estimate.step_s, d.label))
-    rescored = [DegreeChoice(cluster=d.cluster, estimate=estimate_step(model, d.cluster, tables=tables))
-                for d in screened[:RESCREEN]]
-    rescored = [d for d in rescored if d.estimate.fits]
+    fitting.sort(key=lambda d: (d.estimate.step_s, d.label))
+    rescored, rescut = _rescore(model, fitting[:RESCREEN], screen, allowed, deadline)
     rescored.sort(key=lambda d: (d.estimate.step_s, d.label))
-    return rescored[:top]
+    return DegreeSearch(ranked=rescored[:top], candidates=len(cands), screened=examined, rescored=len(rescored),
+                        work_units=screen.units, allowed_units=allowed, candidate_units_max=_most_units(model, base),
+                        work_cut=(cut or rescut) == "work", wall_cut="wall" in (cut, rescut))
+
+
+def _screen_order(c: ClusterSpec) -> tuple:
+    """Micro-batch size 1 and one stage per rank first, over every tp, cp, pp and ep: the
+    screen stopped early by its budget has seen each degree (later tiers reuse their tables)."""
+    p = c.parallel
+    return (c.training.micro_batch_size, p.vpp, p.tp, p.cp, p.pp, p.ep)
+
+
+def _stop(screen: ScreenWork, allowed: float | None, deadline: Deadline | None) -> str | None:
+    """Why the screen stops before its next candidate: "work" once its share is counted,
+    "wall" once the deadline passed; None: go on."""
+    if allowed is not None and screen.units >= allowed:
+        return "work"
+    if deadline is not None and deadline.expired():
+        return "wall"
+    return None
+
+
+def _serial_screen(model: ModelSpec, cands: list[ClusterSpec], screen: ScreenWork, allowed: float | None,
+                   deadline: Deadline | None) -> tuple[list[DegreeChoice], int, str | None]:
+    """Serial estimates (the cheapest recomputation mode that fits) of the candidates in turn
+    until ``SERIAL_SHARE`` of the allowed work: (those that fit, candidates examined, cut)."""
+    fitting: list[DegreeChoice] = []
+    share = None if allowed is None else allowed * SERIAL_SHARE
+    for k, c in enumerate(cands):
+        cut = _stop(screen, share, deadline) if fitting else None  # keep one that fits
+        if cut:
+            return fitting, k, cut
+        if _static_bytes(model, c) > c.memory_limit_bytes:
+            continue
+        for mode in c.training.recompute_modes():  # cheapest mode that fits
+            est = estimate_step(model, c.with_recompute(mode), overlap=False, screen=screen)
+            if est.fits:
+                fitting.append(DegreeChoice(cluster=c, estimate=est))
+                break
+    return fitting, len(cands), None
+
+
+def _rescore(model: ModelSpec, best: list[DegreeChoice], screen: ScreenWork, allowed: float | None,
+             deadline: Deadline | None) -> tuple[list[DegreeChoice], str | None]:
+    """The best serial estimates again with EP overlap (pair costs), in rank order, until the
+    allowed work is spent (at least the first): (re-estimated ones that fit, cut)."""
+    out: list[DegreeChoice] = []
+    for k, d in enumerate(best):
+        cut = _stop(screen, allowed, deadline) if k else None
+        if cut:
+            return out, cut
+        est = estimate_step(model, d.cluster, screen=screen)
+        if est.fits:
+            out.append(DegreeChoice(cluster=d.cluster, estimate=est))
+    return out, None
+
+
+def _most_units(model: ModelSpec, base: ClusterSpec) -> int:
+    """The most work one candidate counts: a table and two estimates per recomputation mode."""
+    per_mode = TABLE_UNITS_PER_LAYER * model.num_layers + 2 * (model.num_layers + model.num_layers)
+    return len(base.training.recompute_modes()) * per_mode
 
 
 def _static_bytes(model: ModelSpec, c: ClusterSpec) -> float:

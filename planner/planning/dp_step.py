@@ -20,21 +20,27 @@ from __future__ import annotations
 from planner.core.cluster import ClusterSpec
 from planner.core.model import ModelSpec
 from planner.core.plan import Plan
+from planner.core.stage_costs import StageCosts
 from planner.planning.prediction import Prediction, predict
 
-__all__ = ["add_dp_step", "plan_prediction", "optimizer_step_time"]
+__all__ = ["add_dp_step", "plan_prediction", "optimizer_step_time", "busiest_microbatch_compute"]
+
+
+def busiest_microbatch_compute(costs: StageCosts) -> float:
+    """The busiest rank's compute of one microbatch (F + I + W of its stages): what the
+    data-parallel traffic hides behind, for a plan and for the degree screen alike."""
+    per_rank = [0.0] * costs.num_ranks
+    for s, r in enumerate(costs.ranks):
+        per_rank[r] += costs.f[s] + costs.i[s] + costs.w[s]
+    return max(per_rank, default=0.0)
 
 
 def plan_prediction(plan: Plan, model: ModelSpec, cluster: ClusterSpec) -> Prediction:
     """The prediction of ``plan``'s simulated schedule (its ``step_time_s`` and per-rank peaks)."""
-    sc = plan.stage_costs
-    per_rank: dict[int, float] = {}
-    for st in plan.stages:
-        s = st["stage"]
-        per_rank[st["rank"]] = per_rank.get(st["rank"], 0.0) + sc["f"][s] + sc["i"][s] + sc["w"][s]
     pred = plan.predicted
     return predict(model, cluster, step_time_s=pred["step_time_s"], peak_memory_bytes=pred["peak_memory_bytes"],
-                   microbatch_compute_s=max(per_rank.values(), default=0.0), microbatches=plan.num_microbatches)
+                   microbatch_compute_s=busiest_microbatch_compute(plan.parsed_stage_costs()),
+                   microbatches=plan.num_microbatches)
 
 
 def add_dp_step(plan: Plan, model: ModelSpec, cluster: ClusterSpec) -> Plan:

@@ -1,25 +1,23 @@
 """Closed-form step estimate of one parallel configuration (the degree search's screen).
 
-From the analytical cost table (``profiler.analytical``):
+From the analytical cost table (``profiler.analytical``), with the planner's own rules:
 
 1. Partition: the layers (embedding and head included) split into pp x vpp contiguous
-   stages minimising the largest stage (binary search on the bound); stage s goes to
-   rank s mod pp (interleaved "loop" placement, Megatron).
-2. A rank's time per microbatch: serial F + I + W + all-to-alls of its stages, or with EP
-   overlap each stage's steady pairs ``sum_j OV[s+j, e-1-j] + W`` (design: Megatron
-   pairs F.layer[0] with B.layer[last]), plus one activation send and one gradient send
-   per chunk over the pipeline link.
+   stages minimising the largest serial stage cost, by the planner's min-max DP
+   (``solvers.partition.ranges.weighted_partition``); stage s on rank s mod pp (loop
+   placement, Megatron's interleaving); the stages' costs are ``planner.core.stage_costs``'s.
+2. A rank's time per microbatch: serial F + I + W of its stages or, with EP overlap, each
+   stage's fused pair ``StageCosts.fused_time(s, s)`` + W (Megatron pairs F.layer[0] with
+   B.layer[last]), plus one activation send and one gradient send per stage.
 3. Pipeline: ``M x t_max + (pp - 1) / vpp x t_serial_max`` (interleaved 1F1B bubble,
    Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU
-   Clusters", section 2.2.2; warm-up and cool-down run serially); ``flushes`` separate
-   pipeline schedules per optimizer step (gradient accumulation outside the schedule)
-   each pay it.
+   Clusters", section 2.2.2; warm-up and cool-down run serially).
 4. Data parallelism, the optimizer, MFU and tokens/s: ``planner.planning.prediction.predict``,
    the one prediction every plan and benchmark reports.
-5. Peak memory per rank: its stages' weights, gradients and optimizer state plus
-   in-flight activations: Megatron's interleaved schedule keeps ``(pp - r - 1) x 2 +
-   (vpp - 1) x pp + 1`` chunk-microbatches alive on rank r (1F1B: ``pp - r``); EP overlap
-   (combined 1F1B) one more when pp > 1; the peak is the largest over ranks.
+5. Peak memory per rank: what every rank holds (``StageCosts.static_per_rank``) plus the
+   peak activation bytes of the order the planner runs for the shape (1F1B or interleaved
+   1F1B, their fused EP-overlap forms: ``solvers.schedule.generators``) from its in-flight
+   counts (``solvers.partition.inflight.memory_points``): the simulator's peak of that order.
 
 The full planner (``planner.planning``) refines partition and schedule; this estimate
 only ranks degrees before it (``planner.planning.degrees``). Published runs are compared
@@ -28,16 +26,27 @@ with what ``ppplan plan`` predicts (``benchmarks/published.py``), not with this 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from planner.core.cluster import ClusterSpec
 from planner.core.costs import CostTable
 from planner.core.model import ModelSpec
+from planner.core.placement import stage_ranks
+from planner.core.stage_costs import StageCosts, stage_costs
+from planner.planning.dp_step import busiest_microbatch_compute
 from planner.planning.prediction import predict
 from profiler.analytical import analytical_costs
-from profiler.cost_model.calibration import Calibration, active_calibration
+from profiler.cost_model.calibration import active_calibration
+from solvers.partition.inflight import MemoryPoint, memory_points, peak_activation_bytes
+from solvers.partition.ranges import weighted_partition
+from solvers.schedule.generators import interleaved_1f1b
 
-__all__ = ["StepEstimate", "estimate_step", "even_partition"]
+__all__ = ["StepEstimate", "ScreenWork", "estimate_step", "inflight_microbatches", "TABLE_UNITS_PER_LAYER"]
+
+TABLE_UNITS_PER_LAYER = 8
+"""Work units of one layer of a cost table built, against one unit per layer (and per stage)
+estimated: building a table's layer costs about eight times estimating it ([Note: screen
+work] in ``planner.planning.degrees``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,10 +61,12 @@ class StepEstimate:
     """Model FLOPs (PaLM convention) / (step x GPUs x BF16 peak)."""
     peak_memory_bytes: int
     """Largest per-GPU memory over pipeline ranks."""
+    rank_peak_bytes: tuple[int, ...]
+    """Peak memory of each pipeline rank."""
     fits: bool
     """Peak memory within the cluster's limit."""
     pipeline_s: float
-    """Forward/backward schedule time (all flushes)."""
+    """Forward/backward schedule time."""
     bubble_s: float
     """Pipeline fill/drain in it."""
     dp_exposed_s: float
@@ -66,102 +77,106 @@ class StepEstimate:
     """Recomputation mode estimated."""
     overlap: bool
     """EP all-to-all overlap (combined 1F1B) assumed."""
+    bounds: tuple[tuple[int, int], ...]
+    """Layer range ``[start, end)`` of each stage."""
 
 
-def even_partition(costs: list[float], stages: int) -> list[tuple[int, int]]:
-    """Contiguous [start, end) ranges, ``stages`` of them, minimising the largest sum."""
-    lo, hi = max(costs), sum(costs)
-    for _ in range(50):
-        mid = (lo + hi) / 2
-        if len(_greedy(costs, mid, stages)) <= stages:
-            hi = mid
-        else:
-            lo = mid
-    bounds = _greedy(costs, hi, stages)
-    while len(bounds) < stages:  # split the longest range until every stage has a layer
-        i = max(range(len(bounds)), key=lambda j: bounds[j][1] - bounds[j][0])
-        s, e = bounds[i]
-        bounds[i:i + 1] = [(s, s + (e - s) // 2), (s + (e - s) // 2, e)]
-    return bounds
+@dataclass
+class ScreenWork:
+    """What the degree screen builds once and shares across its estimates (cost tables,
+    partitions, in-flight points), and the work it has counted (``units``: table layers
+    built x ``TABLE_UNITS_PER_LAYER`` plus layers and stages estimated; never a clock)."""
+
+    units: int = 0
+    """Work counted so far."""
+    tables: dict = field(default_factory=dict)
+    """Memo key -> cost table (a table depends on neither vpp nor pp beyond pp > 1)."""
+    partitions: dict = field(default_factory=dict)
+    """(per-layer serial costs, stages) -> bounds."""
+    points: dict = field(default_factory=dict)
+    """(pp, vpp, microbatches, fused) -> memory points of that order."""
 
 
-def _greedy(costs: list[float], cap: float, stages: int) -> list[tuple[int, int]]:
-    bounds, start, acc = [], 0, 0.0
-    for i, c in enumerate(costs):
-        if acc + c > cap and i > start and len(bounds) < stages:
-            bounds.append((start, i))
-            start, acc = i, 0.0
-        acc += c
-    bounds.append((start, len(costs)))
-    return bounds
+def inflight_microbatches(pp: int, vpp: int, microbatches: int) -> int:
+    """Microbatches of a 1F1B / interleaved order whose in-flight counts are those of
+    ``microbatches``: after a warm-up of fewer than ``(vpp + 1) pp`` chunks the counts repeat
+    every ``pp x vpp`` steady steps, and ``4 pp`` microbatches leave more than one such period
+    (a multiple of pp, as the interleaved order needs)."""
+    return min(microbatches, 4 * pp)
 
 
-def _stage_time(t: CostTable, s: int, e: int, overlap: bool) -> float:
-    if not overlap:
-        return sum(lc.f + lc.i + lc.w + lc.a2a_f + lc.a2a_b for lc in t.layers[s:e])
-    pairs = sum(t.ov(s + j, e - 1 - j) for j in range(e - s))
-    return pairs + sum(lc.w for lc in t.layers[s:e])
+def _points(pp: int, vpp: int, microbatches: int, fused: bool, screen: ScreenWork) -> dict[int, list[MemoryPoint]]:
+    m = inflight_microbatches(pp, vpp, microbatches)
+    key = (pp, vpp, m, fused)
+    if key not in screen.points:
+        screen.points[key] = memory_points(interleaved_1f1b(pp, vpp, m, fuse=fused))
+    return screen.points[key]
 
 
-def _one(model: ModelSpec, cluster: ClusterSpec, t: CostTable, overlap: bool, flushes: int) -> StepEstimate:
-    par, tr = cluster.parallel, cluster.training
+def _bounds(t: CostTable, stages: int, screen: ScreenWork) -> list[tuple[int, int]]:
+    serial = tuple(lc.serial_f + lc.serial_i + lc.w for lc in t.layers)
+    key = (serial, stages)
+    if key not in screen.partitions:
+        screen.partitions[key] = weighted_partition(serial, stages)
+    return screen.partitions[key]
+
+
+def _rank_peaks(sc: StageCosts, points: dict[int, list[MemoryPoint]]) -> list[int]:
+    """Static bytes of each rank plus the activation peak of its memory points."""
+    act = dict(enumerate(sc.act_bytes))
+    act_w = dict(enumerate(sc.act_w_bytes))
+    return [static + peak_activation_bytes(points.get(r, []), act, act_w)
+            for r, static in enumerate(sc.static_per_rank())]
+
+
+def _one(model: ModelSpec, cluster: ClusterSpec, t: CostTable, overlap: bool, screen: ScreenWork) -> StepEstimate:
+    par = cluster.parallel
     stages = par.pp * par.vpp
-    bounds = even_partition([lc.f + lc.i + lc.w + lc.a2a_f + lc.a2a_b for lc in t.layers], stages)
-    serial = [_stage_time(t, s, e, False) for s, e in bounds]
-    steady = [_stage_time(t, s, e, overlap) for s, e in bounds]
-    p2p = 2 * par.vpp * t.p2p.time(t.layers[0].out_bytes) if stages > 1 else 0.0  # send F and B per chunk
-    rank_t = [sum(steady[r::par.pp]) + p2p for r in range(par.pp)]
+    bounds = _bounds(t, stages, screen)
+    sc = stage_costs(t, bounds, stage_ranks(stages, par.pp, "loop"))
+    screen.units += t.num_layers + stages
+    serial = [sc.f[s] + sc.i[s] + sc.w[s] for s in range(stages)]
+    steady = [sc.fused_time(s, s) + sc.w[s] if overlap else serial[s] for s in range(stages)]
+    p2p = [2 * sc.p2p_time(s) if stages > 1 else 0.0 for s in range(stages)]  # send F and B per chunk
+    rank_t = [sum(steady[s] + p2p[s] for s in range(r, stages, par.pp)) for r in range(par.pp)]
     rank_serial = [sum(serial[r::par.pp]) for r in range(par.pp)]
-    m = max(1, tr.global_batch // (par.dp * tr.micro_batch_size * flushes))
+    m = cluster.microbatches_per_step
     bubble = (par.pp - 1) / par.vpp * max(rank_serial)
-    pipeline = flushes * (m * max(rank_t) + bubble)
-    peaks = [int(_rank_memory(t, bounds, r, par.pp, par.vpp, m, overlap)) for r in range(par.pp)]
-    compute = [sum(lc.f + lc.i + lc.w for s, e in bounds[r::par.pp] for lc in t.layers[s:e]) for r in range(par.pp)]
+    pipeline = m * max(rank_t) + bubble
+    peaks = _rank_peaks(sc, _points(par.pp, par.vpp, m, overlap, screen))
     pred = predict(model, cluster, step_time_s=pipeline, peak_memory_bytes=peaks,
-                   microbatch_compute_s=max(compute), microbatches=m * flushes)  # as a plan's (dp_step)
+                   microbatch_compute_s=busiest_microbatch_compute(sc), microbatches=m)  # as a plan's (dp_step)
     peak = max(peaks)
     return StepEstimate(step_s=pred.optimizer_step_time_s, tokens_per_s_per_gpu=pred.tokens_per_s_per_gpu,
-                        mfu=pred.mfu, peak_memory_bytes=peak, fits=peak <= cluster.memory_limit_bytes,
-                        pipeline_s=pipeline, bubble_s=flushes * bubble, dp_exposed_s=pred.dp_exposed_s,
-                        optimizer_s=pred.optimizer_s, recompute=tr.recompute, overlap=overlap)
-
-
-def _rank_memory(t: CostTable, bounds, r: int, pp: int, vpp: int, m: int, overlap: bool) -> float:
-    mine = bounds[r::pp]
-    static = sum(lc.static_bytes for s, e in mine for lc in t.layers[s:e])
-    static += max((lc.work_bytes for s, e in mine for lc in t.layers[s:e]), default=0)
-    act = sum(lc.act_bytes for s, e in mine for lc in t.layers[s:e]) / vpp
-    warm = (pp - r - 1) * 2 + (vpp - 1) * pp if vpp > 1 else pp - r - 1
-    # EP overlap pairs F of layer j (microbatch i+1) with B of layer L-1-j (microbatch i), so
-    # the two together hold about one microbatch; with pp > 1 Megatron adds one warm-up chunk
-    chunks = min(warm + 1 + (1 if overlap and pp > 1 else 0), m * vpp)
-    return static + chunks * act
+                        mfu=pred.mfu, peak_memory_bytes=peak, rank_peak_bytes=tuple(peaks),
+                        fits=peak <= cluster.memory_limit_bytes, pipeline_s=pipeline, bubble_s=bubble,
+                        dp_exposed_s=pred.dp_exposed_s, optimizer_s=pred.optimizer_s,
+                        recompute=cluster.training.recompute, overlap=overlap, bounds=tuple(bounds))
 
 
 def estimate_step(model: ModelSpec, cluster: ClusterSpec, *, overlap: bool | None = None,
-                  flushes: int = 1, calibration: Calibration | None = None,
-                  tables: dict | None = None) -> StepEstimate:
+                  screen: ScreenWork | None = None) -> StepEstimate:
     """Best estimate over the cluster's recomputation modes (fastest that fits, else the
     smallest) and, with ``overlap=None`` and ep > 1, with and without EP overlap.
-    ``tables`` memoises cost tables across calls (a table does not depend on vpp, nor on pp
-    beyond whether it is 1)."""
-    calibration = calibration or active_calibration()
+    ``screen`` shares tables, partitions and in-flight points across calls and counts the work."""
+    screen = ScreenWork() if screen is None else screen
     overlaps = (overlap,) if overlap is not None else ((False, True) if cluster.parallel.ep > 1 else (False,))
     found = []
     for mode in cluster.training.recompute_modes():
         c = cluster.with_recompute(mode)
-        table = _table_for(model, c, calibration, any(overlaps), {} if tables is None else tables)
-        found += [_one(model, c, table, ov, flushes) for ov in overlaps]
+        table = _table_for(model, c, any(overlaps), screen)
+        found += [_one(model, c, table, ov, screen) for ov in overlaps]
     fitting = [e for e in found if e.fits]
     if fitting:
         return min(fitting, key=lambda e: e.step_s)
     return min(found, key=lambda e: e.peak_memory_bytes)
 
 
-def _table_for(model: ModelSpec, cluster: ClusterSpec, cal: Calibration, pairs: bool, memo: dict) -> CostTable:
-    par = cluster.parallel
+def _table_for(model: ModelSpec, cluster: ClusterSpec, pairs: bool, screen: ScreenWork) -> CostTable:
+    par, cal = cluster.parallel, active_calibration()
     key = (model.name, par.tp, par.cp, par.ep, par.etp, par.dp, par.pp > 1, cluster.training, cluster.network, cal,
            pairs)  # pp > 1: FSDP holds gathered weights (profiler.analytical, [Note: FSDP under a pipeline])
-    if key not in memo:
-        memo[key] = analytical_costs(model, cluster, calibration=cal, size_curve_sizes=(), pairs=pairs)
-    return memo[key]
+    if key not in screen.tables:
+        screen.tables[key] = analytical_costs(model, cluster, calibration=cal, size_curve_sizes=(), pairs=pairs)
+        screen.units += TABLE_UNITS_PER_LAYER * model.num_layers
+    return screen.tables[key]

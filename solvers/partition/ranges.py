@@ -238,6 +238,12 @@ def _uniform_counts(n_dec: int, S: int, first: int | None, last: int | None) -> 
 
 def weighted_partition(weights: Sequence[float], num_stages: int,
                        feasible: RangeTest | None = None) -> Bounds:
-    """Min-max balance of ``weights`` over contiguous stages."""
-    p = prefix_sums(weights)
-    return minmax_partition(len(weights), num_stages, lambda s, a, b: p[b] - p[a], feasible)
+    """Min-max balance of ``weights`` over contiguous stages. Without ``feasible`` a range
+    costs the same on every stage, so one ``[start][end]`` table serves them all (the DP
+    reads only the cells ``range_table`` fills): what the degree screen runs per candidate."""
+    n, p = len(weights), prefix_sums(weights)
+    if feasible is not None:
+        return minmax_partition(n, num_stages, lambda s, a, b: p[b] - p[a], feasible)
+    _check_sizes(n, num_stages)
+    row = [[p[e] - p[a] if e > a else math.inf for e in range(n + 1)] for a in range(n + 1)]
+    return minmax_partition(n, num_stages, lambda s, a, b: p[b] - p[a], table=[row] * num_stages)
