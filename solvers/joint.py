@@ -58,17 +58,14 @@ class JointResult:
     last round moved no boundary), so re-running the heuristics would find it again."""
 
 
-def _fits(limit_bytes: int | None):
-    return None if limit_bytes is None else (lambda peaks: max(peaks) <= limit_bytes)
-
-
 def alternate(table: CostTable, bounds: Bounds, ranks: list[int], start: tuple[str, Schedule], *,
-              microbatches: int, memory_limit: MemoryLimit | None, limit_bytes: int | None,
+              microbatches: int, memory_limit: MemoryLimit | None,
               deadlines: dict[Key, float] | None = None, pinned: frozenset[int] = frozenset(),
               max_rounds: int = 3, seed: int = 0, deadline: Deadline | None = None) -> JointResult:
     """Alternate schedule choice and boundary moves from ``start`` (see module doc); a
     round does not start, and its steps stop early, at ``deadline`` ([Note: kept budget]
-    in ``solvers.schedule.budget``), keeping the best found so far."""
+    in ``solvers.schedule.budget``), keeping the best found so far. Boundary moves keep
+    within ``memory_limit`` as the validator checks it (``MemoryLimit.fits``)."""
     name, sched = start
     step = simulate(sched, stage_costs(table, bounds, ranks)).step_time
     res = JointResult(list(bounds), name, sched, step)
@@ -85,7 +82,8 @@ def alternate(table: CostTable, bounds: Bounds, ranks: list[int], start: tuple[s
             break
         if choice.step_time < res.step_time * (1 - 1e-9):
             res.name, res.schedule, res.step_time = choice.name, choice.schedule, choice.step_time
-        moved = refine_partition(table, res.schedule, res.bounds, ranks, fits=_fits(limit_bytes),
+        moved = refine_partition(table, res.schedule, res.bounds, ranks,
+                                 fits=None if memory_limit is None else memory_limit.fits,
                                  pinned=pinned, max_rounds=16,
                                  deadline=None if deadline is None else deadline.at)
         if deadline is not None and deadline.expired():
