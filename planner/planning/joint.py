@@ -68,11 +68,11 @@ def joint_refine(trials: list[Trial], tried: list[dict],
         res = alternate(t.table, t.bounds, t.part.model.ranks, (t.name, t.schedule),
                         microbatches=t.req.microbatches, memory_limit=memory_limit_of(t.req),
                         deadlines=t.req.deadlines, pinned=pinned_of(t), max_rounds=JOINT_ROUNDS,
-                        seed=t.req.seed, deadline=deadline)
+                        seed=t.req.seed, deadline=deadline, objective=t.req.objective)
         entry.update(status="valid", schedule=res.name, step_time_s=res.step_time,
                      stage_layers=[b - a for a, b in res.bounds], rounds=res.history)
         tried.append(entry)
-        if res.step_time < t.step * (1 - 1e-9):
+        if res.improved:  # by the request's objective
             t.bounds, t.schedule, t.name, t.step = res.bounds, res.schedule, res.name, res.step_time
             t.settled = res.settled
         else:

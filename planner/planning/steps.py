@@ -9,6 +9,8 @@ from planner.core.costs import CostTable
 from planner.core.errors import BudgetExhausted, InfeasibleError
 from planner.core.plan import Plan
 from planner.core.simulate import compile_schedule
+from planner.core.stage_costs import stage_costs
+from planner.core.steady import steady_state
 from solvers.partition.refine import refine_partition
 from solvers.partition.search import partition_for_schedule
 from solvers.schedule.budget import Deadline, WallBudget
@@ -160,7 +162,8 @@ def baseline_partitions(table: CostTable, sched, req: PlanRequest, budget: float
 
 def refine(best: Trial, *, deadline: Deadline | None) -> dict:
     """Move boundaries under the simulator (overlap method only) until ``deadline``
-    ([Note: kept budget] in ``solvers.schedule.budget``); updates ``best`` in place."""
+    ([Note: kept budget] in ``solvers.schedule.budget``); updates ``best`` in place. With the
+    steady objective a move is kept only when it does not lengthen the period."""
     if best.req.partition != "overlap":
         return {"rounds": 0, "evaluated": 0}
     limit = memory_limit_of(best.req)
@@ -170,9 +173,19 @@ def refine(best: Trial, *, deadline: Deadline | None) -> dict:
                            deadline=None if deadline is None else deadline.at, compiled=best.compiled)
     if deadline is not None:
         deadline.expired()  # records the cut when the moves stopped at the deadline
-    if res.step_time < best.step:
+    if res.step_time < best.step and _period_kept(best, res.bounds):
         best.bounds, best.step = res.bounds, res.step_time
     return {"rounds": res.rounds, "evaluated": res.evaluated}
+
+
+def _period_kept(best: Trial, bounds: list[tuple[int, int]]) -> bool:
+    """Whether ``bounds`` keeps ``best``'s steady period (always true for the makespan objective)."""
+    if best.req.objective != "steady":
+        return True
+    ranks = best.part.model.ranks
+    old, new = (steady_state(best.schedule, stage_costs(best.table, b, ranks), best.req.microbatches,
+                             compiled=best.compiled).period_s for b in (best.bounds, bounds))
+    return new <= old * (1 + 1e-12)
 
 
 def failure_reason(tried: list[dict]) -> str:
