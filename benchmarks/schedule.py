@@ -172,13 +172,13 @@ def zb_setting(args) -> int:
     z = ZB_SETTING
     work = z["m"] * (z["f"] + z["i"] + z["w"])
     out = {"setting": "p 8, M 24, F/I/W 18.52/18.09/9.34 ms, P2P 0.60 ms, 2p memory", "paper_zb_2p_bubble": 0.0433,
-           "path": "planner.api.plan(profile=T, pp=8, microbatches=24, memory_limit='16mb', objective=O)",
+           "path": "planner.api.plan(profile=T, pp=8, microbatches=24, memory_limit='16microbatches', objective=O)",
            "work": args.time_limit or DEFAULT_WORK, "seed": args.seed}
     with tempfile.TemporaryDirectory() as tmp:
         table = zb_setting_table(Path(tmp) / "zb-setting.json")
         for objective in ("makespan", "steady"):
             t0 = time.perf_counter()
-            p = plan(profile=str(table), pp=z["p"], microbatches=z["m"], memory_limit=f"{2 * z['p']}mb",
+            p = plan(profile=str(table), pp=z["p"], microbatches=z["m"], memory_limit=f"{2 * z['p']}microbatches",
                      objective=objective, seed=args.seed, work=args.time_limit or DEFAULT_WORK)
             pred = p.predicted
             costs = p.parsed_stage_costs()

@@ -91,11 +91,16 @@ class MemoryLimit:
                     f"{format_bytes(need, up=True).replace(' ', '')} (or 1mb), or raise pp")
 
 
+_MICROBATCH_UNITS = ("microbatches", "microbatch", "mb")
+"""Spellings of the microbatch unit: ``4microbatches`` as ``ppplan plan`` documents it, ``4mb`` as before."""
+
+
 def parse_memory_limit(text: str, *, field: str = "--memory-limit") -> MemoryLimit:
-    """``80GiB``, ``80GB``, ``8.5e10`` (bytes) or ``4mb`` (microbatches); ``InputError`` otherwise."""
+    """``80GiB``, ``80GB``, ``8.5e10`` (bytes) or ``4microbatches``/``4mb`` (microbatches);
+    ``InputError`` otherwise. ``planner.api.plan(memory_limit=...)`` reads it as the CLI does."""
     m = _TEXT.match(text)
     unit = m.group(2).lower() if m else ""
-    if m and unit == "mb":
+    if m and unit in _MICROBATCH_UNITS:
         value = float(m.group(1))
         if not math.isfinite(value):
             raise InputError(field, f"{text!r} is too large", "give microbatches in flight, e.g. 4mb")
