@@ -11,7 +11,7 @@ under 30 s for 16 x 64.
     python benchmarks/schedule.py --json            # all 20 cases, --time-limit 5 each
     python benchmarks/schedule.py --quick --json    # 4 cases, --time-limit 1 (CI)
     python benchmarks/schedule.py --vs-zb --json    # side by side with the Zero Bubble reference
-    python benchmarks/schedule.py --zb-setting --json  # steady state on the ZB paper's setting
+    python benchmarks/schedule.py --zb-setting --json  # the ZB paper's setting, planned as a user plans it
 
 ``--vs-zb`` (issue 19): p 8 and 16, M = 3p, activation memory of 1p and 2p microbatches
 per rank, homogeneous and 0.6-1.4x heterogeneous stages. The reference is Zero Bubble's
@@ -46,7 +46,7 @@ from planner.core.stage_costs import StageCosts  # noqa: E402
 from solvers.schedule.memory_limit import MemoryLimit  # noqa: E402
 from planner.core.simulate import simulate  # noqa: E402
 from planner.core.steady import steady_state  # noqa: E402
-from solvers.schedule.budget import WallBudget  # noqa: E402
+from solvers.schedule.budget import DEFAULT_WORK, WallBudget  # noqa: E402
 from solvers.schedule.search import best_schedule, clear_memo  # noqa: E402
 from solvers.schedule.steady_order import steady_lower_bound  # noqa: E402
 from solvers.schedule.w_fill import fill_w  # noqa: E402
@@ -141,27 +141,53 @@ def zb_case(stages: int, m: int, mem: int, hetero: bool, seed: int) -> dict:
             "not_slower_than_zb": ours.step_time <= zb_make * (1 + 1e-12)}
 
 
+ZB_SETTING = {"p": 8, "m": 24, "f": 18.52e-3, "i": 18.09e-3, "w": 9.34e-3, "latency_s": 0.6e-3}
+"""Zero Bubble's setting (Qi et al., ICLR 2024, sec. 5): p 8, M 24, F/I/W 18.52/18.09/9.34 ms,
+P2P 0.60 ms; activation memory 2p; the paper reports bubble 0.0433 for ZB-2p."""
+
+
+def zb_setting_table(path: Path) -> Path:
+    """The setting as a user writes it: a cost table of 8 identical one-layer stages (the
+    embedding role on the first, the head on the last), a free link beside the P2P latency,
+    2/5 of each microbatch's activations kept for the weight-gradient."""
+    z, act = ZB_SETTING, 2**30
+    layers = [{"type": "stage", "f": z["f"], "i": z["i"], "w": z["w"], "act_bytes": act, "act_w_bytes": act * 2 // 5}
+              for _ in range(z["p"])]
+    layers[0]["role"], layers[-1]["role"] = "embedding", "head"
+    path.write_text(json.dumps({"schema_version": 1, "kind": "ppplan.costs", "model": "zb-setting", "source": "user",
+                                "microbatch_size": 1, "p2p": {"latency_s": z["latency_s"], "bandwidth": float("inf")},
+                                "layers": layers}))
+    return path
+
+
 def zb_setting(args) -> int:
-    """``--zb-setting``: Zero Bubble's setting (p 8, M 24, F 18.52, I 18.09, W 9.34, P2P
-    0.60 ms, 2p memory; Qi et al., ICLR 2024), bubble = 1 - rank work / step, under both
-    objectives; the paper reports 0.0433 for ZB-2p without a global barrier."""
-    p, m = 8, 24
-    f, i, w = 18.52e-3, 18.09e-3, 9.34e-3
-    act = 2**30
-    costs = StageCosts(f=(f,) * p, i=(i,) * p, w=(w,) * p, act_bytes=(act,) * p,
-                       act_w_bytes=(act * 2 // 5,) * p, static_bytes=(0,) * p, out_bytes=(0,) * p,
-                       ranks=tuple(range(p)), p2p=P2PCost(latency_s=0.6e-3, bandwidth=1e30))
-    work = m * (f + i + w)
-    out = {"setting": "p 8, M 24, F/I/W 18.52/18.09/9.34 ms, P2P 0.60 ms, 2p memory", "paper_zb_2p_bubble": 0.0433}
-    for objective in ("makespan", "steady"):
-        t0 = time.perf_counter()
-        ch = best_schedule(costs, microbatches=m, memory_limit=MemoryLimit(microbatches=2 * p),
-                           time_limit=args.time_limit or 5.0, seed=args.seed, objective=objective)
-        st = steady_state(ch.schedule, costs, m)
-        out[objective] = {"schedule": ch.name, "makespan_s": ch.step_time, "makespan_bubble": 1 - work / ch.step_time,
-                          "steady_s": st.period_s, "steady_bubble": st.bubble_fraction,
-                          "lower_bound_s": ch.lower_bound, "steady_lower_bound_s": steady_lower_bound(costs, m),
-                          "wall_s": time.perf_counter() - t0}
+    """``--zb-setting``: the setting planned through the user's path (``zb_setting_table``, then
+    ``planner.api.plan(profile=...)``, what ``ppplan plan --profile T --pp 8 --microbatches 24
+    --memory-limit 16microbatches --objective O`` calls) under both objectives; bubble = 1 -
+    rank work / step."""
+    import tempfile
+
+    from planner.api import plan
+
+    z = ZB_SETTING
+    work = z["m"] * (z["f"] + z["i"] + z["w"])
+    out = {"setting": "p 8, M 24, F/I/W 18.52/18.09/9.34 ms, P2P 0.60 ms, 2p memory", "paper_zb_2p_bubble": 0.0433,
+           "path": "planner.api.plan(profile=T, pp=8, microbatches=24, memory_limit='16microbatches', objective=O)",
+           "work": args.time_limit or DEFAULT_WORK, "seed": args.seed}
+    with tempfile.TemporaryDirectory() as tmp:
+        table = zb_setting_table(Path(tmp) / "zb-setting.json")
+        for objective in ("makespan", "steady"):
+            t0 = time.perf_counter()
+            p = plan(profile=str(table), pp=z["p"], microbatches=z["m"], memory_limit=f"{2 * z['p']}microbatches",
+                     objective=objective, seed=args.seed, work=args.time_limit or DEFAULT_WORK)
+            pred = p.predicted
+            costs = p.parsed_stage_costs()
+            out[objective] = {"schedule": p.solver["schedule"], "makespan_s": pred["step_time_s"],
+                              "makespan_bubble": 1 - work / pred["step_time_s"],
+                              "steady_s": pred["steady_step_time_s"], "steady_bubble": pred["steady_bubble_fraction"],
+                              "lower_bound_s": pred["lower_bound_s"],
+                              "steady_lower_bound_s": steady_lower_bound(costs, z["m"]),
+                              "wall_s": time.perf_counter() - t0}
     json.dump(out, sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0
@@ -192,10 +218,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true", help="print JSON (default: a table)")
     ap.add_argument("--quick", action="store_true", help="two shapes, 1 s limit (CI)")
-    ap.add_argument("--time-limit", type=float, default=None, help="CP-SAT seconds per case (5; quick 1)")
+    ap.add_argument("--time-limit", type=float, default=None,
+                    help="CP-SAT seconds per case (5; quick 1); with --zb-setting the plan's --work (10)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--vs-zb", action="store_true", help="side by side with the Zero Bubble heuristic")
-    ap.add_argument("--zb-setting", action="store_true", help="steady state on the Zero Bubble paper's setting")
+    ap.add_argument("--zb-setting", action="store_true",
+                    help="the Zero Bubble paper's setting through ppplan plan --profile, both objectives")
     args = ap.parse_args(argv)
     if args.vs_zb:
         return vs_zb(args)

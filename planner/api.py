@@ -16,6 +16,7 @@ from planner.core.model import ModelSpec
 from planner.core.plan import Plan, load_plan_file
 from planner.core.targets import DEFAULT_TARGET, get_target
 from planner.planning import PlanRequest
+from planner.planning.delivery import deliver
 from planner.planning.dp_step import add_dp_step
 from planner.planning.targets import check_shape, plan_for_target
 from solvers.partition.pins import StagePins
@@ -133,7 +134,8 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
     limits the search to what that framework executes; the plan records it. ``work`` is the
     search effort in reference seconds (deterministic: the same plan at any machine load);
     ``time_limit`` an optional wall-clock cap on top ([Note: work budget] and [Note: kept
-    budget] in ``solvers.schedule.budget``).
+    budget] in ``solvers.schedule.budget``). Every plan returned has read back and validated
+    ([Note: delivered plans] in ``planner.planning.delivery``).
     """
     work = check_work(work)  # the one check of --work and --time-limit
     time_limit = None if time_limit is None else check_time_limit(time_limit)
@@ -148,11 +150,13 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
         from planner.planning.byo_costs import plan_from_profile
 
         check_schedule_option(schedule, vpp=vpp or 1, placement=placement)
-        return plan_from_profile(profile, pp=pp, vpp=vpp, microbatches=microbatches,
-                                 memory_limit_bytes=limit_bytes, memory_limit_microbatches=limit_mb,
-                                 schedule=schedule, partition=partition, placement=placement, seed=seed,
-                                 work=work, time_limit=time_limit, started=started, objective=objective,
-                                 deadlines=_deadlines(deadline, pp * (vpp or 1) if pp else 0, microbatches))
+        return deliver(plan_from_profile(profile, pp=pp, vpp=vpp, microbatches=microbatches,
+                                         memory_limit_bytes=limit_bytes, memory_limit_microbatches=limit_mb,
+                                         schedule=schedule, partition=partition, placement=placement, seed=seed,
+                                         work=work, time_limit=time_limit, started=started, objective=objective,
+                                         deadlines=_deadlines(deadline, pp * (vpp or 1) if pp else 0,
+                                                              microbatches)),
+                       deadlines=deadline)
     spec = load_model(model or DEFAULT_MODEL)
     if cluster is None and gpus is not None and default_cluster_path(spec.name) is None:
         cluster = command_line_cluster(gpus, gpu=gpu, global_batch=global_batch, seq_len=seq_len)
@@ -165,8 +169,8 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
                     partition=partition, schedule=schedule, placement=placement, profile=profile, seed=seed,
                     first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers,
                     memory_limit=memory_limit, deadline=deadline, target=target, objective=objective)
-        return plan_for_gpus(plan, model or DEFAULT_MODEL, spec, base, gpus, work=work, time_limit=time_limit,
-                             started=started, options=rest)
+        return deliver(plan_for_gpus(plan, model or DEFAULT_MODEL, spec, base, gpus, work=work,
+                                     time_limit=time_limit, started=started, options=rest), deadlines=deadline)
     try:
         cl = resolve_cluster(spec, cluster, pp=pp, vpp=vpp, tp=tp, ep=ep, dp=dp,
                              global_batch=global_batch, seq_len=seq_len, recompute=recompute, gpu=gpu,
@@ -208,7 +212,8 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
                 modes=[k for k, _ in tables], user_recompute=cl.training.recompute)
     best = plan_for_target(tgt, tables, req, lambda k, t: replace(
         req, model=model_section(spec, t), cluster=cluster_section(cl.with_recompute(k))))
-    return add_dp_step(best, spec, cl)  # [issue 18] DP traffic and Adam step beside the schedule
+    # DP traffic and the Adam step beside the schedule; then the plan must read back and validate
+    return deliver(add_dp_step(best, spec, cl), deadlines=deadline)
 
 
 def _memory_options(memory_gib: float | None, memory_limit: str | None) -> tuple[int | None, float | None]:

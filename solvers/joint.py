@@ -25,6 +25,7 @@ from planner.core.errors import InfeasibleError
 from planner.core.schedule import Key, Schedule
 from planner.core.simulate import simulate
 from planner.core.stage_costs import stage_costs
+from planner.core.steady import steady_state
 from solvers.partition.refine import refine_partition
 from solvers.schedule.budget import Deadline
 from solvers.schedule.memory_limit import MemoryLimit
@@ -51,53 +52,71 @@ class JointResult:
     """Final schedule."""
     step_time: float
     """Its simulated step time."""
+    score: float
+    """What the objective minimises: ``step_time``, or the steady-state period."""
     history: list[dict] = field(default_factory=list)
     """One entry per round: schedule chosen, boundary moves, step time after the round."""
     settled: bool = False
     """Whether the schedule was chosen among every heuristic for the final partition (the
     last round moved no boundary), so re-running the heuristics would find it again."""
+    improved: bool = False
+    """Whether the result beats the start by the objective."""
 
 
-def _fits(limit_bytes: int | None):
-    return None if limit_bytes is None else (lambda peaks: max(peaks) <= limit_bytes)
+def _score(table: CostTable, bounds: Bounds, ranks: list[int], sched: Schedule, m: int, objective: str) -> float:
+    """The objective's time of ``sched`` on ``bounds``: makespan or steady-state period."""
+    costs = stage_costs(table, bounds, ranks)
+    return steady_state(sched, costs, m).period_s if objective == "steady" else simulate(sched, costs).step_time
 
 
 def alternate(table: CostTable, bounds: Bounds, ranks: list[int], start: tuple[str, Schedule], *,
-              microbatches: int, memory_limit: MemoryLimit | None, limit_bytes: int | None,
+              microbatches: int, memory_limit: MemoryLimit | None,
               deadlines: dict[Key, float] | None = None, pinned: frozenset[int] = frozenset(),
-              max_rounds: int = 3, seed: int = 0, deadline: Deadline | None = None) -> JointResult:
+              max_rounds: int = 3, seed: int = 0, deadline: Deadline | None = None,
+              objective: str = "makespan") -> JointResult:
     """Alternate schedule choice and boundary moves from ``start`` (see module doc); a
     round does not start, and its steps stop early, at ``deadline`` ([Note: kept budget]
-    in ``solvers.schedule.budget``), keeping the best found so far."""
+    in ``solvers.schedule.budget``), keeping the best found so far. The order is chosen
+    and kept by ``objective`` (makespan or steady period); a boundary move, scored by
+    makespan, is kept only when it also improves the objective; moves keep within
+    ``memory_limit`` as the validator checks it (``MemoryLimit.fits``)."""
     name, sched = start
     step = simulate(sched, stage_costs(table, bounds, ranks)).step_time
-    res = JointResult(list(bounds), name, sched, step)
+    first = step if objective != "steady" else _score(table, bounds, ranks, sched, microbatches, objective)
+    res = JointResult(list(bounds), name, sched, step, first)
     for k in range(max_rounds):
         if deadline is not None and not deadline.affords(ROUND_UNITS):
             break
-        before = res.step_time
+        before = res.score
         try:
             choice = best_schedule(stage_costs(table, res.bounds, ranks), microbatches=microbatches,
                                    memory_limit=memory_limit, deadlines=deadlines, method="auto",
                                    seed=seed, start=(res.name, res.schedule), polish=False,
-                                   deadline=deadline)
+                                   deadline=deadline, objective=objective)
         except InfeasibleError:
             break
-        if choice.step_time < res.step_time * (1 - 1e-9):
-            res.name, res.schedule, res.step_time = choice.name, choice.schedule, choice.step_time
-        moved = refine_partition(table, res.schedule, res.bounds, ranks, fits=_fits(limit_bytes),
+        score = _score(table, res.bounds, ranks, choice.schedule, microbatches, objective) \
+            if objective == "steady" else choice.step_time
+        if score < res.score * (1 - 1e-9):
+            res.name, res.schedule, res.step_time, res.score = choice.name, choice.schedule, choice.step_time, score
+        moved = refine_partition(table, res.schedule, res.bounds, ranks,
+                                 fits=None if memory_limit is None else memory_limit.fits,
                                  pinned=pinned, max_rounds=16,
                                  deadline=None if deadline is None else deadline.at)
+        moved_score = moved.step_time if objective != "steady" or moved.bounds == res.bounds else \
+            _score(table, moved.bounds, ranks, res.schedule, microbatches, objective)
+        gain = moved.step_time < res.step_time * (1 - 1e-9) and moved_score < res.score * (1 - 1e-9)
         if deadline is not None and deadline.expired():
             res.settled = False
-            if moved.step_time < res.step_time * (1 - 1e-9):
-                res.bounds, res.step_time = moved.bounds, moved.step_time
+            if gain:
+                res.bounds, res.step_time, res.score = moved.bounds, moved.step_time, moved_score
             break
-        res.settled = moved.step_time >= res.step_time * (1 - 1e-9)
-        if not res.settled:
-            res.bounds, res.step_time = moved.bounds, moved.step_time
+        res.settled = not gain
+        if gain:
+            res.bounds, res.step_time, res.score = moved.bounds, moved.step_time, moved_score
         res.history.append({"round": k + 1, "schedule": res.name, "boundary_moves": moved.rounds,
                             "step_time_s": res.step_time})
-        if res.settled or res.step_time >= before * (1 - 1e-9):
+        if res.settled or res.score >= before * (1 - 1e-9):
             break  # settled: the next round would choose among the same candidates again
+    res.improved = res.score < first * (1 - 1e-9)
     return res

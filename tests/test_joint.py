@@ -65,8 +65,7 @@ def test_alternate_never_increases_step_time():
     sched = one_f_one_b(4, 8, split_w=True)
     ranks = [0, 1, 2, 3]
     start = simulate(sched, stage_costs(table, bounds, ranks)).step_time
-    res = alternate(table, bounds, ranks, ("1f1b", sched), microbatches=8, memory_limit=None,
-                    limit_bytes=None)
+    res = alternate(table, bounds, ranks, ("1f1b", sched), microbatches=8, memory_limit=None)
     assert res.step_time <= start
     assert res.history and all(h["step_time_s"] <= start for h in res.history)
     assert simulate(res.schedule, stage_costs(table, res.bounds, ranks)).step_time == pytest.approx(res.step_time)

@@ -58,7 +58,7 @@ def test_cp_sat_respects_pins():
 def test_impossible_memory_names_rank_bytes_and_knobs():
     table = random_table(2, 10)
     sched = generate("interleaved", pp=2, vpp=2, microbatches=4)
-    with pytest.raises(InfeasibleError, match=r"rank \d .* GiB needed .* vs 1\.0 GiB available; "
+    with pytest.raises(InfeasibleError, match=r"rank \d .* GiB needed .* vs 1\.00 GiB available; "
                                               r"use more stages \(--pp\).*recomputation"):
         partition_for_schedule(table, sched, pp=2, vpp=2, memory_limit_bytes=1 << 30)
 

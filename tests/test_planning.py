@@ -70,7 +70,7 @@ def test_same_request_same_plan():
 
 def test_memory_limit_no_partition_meets_names_stage_and_knobs():
     with pytest.raises(InfeasibleError, match=r"stage \d+ \(rank \d+, layers \[\d+, \d+\), \d+ microbatches "
-                                              r"in flight\) at [\d.]+ GiB needed .* vs 8\.0 GiB available; "
+                                              r"in flight\) at [\d.]+ GiB needed .* vs 8\.00 GiB available; "
                                               r"use more stages \(--pp\)"):
         plan("qwen3-next-80b-a3b", pp=4, memory_gib=8.0, schedule="1f1b")
 

@@ -130,7 +130,9 @@ def test_bad_options(kw, match):
 
 @pytest.mark.parametrize("text,expect", [("80GiB", MemoryLimit(bytes=80 * 2**30)), ("8.5e10", MemoryLimit(bytes=85 * 10**9)),
                                          ("4mb", MemoryLimit(microbatches=4.0)), ("2.5MB", MemoryLimit(microbatches=2.5)),
-                                         ("40 GB", MemoryLimit(bytes=40 * 10**9))])
+                                         ("40 GB", MemoryLimit(bytes=40 * 10**9)),
+                                         ("16microbatches", MemoryLimit(microbatches=16.0)),
+                                         ("1 microbatch", MemoryLimit(microbatches=1.0))])
 def test_parse_memory_limit(text, expect):
     assert parse_memory_limit(text) == expect
 

@@ -10,8 +10,8 @@ from typing import Any
 from planner.core.errors import InputError
 from planner.core.reader import check_values, parse_json, parse_yaml, read_input_text
 
-__all__ = ["read_json", "read_yaml", "write_text_atomic", "write_json_atomic", "require",
-           "check_finite"]
+__all__ = ["read_json", "read_yaml", "write_text_atomic", "write_json_atomic", "json_text", "UnreadableOutput",
+           "require", "check_finite"]
 
 
 def read_json(path: str | os.PathLike[str], *, what: str) -> Any:
@@ -31,6 +31,26 @@ def check_finite(data: Any, *, what: str) -> None:
     check_values(data, what=what)
 
 
+class UnreadableOutput(RuntimeError):
+    """ppplan was about to write JSON its own reader refuses (a NaN, an infinity): a bug, not
+    bad input, so not an ``InputError``."""
+
+
+def json_text(obj: Any, *, what: str) -> str:
+    """Indented JSON that the guarded reader reads back: NaN and infinities are refused
+    (``allow_nan=False``), naming their path under ``what`` (``UnreadableOutput``), except
+    the one infinity the formats hold, a free link's ``bandwidth`` (``check_values``, the
+    reader's rule, so writer and reader agree)."""
+    try:
+        return json.dumps(obj, indent=1, allow_nan=False) + "\n"
+    except ValueError:  # a non-finite float somewhere (or a cycle, which check_values reports too deep)
+        try:
+            check_values(obj, what=what, source="the output")
+        except InputError as exc:
+            raise UnreadableOutput(f"refusing to write {exc}") from None
+    return json.dumps(obj, indent=1) + "\n"  # only a free link's +Infinity is left
+
+
 def write_text_atomic(path: str | os.PathLike[str], text: str, *, what: str = "--out") -> None:
     """Write ``text`` through a temporary file and a rename (``planner.core.outputs``)."""
     from planner.core.outputs import write_text_atomic as write
@@ -39,8 +59,8 @@ def write_text_atomic(path: str | os.PathLike[str], text: str, *, what: str = "-
 
 
 def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, what: str = "--out") -> None:
-    """Serialise ``obj`` as indented JSON and write it atomically."""
-    write_text_atomic(path, json.dumps(obj, indent=1, sort_keys=False) + "\n", what=what)
+    """Serialise ``obj`` as indented JSON (``json_text``) and write it atomically."""
+    write_text_atomic(path, json_text(obj, what=what), what=what)
 
 
 def require(data: Any, key: str, kind: type | tuple[type, ...], *, where: str) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 
 from planner.core.costs import P2PCost
 from planner.core.errors import InputError
-from planner.core.jsonio import read_json, write_json_atomic
+from planner.core.jsonio import json_text, read_json, write_text_atomic
 from planner.core.limits import MAX_STAGE_MICROBATCHES, check_batch_value, check_cost_value, check_stage_microbatches
 from planner.core.placement import check_bounds
 from planner.core.schedule import Action, Schedule, parse_schedule
@@ -131,14 +131,12 @@ class Plan:
         return out
 
     def to_json(self) -> str:
-        """Indented JSON text."""
-        import json
-
-        return json.dumps(self.to_dict(), indent=1) + "\n"
+        """Indented JSON text; refuses what the loader refuses (``planner.core.jsonio.json_text``)."""
+        return json_text(self.to_dict(), what="plan")
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write atomically (never half-written)."""
-        write_json_atomic(path, self.to_dict())
+        """Write ``to_json`` atomically (never half-written)."""
+        write_text_atomic(path, self.to_json())
 
     @staticmethod
     def from_dict(data: Any, *, what: str = "plan") -> "Plan":

@@ -18,6 +18,7 @@ from planner.core.schedule import ActionKind, Key, Schedule, predecessors, provi
 from planner.core.compiled import compile_sound
 from planner.core.simulate import DeadlockError, SimResult, simulate, simulate_compiled
 from planner.core.stage_costs import StageCosts
+from planner.core.units import format_bytes
 
 __all__ = ["Violation", "validate", "render_violation"]
 
@@ -149,8 +150,8 @@ def _check_memory(sim: SimResult, limit: int | None) -> list[Violation]:
     for r, peak in enumerate(sim.peak_memory_bytes):
         if peak > limit:
             pos, action = _first_over(sim, r, limit)
-            out.append(Violation(f"rank {r} peak memory {peak / 2**30:.2f} GiB exceeds the limit "
-                                 f"{limit / 2**30:.2f} GiB", r, pos, action))
+            out.append(Violation(f"rank {r} peak memory {format_bytes(peak)} exceeds the limit "
+                                 f"{format_bytes(limit)}", r, pos, action))
     return out
 
 

@@ -38,6 +38,7 @@ from solvers.microbatches import MicrobatchOption, microbatch_options, table_for
 from solvers.schedule.search import candidate_schedules, clear_memo
 from planner.planning.joint import joint_refine, polish_finalists, to_polish
 from planner.planning.steps import failure_reason, record_schedule, refine, screen, why_winner
+from planner.planning.under_budget import screen_under_budget
 from planner.planning.records import BASELINES, Evaluation, PlanRequest, Trial, evaluate, memory_limit_of
 
 __all__ = ["PlanRequest", "Evaluation", "make_plan", "evaluate", "BASELINES", "SCREEN_SHARE", "screen_budget"]
@@ -122,7 +123,7 @@ def _make_plan(table: CostTable, req: PlanRequest, variants: Sequence[tuple[Cost
     phase("validating")
     plan.solver["budget"] = {"work": req.work_s, **budget.record()}
     plan.solver["winner"] = why_winner(plan, tried)
-    record_schedule(plan, choice, ev.costs, memory_limit_of(req))
+    record_schedule(plan, choice, memory_limit_of(req))
     return plan
 
 
@@ -130,7 +131,9 @@ def _make_plan(table: CostTable, req: PlanRequest, variants: Sequence[tuple[Cost
 
 def _screen_all(jobs: list, tried: list[dict], deadline: Deadline) -> list[Trial]:
     """Phase 1 over every (table, count, family) job, fastest first; jobs left when the
-    screening deadline passes are recorded as skipped (at least one trial is kept)."""
+    screening deadline passes are recorded as skipped (at least one trial is kept). When
+    no family's order fits, each (table, count) is screened under the memory budget
+    (``planner.planning.under_budget``) before anything is declared infeasible."""
     trials: list[Trial] = []
     shapes: dict = {}
     for k, (tab, r, name) in enumerate(jobs):
@@ -143,13 +146,28 @@ def _screen_all(jobs: list, tried: list[dict], deadline: Deadline) -> list[Trial
         if trial is not None:
             trials.append(trial)
             note(f"screening {k + 1}/{len(jobs)}, best {min(t.step for t in trials):.4g} s")
-    if not trials:  # infeasible only when every job was proven so ([Note: unproven] in solvers.partition.search)
-        if any(t.get("status") == "budget" for t in tried):
-            raise BudgetExhausted(f"every screened (microbatches, schedule) failed, some only for want of "
-                                  f"budget: {failure_reason(tried)}")
-        raise InfeasibleError(failure_reason(tried))
+    if not trials:
+        trials = _screen_under_budget(jobs, tried, deadline)
     trials.sort(key=lambda t: t.step)  # stable: ties keep enumeration order
     return trials
+
+
+def _screen_under_budget(jobs: list, tried: list[dict], deadline: Deadline) -> list[Trial]:
+    """Each distinct (table, count) of ``jobs`` screened under the memory budget; infeasible
+    only when every one was proven so ([Note: unproven] in solvers.partition.search)."""
+    pairs = list({(id(tab), r.microbatches): (tab, r) for tab, r, _ in jobs}.values())
+    own: list[dict] = []
+    trials = [t for tab, r in pairs
+              if (t := screen_under_budget(tab, r, own, deadline.cap(screen_budget(r, len(pairs)), floor=0.1),
+                                           deadline)) is not None]
+    tried.extend(own)
+    if trials:
+        return trials
+    reasons = own + [t for t in tried if t not in own]  # the budgeted screening's reasons first
+    if any(t.get("status") == "budget" for t in reasons):
+        raise BudgetExhausted(f"every screened (microbatches, schedule) failed, some only for want of "
+                              f"budget: {failure_reason(reasons)}")
+    raise InfeasibleError(failure_reason(reasons))
 
 
 SCREEN_FIRST = ("1f1b-overlap", "interleaved-overlap", "dualpipev", "zb-h2", "zbv", "zb-h1")

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from planner.core.plan import Plan, stage_costs_to_dict
 from planner.core.schedule import format_schedule
-from planner.planning.records import memory_limit_of
+from planner.planning.records import limit_bytes_of, memory_limit_of
 from solvers.schedule.lower_bound import bound_parts
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def to_plan(best: "Trial", ev: "Evaluation", baselines: dict, tried: list[dict],
             "bubble_fraction": sim.bubble_fraction,
             "mfu": mfu,
             "peak_memory_bytes": sim.peak_memory_bytes,
-            "memory_limit_bytes": req.memory_limit_bytes,
+            "memory_limit_bytes": limit_bytes_of(req, ev.costs),
             **bound_record(ev.costs, req.microbatches, act_budget),
             "steady_step_time_s": ev.steady.period_s,
             "steady_bubble_fraction": ev.steady.bubble_fraction,

@@ -67,12 +67,12 @@ def joint_refine(trials: list[Trial], tried: list[dict],
         info["evaluated"] += moved["evaluated"]
         res = alternate(t.table, t.bounds, t.part.model.ranks, (t.name, t.schedule),
                         microbatches=t.req.microbatches, memory_limit=memory_limit_of(t.req),
-                        limit_bytes=t.req.memory_limit_bytes, deadlines=t.req.deadlines,
-                        pinned=pinned_of(t), max_rounds=JOINT_ROUNDS, seed=t.req.seed, deadline=deadline)
+                        deadlines=t.req.deadlines, pinned=pinned_of(t), max_rounds=JOINT_ROUNDS,
+                        seed=t.req.seed, deadline=deadline, objective=t.req.objective)
         entry.update(status="valid", schedule=res.name, step_time_s=res.step_time,
                      stage_layers=[b - a for a, b in res.bounds], rounds=res.history)
         tried.append(entry)
-        if res.step_time < t.step * (1 - 1e-9):
+        if res.improved:  # by the request's objective
             t.bounds, t.schedule, t.name, t.step = res.bounds, res.schedule, res.name, res.step_time
             t.settled = res.settled
         else:
@@ -92,7 +92,7 @@ def shortlist(trials: list[Trial], deadline: Deadline | None = None) -> list[Tri
     for t in trials:
         for label, (bounds, fits) in t.baselines.items():
             if fits and bounds != t.bounds and not (deadline is not None and deadline.expired()):
-                step = simulate_bounds(t.table, t.compiled, bounds, t.part.model.ranks, t.req.memory_limit_bytes)
+                step = simulate_bounds(t.table, t.compiled, bounds, t.part.model.ranks, memory_limit_of(t.req))
                 if step < float("inf"):
                     pool.append(replace(t, bounds=bounds, step=step, origin=label))
     pool.sort(key=lambda t: t.step)
@@ -135,7 +135,7 @@ def polish_finalists(finalists: list[Trial], tried: list[dict],
     ``POLISH_SHARE`` of the work budget: ``choose_schedule``); the fastest valid result wins.
     Past ``deadline`` the remaining finalists are dropped (the first, the fastest after
     joint refinement, is always kept; [Note: kept budget] in ``solvers.schedule.budget``)."""
-    best = None
+    best, refused = None, None
     fastest = min(t.step for t in finalists)
     hopeful = [t for t in finalists if t.step <= fastest * (1 + POLISH_WITHIN)]
     lead = next(t for t in finalists if t.step == fastest)
@@ -151,18 +151,25 @@ def polish_finalists(finalists: list[Trial], tried: list[dict],
         ev = evaluate(t.table, t.req, t.bounds, t.schedule)
         if deadline is not None:
             deadline.budget.measured(time.perf_counter() - t0)
-        if ev.violations:
-            continue
-        if deadline is not None and not deadline.affords(2):  # keep the order as it is
+        valid = not ev.violations  # else only a re-chosen order can save this finalist
+        goal = t.req.objective
+        if valid and deadline is not None and not deadline.affords(2):  # keep the order as it is
             choice = as_chosen(t, ev)
         else:
-            choice = choose_schedule(t, ev, _polish_limit(t, lead, len(hopeful)), polish=t in hopeful,
-                                     heuristics=not t.settled, deadline=deadline)
-        goal = t.req.objective
+            try:
+                choice = choose_schedule(t, ev, _polish_limit(t, lead, len(hopeful)), polish=t in hopeful,
+                                         heuristics=not (t.settled and valid), deadline=deadline)
+            except InfeasibleError as exc:
+                if valid:
+                    raise
+                refused = exc
+                continue
         if choice.schedule != t.schedule:
             other = evaluate(t.table, t.req, t.bounds, choice.schedule)
-            if not other.violations and other.time_for(goal) < ev.time_for(goal) * (1 - 1e-9):
-                t.name, t.schedule, ev = choice.name, choice.schedule, other
+            if not other.violations and (not valid or other.time_for(goal) < ev.time_for(goal) * (1 - 1e-9)):
+                t.name, t.schedule, ev, valid = choice.name, choice.schedule, other, True
+        if not valid:
+            continue
         ev = settle(t, ev, deadline)
         if len(finalists) > 1:
             tried.append({"phase": "polish", "origin": t.origin, "microbatches": t.req.microbatches,
@@ -172,8 +179,8 @@ def polish_finalists(finalists: list[Trial], tried: list[dict],
                           "stage_layers": [b - a for a, b in t.bounds]})
         if best is None or ev.time_for(goal) < best[1].time_for(goal) * (1 - 1e-9):
             best = (t, ev, choice)
-    if best is None:
-        raise InfeasibleError("internal: no finalist passes the validator")
+    if best is None:  # the search's own reason when it found no order for them; else a bug
+        raise refused or RuntimeError("internal: no finalist passes the validator")
     return best
 
 

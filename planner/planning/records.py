@@ -16,7 +16,8 @@ from solvers.partition.search import PartitionResult
 from solvers.schedule.budget import DEFAULT_WORK
 from solvers.schedule.memory_limit import MemoryLimit
 
-__all__ = ["BASELINES", "PlanRequest", "Evaluation", "Trial", "evaluate", "memory_limit_of", "simulate_bounds", "pinned_of"]
+__all__ = ["BASELINES", "PlanRequest", "Evaluation", "Trial", "evaluate", "memory_limit_of", "limit_bytes_of",
+           "simulate_bounds", "pinned_of"]
 
 BASELINES = (("uniform", "uniform"), ("flops_balanced", "flops"), ("serial_balanced", "serial"))
 """(label in ``Plan.baselines``, partition method)."""
@@ -65,10 +66,11 @@ class PlanRequest:
     building cost tables and every ``make_plan`` of one request share the one budget);
     None = when ``make_plan`` starts. Only the wall budget reads it."""
     memory_limit_microbatches: float | None = None
-    """[issue 4] Activation budget per rank in microbatches' worth (``--memory-limit 4mb``),
-    on top of ``memory_limit_bytes``; None = bytes only."""
+    """Activation budget per rank in microbatches' worth (``--memory-limit 4microbatches``), on
+    top of ``memory_limit_bytes``; None = bytes only ([Note: one memory rule] in
+    ``solvers.schedule.memory_limit``)."""
     deadlines: dict = field(default_factory=dict)
-    """[issue 4] (stage, kind, microbatch) -> latest end in seconds (``--deadline``)."""
+    """(stage, kind, microbatch) -> latest end in seconds (``--deadline``)."""
     model: dict = field(default_factory=dict)
     """Plan ``model`` section (name, num_layers, layout, layer_types)."""
     cluster: dict = field(default_factory=dict)
@@ -134,30 +136,37 @@ class Trial:
 
 def evaluate(table: CostTable, req: PlanRequest, bounds: list[tuple[int, int]],
              schedule: Schedule) -> Evaluation:
-    """Stage costs, simulation and validation of one partition under one schedule."""
+    """Stage costs, simulation and validation of one partition under one schedule: the
+    validator's verdict with the request's memory limit ([Note: one memory rule] in
+    ``solvers.schedule.memory_limit``) and deadlines, as ``ppplan validate`` gives it."""
     ranks = stage_ranks(req.pp * req.vpp, req.pp, req.placement)
     sc = stage_costs(table, bounds, ranks)
     sim = simulate(schedule, sc)
     violations = validate(schedule, sc, num_microbatches=req.microbatches,
-                          memory_limit_bytes=req.memory_limit_bytes)
+                          memory_limit_bytes=limit_bytes_of(req, sc), deadlines=req.deadlines)
     return Evaluation(bounds, ranks, schedule, sc, sim, violations, req.microbatches)
 
 
-
 def memory_limit_of(req: PlanRequest) -> MemoryLimit | None:
-    """[issue 4] The request's limits as one ``MemoryLimit`` (None when there is none)."""
+    """The request's limits as one ``MemoryLimit`` (None when there is none)."""
     if req.memory_limit_bytes is None and req.memory_limit_microbatches is None:
         return None
     return MemoryLimit(bytes=req.memory_limit_bytes, microbatches=req.memory_limit_microbatches)
 
 
+def limit_bytes_of(req: PlanRequest, costs: StageCosts) -> int | None:
+    """The request's limit as the validator checks it for ``costs`` (None: no limit)."""
+    limit = memory_limit_of(req)
+    return None if limit is None else limit.per_gpu_bytes(costs)
 
-def simulate_bounds(table: CostTable, comp: Compiled, bounds, ranks: list[int], limit: int | None) -> float:
-    sim = simulate_compiled(comp, stage_costs(table, bounds, ranks), detail=False)
-    if limit is not None and max(sim.peak_memory_bytes) > limit:
+
+def simulate_bounds(table: CostTable, comp: Compiled, bounds, ranks: list[int], limit: MemoryLimit | None) -> float:
+    """Simulated step time of ``bounds`` under ``comp``; infinite when over ``limit``."""
+    sc = stage_costs(table, bounds, ranks)
+    sim = simulate_compiled(comp, sc, detail=False)
+    if limit is not None and not limit.fits(sc, sim.peak_memory_bytes):
         return float("inf")
     return sim.step_time
-
 
 
 def pinned_of(t: Trial) -> frozenset[int]:

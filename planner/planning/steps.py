@@ -9,7 +9,8 @@ from planner.core.costs import CostTable
 from planner.core.errors import BudgetExhausted, InfeasibleError
 from planner.core.plan import Plan
 from planner.core.simulate import compile_schedule
-from planner.core.stage_costs import StageCosts
+from planner.core.stage_costs import stage_costs
+from planner.core.steady import steady_state
 from solvers.partition.refine import refine_partition
 from solvers.partition.search import partition_for_schedule
 from solvers.schedule.budget import Deadline, WallBudget
@@ -24,7 +25,8 @@ EVAL_PER_RETIME = 12
 schedule, measured on DeepSeek-V3 pp 32 vpp 2 M 1024 (6.2 s against about 0.3-0.5 s): the
 screening's re-timings give the budget its first estimate of an evaluation's cost."""
 
-__all__ = ["screen", "refine", "settle", "choose_schedule", "as_chosen", "record_schedule", "failure_reason", "why_winner"]
+__all__ = ["screen", "screen_entry", "partition_options", "baseline_partitions", "refine", "settle", "choose_schedule",
+           "as_chosen", "record_schedule", "failure_reason", "why_winner"]
 
 
 def settle(best: Trial, ev: Evaluation, deadline: Deadline | None = None) -> Evaluation:
@@ -50,8 +52,8 @@ def settle(best: Trial, ev: Evaluation, deadline: Deadline | None = None) -> Eva
 def choose_schedule(best: Trial, ev: Evaluation, time_limit: float | None = None, *,
                     polish: bool = True, heuristics: bool = True,
                     deadline: Deadline | None = None) -> ScheduleChoice:
-    """[issue 4] Heuristics (+ CP-SAT for auto/cpsat, within ``time_limit``, default the
-    request's) on the plan's stage costs (solvers.schedule.search)."""
+    """Heuristics (+ CP-SAT for auto/cpsat, within ``time_limit``, default the request's) on
+    the plan's stage costs (solvers.schedule.search), ranked by the request's objective."""
     req = best.req
     return best_schedule(ev.costs, microbatches=req.microbatches, memory_limit=memory_limit_of(req),
                          deadlines=req.deadlines, method=req.schedule,
@@ -73,11 +75,10 @@ def as_chosen(best: Trial, ev: Evaluation) -> ScheduleChoice:
                                   "status": "kept: time limit reached before the polish"}])
 
 
-def record_schedule(plan: Plan, choice: ScheduleChoice, costs: StageCosts, limit: MemoryLimit | None) -> None:
-    """[issue 4] Lower bound, schedule status and gap into the plan. The bound is
-    ``to_plan``'s (same costs and activation budget as ``choice.lower_bound``)."""
+def record_schedule(plan: Plan, choice: ScheduleChoice, limit: MemoryLimit | None) -> None:
+    """Lower bound, schedule status and gap into the plan. The bound is ``to_plan``'s (same
+    costs and activation budget as ``choice.lower_bound``)."""
     if limit is not None and limit.microbatches is not None:
-        plan.predicted["memory_limit_bytes"] = limit.per_gpu_bytes(costs)
         plan.predicted["memory_limit"] = str(limit)
     plan.solver["schedule_solver"] = {
         "name": choice.name, "status": choice.status, "gap": choice.gap,
@@ -88,13 +89,11 @@ def screen(table: CostTable, req: PlanRequest, name: str, tried: list[dict], bud
            shapes: dict | None = None, unit: WallBudget | None = None) -> Trial | None:
     """Partition and simulate one (count, schedule); records what happened in ``tried``.
     ``shapes`` memoises the generated and compiled order per (family, pp, vpp, count,
-    placement): recomputation modes share it, and it depends on nothing else."""
-    entry = {"microbatches": req.microbatches, "microbatch_size": req.microbatch_size, "schedule": name}
-    if req.recompute is not None:
-        entry["recompute"] = req.recompute
-    tried.append(entry)
-    common = dict(pp=req.pp, vpp=req.vpp, placement=req.placement, memory_limit_bytes=req.memory_limit_bytes,
-                  pins=req.pins, time_limit_s=budget, seed=req.seed)
+    placement): recomputation modes share it, and it depends on nothing else. A candidate
+    is kept only within the memory limit as the validator checks it ([Note: one memory
+    rule] in ``solvers.schedule.memory_limit``); one that fails is recorded with its status
+    and reason, and no time."""
+    entry = screen_entry(req, name, tried)
     key = (name, req.pp, req.vpp, req.microbatches, req.placement)
     try:
         if shapes is not None and key in shapes:
@@ -103,17 +102,11 @@ def screen(table: CostTable, req: PlanRequest, name: str, tried: list[dict], bud
             sched, comp = generate(name, pp=req.pp, vpp=req.vpp, microbatches=req.microbatches), None
             if shapes is not None:
                 shapes[key] = (sched, None)
-        part = partition_for_schedule(table, sched, method=req.partition, **common)
+        part = partition_for_schedule(table, sched, method=req.partition, **partition_options(req, budget))
     except InfeasibleError as exc:  # BudgetExhausted too: recorded as not proven ([Note: unproven])
         entry.update(status="budget" if isinstance(exc, BudgetExhausted) else "infeasible", reason=str(exc))
         return None
-    baselines = {}
-    for label, method in BASELINES:
-        try:
-            res = partition_for_schedule(table, sched, method=method, strict=False, **common)
-            baselines[label] = (res.candidates[0], res.fits_memory)
-        except InfeasibleError as exc:  # e.g. uniform with fewer decoder layers than stages
-            entry.setdefault("baseline_errors", {})[label] = str(exc)
+    baselines = baseline_partitions(table, sched, req, budget, entry)
     ranks = part.model.ranks
     if comp is None:
         comp = compile_schedule(sched, len(ranks), ranks)
@@ -123,34 +116,76 @@ def screen(table: CostTable, req: PlanRequest, name: str, tried: list[dict], bud
     if req.partition == "overlap":
         pool += [b for b, fits in baselines.values() if fits and b not in pool]
     t0 = time.perf_counter()
-    step, bounds = min(((simulate_bounds(table, comp, b, ranks, req.memory_limit_bytes), k, b)
+    limit = memory_limit_of(req)
+    step, bounds = min(((simulate_bounds(table, comp, b, ranks, limit), k, b)
                         for k, b in enumerate(pool)), key=lambda t: (t[0], t[1]))[0::2]
     if unit is not None:  # an evaluation also compiles and validates: about EVAL_PER_RETIME re-timings
         unit.measured(EVAL_PER_RETIME * (time.perf_counter() - t0) / len(pool))
-    entry.update(status="valid" if step < float("inf") else "infeasible", step_time_s=step,
-                 estimate_s=part.estimate_s, partition_solver=part.solver, partition_status=part.status,
-                 stage_layers=[b - a for a, b in bounds], evaluated=len(pool))
+    found = {"estimate_s": part.estimate_s, "partition_solver": part.solver, "partition_status": part.status}
     if step == float("inf"):
-        entry["reason"] = "no candidate partition fits memory in simulation"
+        entry.update(status="infeasible", **found, evaluated=len(pool),
+                     reason=f"no candidate partition fits the memory limit {limit} in simulation")
         return None
+    entry.update(status="valid", step_time_s=step, **found, stage_layers=[b - a for a, b in bounds],
+                 evaluated=len(pool))
     return Trial(table, req, name, sched, comp, part, bounds, step, baselines)
+
+
+def screen_entry(req: PlanRequest, name: str, tried: list[dict]) -> dict:
+    """The ``tried`` record of one screened (count, schedule), appended to ``tried``."""
+    entry = {"microbatches": req.microbatches, "microbatch_size": req.microbatch_size, "schedule": name}
+    if req.recompute is not None:
+        entry["recompute"] = req.recompute
+    tried.append(entry)
+    return entry
+
+
+def partition_options(req: PlanRequest, budget: float) -> dict:
+    """``partition_for_schedule``'s options for ``req`` with ``budget`` CP-SAT seconds."""
+    return dict(pp=req.pp, vpp=req.vpp, placement=req.placement, memory_limit_bytes=req.memory_limit_bytes,
+                pins=req.pins, time_limit_s=budget, seed=req.seed)
+
+
+def baseline_partitions(table: CostTable, sched, req: PlanRequest, budget: float, entry: dict) -> dict:
+    """Label -> (bounds, fits memory) of each baseline partition for ``sched``; one that
+    cannot be built is noted under ``entry["baseline_errors"]``."""
+    baselines = {}
+    for label, method in BASELINES:
+        try:
+            res = partition_for_schedule(table, sched, method=method, strict=False,
+                                         **partition_options(req, budget))
+            baselines[label] = (res.candidates[0], res.fits_memory)
+        except InfeasibleError as exc:  # e.g. uniform with fewer decoder layers than stages
+            entry.setdefault("baseline_errors", {})[label] = str(exc)
+    return baselines
 
 
 def refine(best: Trial, *, deadline: Deadline | None) -> dict:
     """Move boundaries under the simulator (overlap method only) until ``deadline``
-    ([Note: kept budget] in ``solvers.schedule.budget``); updates ``best`` in place."""
+    ([Note: kept budget] in ``solvers.schedule.budget``); updates ``best`` in place. With the
+    steady objective a move is kept only when it does not lengthen the period."""
     if best.req.partition != "overlap":
         return {"rounds": 0, "evaluated": 0}
-    limit = best.req.memory_limit_bytes
+    limit = memory_limit_of(best.req)
     res = refine_partition(best.table, best.schedule, best.bounds, best.part.model.ranks,
-                           fits=None if limit is None else (lambda peaks: max(peaks) <= limit),
+                           fits=None if limit is None else limit.fits,
                            pinned=pinned_of(best), max_rounds=32,
                            deadline=None if deadline is None else deadline.at, compiled=best.compiled)
     if deadline is not None:
         deadline.expired()  # records the cut when the moves stopped at the deadline
-    if res.step_time < best.step:
+    if res.step_time < best.step and _period_kept(best, res.bounds):
         best.bounds, best.step = res.bounds, res.step_time
     return {"rounds": res.rounds, "evaluated": res.evaluated}
+
+
+def _period_kept(best: Trial, bounds: list[tuple[int, int]]) -> bool:
+    """Whether ``bounds`` keeps ``best``'s steady period (always true for the makespan objective)."""
+    if best.req.objective != "steady":
+        return True
+    ranks = best.part.model.ranks
+    old, new = (steady_state(best.schedule, stage_costs(best.table, b, ranks), best.req.microbatches,
+                             compiled=best.compiled).period_s for b in (best.bounds, bounds))
+    return new <= old * (1 + 1e-12)
 
 
 def failure_reason(tried: list[dict]) -> str:

@@ -37,6 +37,7 @@ from planner.core.stage_costs import StageCosts, stage_costs
 from planner.core.validate import validate
 from planner.planning import PlanRequest, evaluate, make_plan
 from solvers.schedule.budget import check_work
+from planner.planning.delivery import deliver
 from planner.planning.dp_step import add_dp_step
 from planner.replanning.costs import routed_costs
 from planner.replanning.inputs import (plan_cluster, plan_model, plan_request, plan_routing, read_traces,
@@ -177,6 +178,7 @@ def replan(plan: Plan | str | Path, routing: list[str | Path], *, window: int | 
     fresh_moved = sum(a != b for a, b in zip(old_ranks, layer_ranks(fresh.bounds(), fresh.ranks())))
     new_plan.extra["replan"] = _replan_section(result, old, min_gain, move_penalty, fresh, fresh_moved)
     new_plan.extra["routing"] = routing_section(now, list(routing), window, fmt=routing_format)
+    deliver(new_plan)  # [Note: delivered plans]
     return result
 
 

@@ -191,6 +191,10 @@ class StepModel:
         """Largest transient bytes of one layer of [a, b) (``LayerCost.work_bytes``)."""
         return self._work(a, b)
 
+    def layer_work_bytes(self) -> list[int]:
+        """``LayerCost.work_bytes`` of each layer."""
+        return [lc.work_bytes for lc in self._layers]
+
     def act_bytes(self, a: int, b: int) -> tuple[int, int]:
         """(activation bytes per microbatch, part kept until W) of [a, b)."""
         return int(self._act[b] - self._act[a]), int(self._act_w[b] - self._act_w[a])

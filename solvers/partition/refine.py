@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from planner.core.costs import CostTable
 from planner.core.schedule import Schedule
 from planner.core.simulate import Compiled, compile_schedule, simulate_compiled
-from planner.core.stage_costs import stage_costs
+from planner.core.stage_costs import StageCosts, stage_costs
 
 __all__ = ["RefineResult", "refine_partition", "boundary_neighbours"]
 
@@ -59,18 +59,20 @@ def boundary_neighbours(bounds: Bounds, pinned: frozenset[int] = frozenset()) ->
 
 
 def refine_partition(table: CostTable, schedule: Schedule, bounds: Bounds, ranks: list[int], *,
-                     fits: Callable[[list[int]], bool] | None = None,
+                     fits: Callable[[StageCosts, list[int]], bool] | None = None,
                      pinned: frozenset[int] = frozenset(), max_rounds: int = 64,
                      deadline: float | None = None, compiled: Compiled | None = None) -> RefineResult:
     """Hill-climb ``bounds`` by simulated step time under ``schedule``.
 
-    ``fits(peak_memory_bytes_per_rank)`` rejects partitions over the memory limit.
+    ``fits(stage_costs, peak_memory_bytes_per_rank)`` rejects partitions over the memory
+    limit (the planner passes ``MemoryLimit.fits``, the validator's check).
     """
     comp = compiled or compile_schedule(schedule, len(bounds), ranks)
 
     def score(b: Bounds) -> float | None:
-        sim = simulate_compiled(comp, stage_costs(table, b, ranks), detail=False)
-        if fits is not None and not fits(sim.peak_memory_bytes):
+        sc = stage_costs(table, b, ranks)
+        sim = simulate_compiled(comp, sc, detail=False)
+        if fits is not None and not fits(sc, sim.peak_memory_bytes):
             return None
         return sim.step_time
 

@@ -25,6 +25,7 @@ from planner.core.costs import CostTable
 from planner.core.errors import BudgetExhausted, InfeasibleError
 from planner.core.placement import stage_ranks
 from planner.core.schedule import Schedule
+from planner.core.units import format_bytes
 from solvers.partition.ranges import (Bounds, RangeTest, k_best_partitions, minmax_partition, prefix_sums,
                                range_table, uniform_partition)
 from solvers.partition.model import StepModel
@@ -203,10 +204,10 @@ def memory_infeasible_message(model: StepModel, limit: int, allowed: RangeTest |
     if len(stages) > 1:
         where = f"rank {rank} (stages {', '.join(map(str, stages))}; {where.split(' (')[0]} holds layers " \
                 f"[{a}, {b}) with {flight} microbatches in flight)"
-    gib = 2 ** 30
     return (f"no partition fits the memory limit: even the most memory-balanced split puts {where} at "
-            f"{per_rank[rank] / gib:.1f} GiB needed ({static / gib:.1f} GiB parameters/gradients/optimizer "
-            + (f"+ {work / gib:.1f} GiB transient " if work else "")
-            + f"+ {(per_rank[rank] - static - work) / gib:.1f} GiB activations) vs {limit / gib:.1f} GiB available; "
-            "use more stages (--pp), a schedule with fewer microbatches in flight (e.g. --schedule 1f1b), "
-            "or activation recomputation (--recompute selective or full)")
+            f"{format_bytes(per_rank[rank])} needed ({format_bytes(static)} parameters/gradients/optimizer "
+            + (f"+ {format_bytes(work)} transient " if work else "")
+            + f"+ {format_bytes(per_rank[rank] - static - work)} activations) vs {format_bytes(limit)} available; "
+            "use more stages (--pp), " + ("a schedule with fewer microbatches in flight (e.g. --schedule 1f1b), "
+                                          if flight > 1 else "")
+            + "or activation recomputation (--recompute selective or full)")

@@ -15,8 +15,9 @@ prefix sums over the layers, so the model needs only the S-1 stage boundaries:
   prefix table at each boundary;
 - per rank r: ``T >= head(first stage of r) + sum of its stages' work``;
 - per rank r and memory point p (``solvers.partition.inflight.memory_points``):
-  ``sum_s static_s + full_ps act_s + w_only_ps act_w_s <= limit`` in exact bytes,
-  which together are exactly the simulator's peak: a solution never breaks the limit;
+  ``sum_s static_s + full_ps act_s + w_only_ps act_w_s + held_r <= limit`` in exact bytes,
+  ``held_r`` the largest transient bytes of a layer on rank r (``_rank_work``), which
+  together are exactly the simulator's peak: a solution never breaks the limit;
 - objective: minimise T (integer microseconds); hint: the chunk-sequence DP.
 
 Solved with a deterministic time budget (``max_deterministic_time``, ``WALL_PER_DET``) and
@@ -95,15 +96,43 @@ def _build(model: StepModel, limit: int | None, cuts: dict[int, int], hint: Boun
     p2p = round(model.p2p * _US)
     horizon = sum(_ints([model.work(s, 0, n) for s in range(S)])) + max(heads) + 2 * S * p2p
     step = m.new_int_var(0, horizon, "step_us")
+    held = _rank_work(m, model, end) if limit is not None else {}
     for r, first in model.first_stage.items():
         mine = [s for s in range(S) if model.ranks[s] == r]
         m.add(step >= read(heads, first, f"head_{r}") + 2 * first * p2p + sum(loads[s] for s in mine))
         if limit is not None:
             for q, point in enumerate(model.points.get(r, [])):
                 count = {st: (full, w) for st, full, w in point}
-                m.add(sum(_bytes(prefix, read, s, *count.get(s, (0, 0)), f"r{r}p{q}") for s in mine) <= limit)
+                m.add(sum(_bytes(prefix, read, s, *count.get(s, (0, 0)), f"r{r}p{q}") for s in mine)
+                      + held.get(r, 0) <= limit)
     m.minimize(step)
     return m, end, step
+
+
+def _rank_work(m, model: StepModel, end) -> dict:
+    """Per rank, a variable at least the transient bytes (``work_bytes``) of every layer its
+    stages hold: the largest is held while that layer's task runs (``StageCosts.static_per_rank``).
+    Layer l is on stage k when ``end[k] <= l < end[k + 1]``; one literal per (boundary, layer
+    with transient bytes) says which side of the boundary the layer falls on."""
+    work, S = model.layer_work_bytes(), model.num_stages
+    heavy = [layer for layer, w in enumerate(work) if w > 0]
+    if not heavy:
+        return {}
+    before = {}  # (k, l) -> literal "end[k] <= l"; end[0] = 0 <= l always, end[S] = N > l never
+    for k in range(1, S):
+        for layer in heavy:
+            lit = before[(k, layer)] = m.new_bool_var(f"end_{k - 1}_le_{layer}")
+            m.add(end[k] <= layer).only_enforce_if(lit)
+            m.add(end[k] >= layer + 1).only_enforce_if(~lit)
+    held = {}
+    for r in sorted(set(model.ranks)):
+        held[r] = m.new_int_var(0, max(work), f"work_bytes_{r}")
+        for k in (s for s in range(S) if model.ranks[s] == r):
+            for layer in heavy:
+                inside = [before[(k, layer)]] if k > 0 else []
+                inside += [~before[(k + 1, layer)]] if k + 1 < S else []
+                m.add(held[r] >= work[layer]).only_enforce_if(inside)
+    return held
 
 
 def _bytes(prefix: dict[str, list[int]], read, s: int, full: int, w: int, tag: str):

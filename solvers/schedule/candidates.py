@@ -18,6 +18,7 @@ from planner.core.errors import InfeasibleError
 from planner.core.schedule import Key, Schedule, provides
 from planner.core.simulate import simulate
 from planner.core.stage_costs import StageCosts
+from planner.core.units import format_bytes
 from planner.core.validate import validate
 from solvers.schedule.budget import Deadline
 from solvers.schedule.deadlines import earliest_finish
@@ -177,7 +178,7 @@ def limits(schedule: Schedule, costs: StageCosts, budget: list[int] | None,
     if budget is not None:
         for r, (peak, b) in enumerate(zip(sim.peak_act_bytes, budget)):
             if peak > b:
-                return None, f"rank {r} holds {peak / 2**30:.2f} GiB of activations, budget {b / 2**30:.2f} GiB"
+                return None, f"rank {r} holds {format_bytes(peak)} of activations, budget {format_bytes(b)}"
     return sim.step_time, "valid"
 
 

@@ -1,10 +1,19 @@
 """Memory limits for schedules: bytes per GPU, or microbatches' worth of activations.
 
 ``--memory-limit`` accepts ``80GiB``, ``80GB``, ``8.5e10`` (bytes per GPU: parameters,
-gradients, optimizer state and activations together) or ``4mb`` (activations only:
-each rank may hold 4 microbatches' worth of the activations its stages keep, the unit
-the zero-bubble papers use: 1F1B needs p, ZB-H2 2p - 1). Either form turns into an
-activation budget per rank for a given set of stage costs.
+gradients, optimizer state and activations together) or ``4microbatches`` (``4mb``: each
+rank may hold 4 microbatches' worth of the activations its stages keep, the unit the
+zero-bubble papers use: 1F1B needs p, ZB-H2 2p - 1).
+
+[Note: one memory rule] Whatever its form, a limit is checked one way, the validator's
+(``planner.core.validate``): every rank's simulated peak (static + activations) against
+one byte count per GPU, ``per_gpu_bytes``. The microbatch form becomes that count for given
+stage costs: the bytes of the rank that needs the most for N microbatches' worth of its own
+activations (static + floor(N x its activations per microbatch)), so every rank can hold N
+of its own and none is held to less than the plan's limit says; with both forms, the
+smaller count. The activation budget the schedule searches work with (list scheduler,
+W filling, CP-SAT) is that count less each rank's static bytes (``act_budget``), so a
+schedule within the budget is exactly one the validator accepts (``fits``).
 
 Any schedule needs, on each rank, its static bytes plus one microbatch in flight on
 every stage it holds (a microbatch's forward keeps its activations until its
@@ -20,6 +29,7 @@ from dataclasses import dataclass
 
 from planner.core.errors import InfeasibleError, InputError
 from planner.core.stage_costs import StageCosts
+from planner.core.units import format_bytes
 
 __all__ = ["MemoryLimit", "parse_memory_limit", "rank_activation"]
 
@@ -39,8 +49,8 @@ def rank_activation(costs: StageCosts) -> list[int]:
 
 @dataclass(frozen=True, kw_only=True)
 class MemoryLimit:
-    """A per-rank memory limit: bytes per GPU, microbatches of activations, or both (the
-    tighter one counts on each rank)."""
+    """A memory limit: bytes per GPU, microbatches of activations, or both (the smaller byte
+    count); checked by [Note: one memory rule]."""
 
     bytes: int | None = None
     """Bytes per GPU, static bytes included."""
@@ -48,22 +58,25 @@ class MemoryLimit:
     """Activation budget per rank, in microbatches' worth of that rank's activations."""
 
     def __str__(self) -> str:
-        parts = [] if self.bytes is None else [f"{self.bytes / 2**30:.2f} GiB"]
+        parts = [] if self.bytes is None else [format_bytes(self.bytes)]
         return " and ".join(parts + ([] if self.microbatches is None else [f"{self.microbatches:g}mb"]))
 
-    def act_budget(self, costs: StageCosts) -> list[int]:
-        """Activation bytes each rank may hold."""
-        act, static = rank_activation(costs), costs.static_per_rank()
-        out = []
-        for r in range(costs.num_ranks):
-            caps = [] if self.bytes is None else [self.bytes - static[r]]
-            caps += [] if self.microbatches is None else [int(self.microbatches * act[r])]
-            out.append(min(caps))
-        return out
-
     def per_gpu_bytes(self, costs: StageCosts) -> int:
-        """The limit as one byte count per GPU (the largest rank's static + budget)."""
-        return max(s + b for s, b in zip(costs.static_per_rank(), self.act_budget(costs)))
+        """The limit as the validator checks it: one byte count per GPU for ``costs``."""
+        caps = [] if self.bytes is None else [self.bytes]
+        if self.microbatches is not None:
+            act = rank_activation(costs)
+            caps.append(max(s + int(self.microbatches * a) for s, a in zip(costs.static_per_rank(), act)))
+        return min(caps)
+
+    def act_budget(self, costs: StageCosts) -> list[int]:
+        """Activation bytes each rank may hold: ``per_gpu_bytes`` less its static bytes."""
+        cap = self.per_gpu_bytes(costs)
+        return [cap - s for s in costs.static_per_rank()]
+
+    def fits(self, costs: StageCosts, peak_memory_bytes: list[int]) -> bool:
+        """Whether simulated per-rank peaks (static + activations) are within the limit."""
+        return max(peak_memory_bytes, default=0) <= self.per_gpu_bytes(costs)
 
     def check_minimum(self, costs: StageCosts) -> None:
         """Raise ``InfeasibleError`` when a rank cannot hold one microbatch per stage."""
@@ -73,16 +86,21 @@ class MemoryLimit:
                 need = static[r] + act[r]
                 raise InfeasibleError(
                     f"memory limit {self} is below what any schedule needs on rank {r}: "
-                    f"{need / 2**30:.2f} GiB ({static[r] / 2**30:.2f} GiB static + "
-                    f"{act[r] / 2**30:.2f} GiB for one microbatch in flight per stage); "
-                    f"raise --memory-limit to at least {need / 2**30:.2f}GiB (or 1mb), or raise pp")
+                    f"{format_bytes(need)} ({format_bytes(static[r])} static + {format_bytes(act[r])} "
+                    f"for one microbatch in flight per stage); raise --memory-limit to at least "
+                    f"{format_bytes(need, up=True).replace(' ', '')} (or 1mb), or raise pp")
+
+
+_MICROBATCH_UNITS = ("microbatches", "microbatch", "mb")
+"""Spellings of the microbatch unit: ``4microbatches`` as ``ppplan plan`` documents it, ``4mb`` as before."""
 
 
 def parse_memory_limit(text: str, *, field: str = "--memory-limit") -> MemoryLimit:
-    """``80GiB``, ``80GB``, ``8.5e10`` (bytes) or ``4mb`` (microbatches); ``InputError`` otherwise."""
+    """``80GiB``, ``80GB``, ``8.5e10`` (bytes) or ``4microbatches``/``4mb`` (microbatches);
+    ``InputError`` otherwise. ``planner.api.plan(memory_limit=...)`` reads it as the CLI does."""
     m = _TEXT.match(text)
     unit = m.group(2).lower() if m else ""
-    if m and unit == "mb":
+    if m and unit in _MICROBATCH_UNITS:
         value = float(m.group(1))
         if not math.isfinite(value):
             raise InputError(field, f"{text!r} is too large", "give microbatches in flight, e.g. 4mb")
