@@ -10,7 +10,8 @@ file shows (a module to import, a CSV path to open) is read from the file:
   ``_PipelineScheduleRuntime._load_csv``.
 - torchtitan: torchtitan 0.3.0's ``ConfigManager`` imports the written module
   (``--module M --config ppplan_config``) and main's config classes (tests/fixtures/
-  torchtitan_main) take ``apply_plan``; every exported field must read back; torch loads the CSV.
+  torchtitan_main) take ``apply_plan``; every exported field must read back; torchtitan's own
+  stage -> rank rule for the configured schedule gives the plan's ranks; torch loads the CSV.
 - megatron, megatron-bridge: Megatron-Core's ``PipelineParallelLayerLayout`` parses the layout
   (each stage's layers must be the plan's stage) and validates it; ``check_megatron_core`` /
   ``check_megatron_bridge`` (benchmarks/frameworks.py) build ``TransformerConfig``.
@@ -81,7 +82,30 @@ def _torchtitan(plan: LaunchPlan, folder: Path, main: str, summary: dict) -> lis
             done.append("torchtitan 0.3 ConfigManager")
         config = frameworks._load_config(["--module", probe.stem, "--config", "main_config"])
         _same("torchtitan main ConfigManager", _read_back(config, fields["main"]), fields["main"])
-    return done + ["torchtitan main ConfigManager (fixture)"]
+    _torchtitan_stages(plan, config.parallelism)
+    return done + ["torchtitan main ConfigManager (fixture)", "torchtitan stage placement + module split"]
+
+
+def _torchtitan_stages(plan: LaunchPlan, parallelism) -> None:
+    """torchtitan's own stage -> rank rule for the configured schedule
+    (``_get_pp_rank_to_stage_indices_mapping``) gives the plan's ranks, and each model part names
+    the plan's layers of that stage (``tok_embeddings``, ``layers.<k>``, ``norm`` + ``lm_head``)."""
+    from torchtitan.distributed.pipeline_parallel import _get_pp_rank_to_stage_indices_mapping
+
+    ranks = [None] * plan.num_stages
+    for rank in range(plan.pp):
+        for s in _get_pp_rank_to_stage_indices_mapping(rank, plan.pp, parallelism.pipeline_parallel_schedule,
+                                                        plan.num_stages):
+            ranks[s] = rank
+    _same(f"torchtitan's placement for {parallelism.pipeline_parallel_schedule}", ranks, plan.ranks())
+    layout, names, decoder = plan.model["layout"], [], 0
+    for a, b in plan.bounds():
+        part = []
+        for letter in layout[a:b]:
+            part += {"E": ["tok_embeddings"], "L": ["norm", "lm_head"]}.get(letter, [f"layers.{decoder}"])
+            decoder += letter == "t"
+        names.append(part)
+    _same("torchtitan module_fqns_per_model_part", parallelism.module_fqns_per_model_part, names)
 
 
 def _load_torch_csv(plan: LaunchPlan, path: str) -> None:

@@ -5,7 +5,8 @@ next step and by the frameworks' own loaders (tests/round_trip.py says what pass
 The whole grid is one ``slow`` test per configuration (still run by CI); a failure prints the
 commands that reproduce it. The tests below it check the grid's coverage, and that the round
 trip itself catches a broken step: a prediction one ulp off, a Megatron layout one layer
-off, a DeepSpeed partition moved, a torch CSV with two actions swapped.
+off, a DeepSpeed partition moved, a torch CSV with two actions swapped, a torchtitan schedule
+whose placement is not the plan's.
 """
 
 from __future__ import annotations
@@ -46,14 +47,16 @@ def test_grid_has_degree_searches_profiles_and_both_limit_forms():
 _MEGATRON = Config(name="guard-megatron", plan=("llama3-8b", "--target", "megatron", "--schedule", "1f1b"))
 _DEEPSPEED = Config(name="guard-deepspeed", plan=("llama3-8b", "--pp", "2", "--target", "deepspeed"))
 _TORCH = Config(name="guard-torch", plan=("llama3-8b", "--pp", "2", "--schedule", "1f1b"))
+_TITAN_V = Config(name="guard-torchtitan", plan=("llama3-8b", "--pp", "2", "--vpp", "2", "--placement", "v",
+                                                 "--schedule", "zbv", "--target", "torchtitan"))
 
 
 def test_guard_configurations_pass_unbroken(tmp_path):
-    for config in (_MEGATRON, _DEEPSPEED):
+    for config in (_MEGATRON, _DEEPSPEED, _TITAN_V):
         (tmp_path / config.name).mkdir()
         outcome = run_config(config, tmp_path / config.name)
         assert outcome.kind == "planned", outcome.report()
-        assert {"megatron", "deepspeed"} & set(outcome.checks)
+        assert {"megatron", "deepspeed", "torchtitan"} & set(outcome.checks)
 
 
 def test_a_prediction_one_ulp_off_fails(tmp_path, monkeypatch):
@@ -109,3 +112,11 @@ def test_a_torch_csv_with_two_actions_swapped_fails(tmp_path, monkeypatch):
     monkeypatch.setattr(pipelining, "torch_csv", swapped)
     outcome = run_config(_TORCH, tmp_path)
     assert outcome.kind == "failing" and "--format torch-csv" in outcome.detail, outcome.report()
+
+
+def test_a_torchtitan_schedule_with_the_wrong_placement_fails(tmp_path, monkeypatch):
+    import planner.export.pipelining as pipelining
+
+    monkeypatch.setattr(pipelining, "torchtitan_schedule_name", lambda plan: "Interleaved1F1B")  # loop, not V
+    outcome = run_config(_TITAN_V, tmp_path)
+    assert outcome.kind == "failing" and "torchtitan's placement" in outcome.detail, outcome.report()
