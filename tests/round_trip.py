@@ -43,14 +43,15 @@ from planner.core.targets import DEFAULT_TARGET, TARGETS, target_for_format, tar
 from planner.export import FORMATS, LaunchPlan  # noqa: E402
 from round_trip_grid import GRID, Config, cluster_file  # noqa: E402
 
-__all__ = ["WORK", "Outcome", "run_config", "run_grid", "main"]
+__all__ = ["WORK", "Outcome", "ppplan", "run_config", "run_grid", "summary", "main"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
 WORK = 0.2
-"""``--work`` of every plan: a fifth of the default. The search screens fewer candidates and
-polishes less, so some plans are slower and more configurations run out of budget (exit 3,
-a legal outcome), in exchange for the whole grid fitting CI's minutes."""
+"""``--work`` of every plan, a fiftieth of the default (``solvers.schedule.budget.DEFAULT_WORK``).
+The search screens fewer candidates and polishes less, so some plans are slower, more
+configurations run out of budget (exit 3, a legal outcome) and more keep a screened schedule
+unpolished (a path of its own, with its own bugs), in exchange for the grid fitting CI's minutes."""
 
 KINDS = ("planned", "refused", "out_of_budget", "failing")
 
@@ -106,6 +107,8 @@ def ppplan(*argv: str) -> _Run:
 
 @contextlib.contextmanager
 def _fresh_warnings():
+    """Warnings filtered as Python's defaults filter them and written to ``sys.stderr`` each time,
+    as a new ``ppplan`` process would (not once per process, nor into pytest's recorder)."""
     with warnings.catch_warnings():
         warnings.resetwarnings()
         for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
