@@ -261,10 +261,17 @@ def summary(outcomes: list[Outcome], *, work: float, wall_s: float) -> dict:
     checks = Counter(c for o in outcomes for c in o.checks)
     return {"configurations": len(outcomes), **{k: sum(o.kind == k for o in outcomes) for k in KINDS},
             "checks": dict(sorted(checks.items())), "work": work, "wall_s": round(wall_s, 1),
+            "refused_by": dict(Counter(_refused_field(o.detail) for o in outcomes if o.kind != "planned").most_common()),
             "planned_per_target": {t: sum(o.kind == "planned" and _target(o.commands[-1]) == t for o in outcomes)
                                    for t in TARGETS},
             "failures": [{"name": o.name, "detail": o.detail, "commands": list(o.commands)}
                          for o in outcomes if o.kind == "failing"]}
+
+
+def _refused_field(line: str) -> str:
+    """The field an ``error: FIELD: ...`` line names (what a refusal was about)."""
+    text = line.removeprefix("error: ")
+    return text.split(": ", 1)[0][:60] if ": " in text else text[:60]
 
 
 def _target(command: str) -> str:
