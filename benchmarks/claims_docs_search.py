@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from claim_kit import Claim, Exact, InRange, Page, Ratio, Targets, column_pattern, row_pattern
-from claim_outputs import (CPU_TIME, JOINT, PARTITION, PROFILE_ANALYTICAL, SCHEDULE, SIMULATOR, VS_ZB, WALL,
-                           ZB_SETTING, history, joint_row, minutes, ms, partition_row, pct,
-                           ratio_text, schedule_row, span)
+from claim_outputs import (CPU_TIME, JOINT, JOINT_STALE, PARTITION, PROFILE_ANALYTICAL, SCHEDULE, SIMULATOR, VS_ZB,
+                           WALL, ZB_SETTING, history, joint_row, minutes, ms, partition_row, pct, ratio_text,
+                           schedule_row, span)
 
 __all__ = ["CLAIMS"]
 
@@ -142,27 +142,29 @@ class _LongCell(Exact):
 
 
 JOINT_CLAIMS = [
-    Claim(id=f"joint-{m.split('-')[0]}-{m.split('-')[1]}-{gpu}-pp{pp}-vpp{vpp}", command=JOINT,
+    Claim(id=f"joint-{m.split('-')[0]}-{m.split('-')[1]}-{gpu}-pp{pp}-vpp{vpp}", command=JOINT, stale=JOINT_STALE,
           where=f"joint table, {m} {gpu} pp {pp} vpp {vpp}",
           figure=Page(path=_JOINT, section=_JT, pattern=row_pattern(m, gpu, str(pp), str(vpp), cells=9)),
           measured=lambda run, k=(m, gpu, pp, vpp): _joint_cells(run, *k),
           compare=(Exact(),) * 7 + (Ratio(WALL.factor, WALL.why, floor=1.0), _LongCell()))
     for m, gpu, pp, vpp in JOINT_ROWS] + [
     Claim(id="joint-ratios", where="joint bullets: (a) and (c) against the joint plan", command=JOINT,
+          stale=JOINT_STALE,
           figure=Page(path=_JOINT, section=_JT,
                       pattern=r"\(a\), is ([\d.]+)-([\d.]+)x slower; \(c\) ([\d.]+)-([\d.]+)x"),
           measured=lambda run: (*_over_joint(run, "a_overlap_1f1b_s"), *_over_joint(run, "c_serial_best_heuristic_s"))),
-    Claim(id="joint-le-all", where="joint bullets: no slower than (a)-(c)", command=JOINT,
+    Claim(id="joint-le-all", where="joint bullets: no slower than (a)-(c)", command=JOINT, stale=JOINT_STALE,
           figure=Page(path=_JOINT, section=_JT,
                       pattern=r"no slower than \(a\), \(b\) and \(c\) in (\d+) of the (\d+) rows"),
           measured=lambda run: (sum(r["joint_le_all"] for r in run.json()["rows"]), len(run.json()["rows"]))),
     Claim(id="joint-le-c-planned", where="joint bullets: rows where (c) planned by the planner is faster",
-          command=JOINT, figure=Page(path=_JOINT, section=_JT, pattern=r"faster than the joint plan in (\d+) rows"),
+          command=JOINT, stale=JOINT_STALE,
+          figure=Page(path=_JOINT, section=_JT, pattern=r"faster than the joint plan in (\d+) rows"),
           measured=lambda run: sum(not r["joint_le_c_planned"] for r in run.json()["rows"])),
-    Claim(id="joint-wall", where="joint bullets: wall time per plan", command=JOINT,
+    Claim(id="joint-wall", where="joint bullets: wall time per plan", command=JOINT, stale=JOINT_STALE,
           figure=Page(path=_JOINT, section=_JT, pattern=r"^- Wall time ([\d.]+)-([\d.]+) s per plan"),
           measured=lambda run: span([r["joint_wall_s"] for r in run.json()["rows"]]), compare=WALL),
-    Claim(id="joint-run-wall", where="joint section: the whole run's wall time", command=JOINT,
+    Claim(id="joint-run-wall", where="joint section: the whole run's wall time", command=JOINT, stale=JOINT_STALE,
           figure=Page(path=_JOINT, section=_JT, pattern=r"4\.4 at the end\), (\d+ min \d+ s);", combine=minutes),
           measured=lambda run: run.wall_s, compare=WALL),
 ]

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from claim_kit import Claim, InRange, Page, Stale
 from claim_outputs import (BUDGET_QUICK, CAP_KEPT, CPU_TIME, DEGREES, DETERMINISM, FRAMEWORKS, FUZZ, HOSTILE, JOINT,
-                           PARTITION, PLAN, PLAN_LOAD, PROFILE_ANALYTICAL, PROFILER, REPLAN, SCHEDULE, SIMULATOR,
-                           TARGETS, VS_ZB, WALL, ZB_SETTING, by, partition_row, pct, ratio_text, span, text)
+                           JOINT_STALE, PARTITION, PLAN, PLAN_LOAD, PROFILER, PROFILE_ANALYTICAL, REPLAN, SCHEDULE,
+                           SIMULATOR, TARGETS, VS_ZB, WALL, ZB_SETTING, by, partition_row, pct, ratio_text, span,
+                           text)
 
 __all__ = ["CLAIMS"]
 
@@ -122,9 +123,9 @@ HEADLINE = [
     Claim(id="readme-joint-gap", where="Headline figures: joint search, gap to the bound where 2p fits",
           figure=_readme(r"^\| joint search \| gap to the lower bound where memory allows 2p microbatches: ([\d.]+)% "
                          r"\(within the 3% target\) and ([\d.]+)%"),
-          command=JOINT, measured=_joint_2p),
+          command=JOINT, measured=_joint_2p, stale=JOINT_STALE),
     Claim(id="readme-joint-wall", where="Headline figures: joint search, wall time per plan",
-          figure=_readme(r"^\| joint search \| .*; ([\d.]+)-([\d.]+) s per plan"), command=JOINT,
+          figure=_readme(r"^\| joint search \| .*; ([\d.]+)-([\d.]+) s per plan"), command=JOINT, stale=JOINT_STALE,
           measured=lambda run: span([r["joint_wall_s"] for r in run.json()["rows"]]), compare=WALL),
     Claim(id="readme-schedule", where="Headline figures: schedule solver",
           figure=_readme(r"^\| schedule solver \| never slower than the best heuristic \((\d+/\d+)\); gaps "
