@@ -169,7 +169,7 @@ def test_run_stale_re_derives_a_stale_claim_that_has_a_reader(tmp_path, monkeypa
 @pytest.mark.timeout(3600)
 def test_every_re_derived_claim_holds():
     """The whole registry from the commands the pages document: about 12 min on two idle
-    cores (the pages' own idle timings summed; 31 min measured beside other jobs at load 3-9);
+    cores (the pages' own idle timings summed; 28 min measured here beside other jobs, load 2-8);
     stale claims only have their page read. Prints each claim that differs."""
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "claims.py"), "--json"], capture_output=True,
                           text=True, cwd=ROOT, timeout=3500)
