@@ -284,9 +284,11 @@ LIMITS_CLAIMS = [
           measured=lambda run: (run.json()["summary"]["full_actions_per_s"] / 1e6,
                                 run.json()["summary"]["min_full_actions_per_s"] / 1e6),
           compare=CPU_TIME),
-    history("limits-gpu-and-published", _LIM, "the GPU lent once and the published-run figures it repeats", "",
-            r"^- One H200 was lent for (15) minutes", why="repeats docs/gpu.md (needs a GPU) and "
-            "docs/published-validation.md (12 min); their claims are listed there"),
+    Claim(id="limits-gpu-and-published", where="limits: the GPU lent once and the published-run figures it repeats",
+          figure=Page(path=_LIM, pattern=r"^- One H200 was lent for (\d+) minutes"), command="(see docs/gpu.md)",
+          stale=Stale(why="repeats docs/gpu.md (needs a GPU) and docs/published-validation.md (12 min); their "
+                          "claims are listed there", date=Page(path="docs/gpu.md",
+                                                               pattern=r"^Measured on one H200 on (\d{4}-\d\d-\d\d)"))),
 ]
 
 BUDGET_CLAIMS = [
