@@ -36,7 +36,9 @@ sys.path.insert(0, str(ROOT))
 from planner.core.paths import SHIPPED_MODELS  # noqa: E402
 from planner.core.plan import without_wall_s  # noqa: E402
 
-FOUR = str(ROOT / "examples" / "costs" / "four_stages.json")
+FOUR = "examples/costs/four_stages.json"
+"""Relative to the repository (where ``plan_hash`` runs): the plan records its profile's path,
+so a path inside the checkout would make the hash depend on where the checkout is."""
 
 
 def _table(layers: int, seed: int) -> dict:

@@ -8,7 +8,8 @@ second (the watchdog of ``planner/cli/interrupt.py`` exits after 0.5 s when the 
 thread sits in native code, e.g. a CP-SAT solve). Cases:
 
 - plan, default model (qwen3-next-80b-a3b) during its heuristic search (pure Python);
-- plan, llama3-8b with ``--schedule cpsat --work 30`` (inside the CP-SAT solve);
+- plan, qwen3-30b-a3b with ``--schedule cpsat --work 30`` (inside the CP-SAT polish: llama3-8b's
+  solve, the case before, now ends within the delay);
 - plan, deepseek-v3 during its search;
 - profile, the tiny-scale measured profile of qwen3-next (torch kernels, a child process).
 
@@ -34,8 +35,8 @@ from pathlib import Path
 CASES: list[tuple[str, list[str], float]] = [
     # (id, ppplan arguments before --out, seconds to wait before SIGINT)
     ("plan qwen3-next (heuristic search)", ["plan", "--quiet"], 3.0),
-    ("plan llama3-8b --schedule cpsat (CP-SAT solve)",
-     ["plan", "llama3-8b", "--schedule", "cpsat", "--work", "30", "--quiet"], 4.0),
+    ("plan qwen3-30b-a3b --schedule cpsat (CP-SAT solve)",
+     ["plan", "qwen3-30b-a3b", "--schedule", "cpsat", "--work", "30", "--quiet"], 10.0),
     ("plan deepseek-v3 (search)", ["plan", "deepseek-v3", "--quiet"], 5.0),
     ("profile qwen3-next (measuring, torch)", ["profile", "qwen3-next-80b-a3b", "--scale", "0.02",
                                                "--no-links", "--quiet"], 6.0),
