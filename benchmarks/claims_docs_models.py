@@ -87,7 +87,7 @@ DEGREE_CLAIMS = [
           figure=Page(path=_DG, section=_DS, pattern=r"[\d.]+ s wall \(([\d.]+) s CPU\)"),
           measured=lambda run: run.cpu_s, compare=WALL),
     Claim(id="degrees-table", where="degree search: the top-10 table of the closed-form screen", command=DEGREES,
-          figure=Page(path=_DG, section=_DS, pattern=r"^rank  tp  pp .*\n((?:\d+ .*\n){10})",
+          figure=Page(path=_DG, section=_DS, pattern=r"^rank  tp  pp .*\n((?: *\d+ .*\n){10})",
                       combine=lambda cells: tuple(cells[0].split())),
           measured=_degree_table),
     Claim(id="degrees-planned-fully", where="degree search: the two fully planned configurations", command=DEGREES,
@@ -96,8 +96,8 @@ DEGREE_CLAIMS = [
           measured=text(r"^planned fully: (\S+ \S+ \S+ \S+ \S+ \S+ \S+): ([\d.]+) s .*\n"
                         r"planned fully: (\S+ \S+ \S+ \S+ \S+ \S+ \S+): ([\d.]+) s")),
     Claim(id="degrees-written", where="degree search: the plan written", command=DEGREES,
-          figure=Page(path=_DG, section=_DS, pattern=r"The plan written is tp (\d+), pp (\d+), ep (\d+), dp (\d+), "
-                      r"(\w+) recomputation"),
+          figure=Page(path=_DG, section=_DS, pattern=r"The plan written is the screen's first choice, tp (\d+), pp (\d+), vpp \d+, "
+                      r"ep (\d+), dp (\d+), recompute (\w+):"),
           measured=lambda run: (*(run.file_json("plan.json")["parallel"][k] for k in ("tp", "pp", "ep", "dp")),
                                 run.file_json("plan.json")["cluster"]["training"]["recompute"])),
 ]
