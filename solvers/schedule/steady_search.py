@@ -32,7 +32,6 @@ from planner.core.schedule import Action, Schedule, predecessors, provides
 from planner.core.stage_costs import StageCosts
 from planner.core.steady import steady_state
 from solvers.schedule.budget import Deadline
-from solvers.schedule.list_engine import allocates, frees
 
 __all__ = ["REACH", "SteadySearch", "improve_period"]
 
@@ -78,10 +77,10 @@ def _fits(row: list[Action], costs: StageCosts, budget: int | None) -> bool:
         return True
     held = 0
     for a in row:
-        held += allocates(a, costs)
+        held += costs.allocates(a)
         if held > budget:
             return False
-        held -= frees(a, costs)
+        held -= costs.frees(a)
     return True
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from planner.core.schedule import OVERLAP, Action, ActionKind, Key, Schedule
 from planner.core.stage_costs import StageCosts
-from solvers.schedule.list_engine import allocates, run_engine
+from solvers.schedule.list_engine import run_engine
 
 __all__ = ["fill_w", "split_order"]
 
@@ -54,7 +54,7 @@ class _FixedOrder:
         return [row[k]] if k < len(row) else []
 
     def admit(self, rank: int, action: Action, held: int, budget: int | None) -> bool:
-        return budget is None or held + allocates(action, self.costs) <= budget
+        return budget is None or held + self.costs.allocates(action) <= budget
 
     def committed(self, rank: int, action: Action) -> None:
         self.ptr[rank] += 1

@@ -74,7 +74,6 @@ class _Build:
         self.c, self.m, self.S = costs, m, S
         self.budget = [budget[costs.ranks[s]] if budget else None for s in range(S)]
         self.hop = [costs.p2p_time(s) for s in range(S - 1)]
-        self.dur = {_F: costs.f, _I: costs.i, _W: costs.w}
         self.clock = [0.0] * S
         self.idle = [0.0] * S
         self.most_idle = 0.0
@@ -99,10 +98,10 @@ class _Build:
         if self.rows[s] and start > self.clock[s]:
             self.idle[s] += start - self.clock[s]
             self.most_idle = max(self.most_idle, self.idle[s])
-        self.clock[s] = start + self.dur[kind][s]
+        self.clock[s] = start + c.kind_time(kind, s)
         if kind != _W:
             self.end[kind][s].append(self.clock[s])
-        self.held[s] += c.act_bytes[s] if kind == _F else -c.released(kind, s)
+        self.held[s] += c.allocated(kind, s) - c.released(kind, s)
         self.n[kind][s] += 1
         self.rows[s].append(Action(s, kind, k))
 

@@ -48,7 +48,6 @@ from planner.core.schedule import OVERLAP, Key, Schedule, predecessors, provides
 from planner.core.simulate import simulate
 from planner.core.stage_costs import StageCosts
 from solvers.schedule.cpsat.common import ACCEPTED, Ticks, Timed, configure, retime, sort_key, split_b
-from solvers.schedule.list_engine import allocates, frees
 
 __all__ = ["LnsResult", "lns_improve", "WORK_S_PER_VAR", "DET_TO_WORK"]
 
@@ -202,16 +201,16 @@ def _rank(model, r: int, row, starts, ends, mine: list[int], t0: int) -> None:
 
 def _reservoir(model, c: StageCosts, r: int, row, starts, ends, mine: list[int], t0: int,
                budget: int) -> None:
-    level = sum(allocates(a, c) - frees(a, c) for a, st, _ in row if st < t0)
+    level = sum(c.allocates(a) - c.frees(a) for a, st, _ in row if st < t0)
     times, changes = [0], [level]
     for k in mine:
         a = row[k][0]
-        if allocates(a, c):
+        if c.allocates(a):
             times.append(starts[(r, k)])
-            changes.append(allocates(a, c))
-        if frees(a, c):
+            changes.append(c.allocates(a))
+        if c.frees(a):
             times.append(ends[(r, k)])
-            changes.append(-frees(a, c))
+            changes.append(-c.frees(a))
     model.add_reservoir_constraint(times, changes, 0, budget)
 
 
