@@ -46,11 +46,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.core.costs import CostTable
+from planner.core.placement import Bounds
 from planner.core.schedule import ActionKind, Schedule
 from planner.core.stage_costs import held_bytes, rank_static_bytes
 from solvers.partition.inflight import MemoryPoint, memory_points, peak_activation_bytes
 from solvers.partition.overlap_cost import OverlapRangeCost
-from solvers.partition.ranges import Bounds, RangeMax, prefix_sums
+from solvers.partition.ranges import RangeMax, prefix_sums
 
 __all__ = ["StageShape", "stage_shapes", "StepModel"]
 

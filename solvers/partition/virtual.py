@@ -30,8 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.core.errors import InfeasibleError
+from planner.core.placement import Bounds
 from planner.core.stage_costs import held_bytes
-from solvers.partition.ranges import Bounds
 from solvers.partition.model import StepModel
 
 __all__ = ["VppResult", "vpp_partition"]

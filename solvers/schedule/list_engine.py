@@ -47,7 +47,7 @@ class Policy(Protocol):
     def candidates(self, rank: int) -> list[Action]:
         """F/I (or fused) actions the rank may run next, in preference order."""
 
-    def admit(self, rank: int, action: Action, held: int, budget: int | None) -> bool:
+    def admit(self, rank: int, action: Action, held: int, limit: int | None) -> bool:
         """Whether the rank may start ``action`` while holding ``held`` activation bytes."""
 
     def committed(self, rank: int, action: Action) -> None:
@@ -72,7 +72,8 @@ class EngineResult:
 @dataclass
 class _State:
     costs: StageCosts
-    budget: list[int | None]
+    limit: list[int | None]
+    """Activation bytes each rank may hold (None: no limit)."""
     deadlines: dict[Key, float]
     end: dict[Key, float] = field(default_factory=dict)
     free: list[float] = field(default_factory=list)
@@ -164,7 +165,7 @@ def _decide(st: _State, policy: Policy, rank: int, x: float) -> str | None:
     now, blocked, unknown = [], False, False
     next_t = wake = None  # earliest possible start of an admitted candidate; earliest known one
     for a in cands:
-        if not policy.admit(rank, a, st.held[rank], st.budget[rank]):
+        if not policy.admit(rank, a, st.held[rank], st.limit[rank]):
             blocked = True
             continue
         t, known = _ready(st, a, rank, x)
@@ -202,7 +203,7 @@ def _decide(st: _State, policy: Policy, rank: int, x: float) -> str | None:
     return None
 
 
-def run_engine(costs: StageCosts, policy: Policy, *, act_budget: list[int | None] | None = None,
+def run_engine(costs: StageCosts, policy: Policy, *, activation_limit: list[int | None] | None = None,
                deadlines: dict[Key, float] | None = None, w_mode: str = "eager") -> EngineResult:
     """Play the step forward with ``policy`` choosing F/I work (see the module docstring).
 
@@ -211,7 +212,7 @@ def run_engine(costs: StageCosts, policy: Policy, *, act_budget: list[int | None
     F/I's inputs are still unknown, ``lazy`` only when forced (memory, deadline, end).
     """
     nr = costs.num_ranks
-    st = _State(costs=costs, budget=list(act_budget) if act_budget else [None] * nr,
+    st = _State(costs=costs, limit=list(activation_limit) if activation_limit else [None] * nr,
                 deadlines=deadlines or {}, free=[0.0] * nr, held=[0] * nr, w_mode=w_mode,
                 pending=[[] for _ in range(nr)], out=[[] for _ in range(nr)], wake=[None] * nr)
     st.succ_ranks = _successor_ranks(costs)

@@ -136,7 +136,7 @@ class _Window:
     """Start var of each free action."""
 
 
-def _build(g: _Graph, ticks: Ticks, t0: int, t1: int, budget: list[int | None] | None,
+def _build(g: _Graph, ticks: Ticks, t0: int, t1: int, limit: list[int | None] | None,
            deadlines: dict[Key, float]) -> _Window | None:
     c, rows, horizon = ticks.costs, g.timed.rows, g.timed.makespan
     free = {(r, k) for r, row in rows.items() for k, (_, st, _) in enumerate(row) if t0 <= st < t1}
@@ -170,8 +170,8 @@ def _build(g: _Graph, ticks: Ticks, t0: int, t1: int, budget: list[int | None] |
         mine = sorted(k for rr, k in free if rr == r)
         if mine:
             _rank(model, r, row, starts, ends, mine, t0)
-            if budget is not None and budget[r] is not None:
-                _reservoir(model, c, r, row, starts, ends, mine, t0, budget[r])
+            if limit is not None and limit[r] is not None:
+                _reservoir(model, c, r, row, starts, ends, mine, t0, limit[r])
     model.minimize(makespan)
     model.add_hint(makespan, horizon)
     return _Window(model, starts)
@@ -200,7 +200,7 @@ def _rank(model, r: int, row, starts, ends, mine: list[int], t0: int) -> None:
 
 
 def _reservoir(model, c: StageCosts, r: int, row, starts, ends, mine: list[int], t0: int,
-               budget: int) -> None:
+               limit: int) -> None:
     level = sum(c.allocates(a) - c.frees(a) for a, st, _ in row if st < t0)
     times, changes = [0], [level]
     for k in mine:
@@ -211,7 +211,7 @@ def _reservoir(model, c: StageCosts, r: int, row, starts, ends, mine: list[int],
         if c.frees(a):
             times.append(ends[(r, k)])
             changes.append(-c.frees(a))
-    model.add_reservoir_constraint(times, changes, 0, budget)
+    model.add_reservoir_constraint(times, changes, 0, limit)
 
 
 def _extract(timed: Timed, win: _Window, solver: cp_model.CpSolver, num_stages: int) -> Schedule:
@@ -233,7 +233,7 @@ def _extract(timed: Timed, win: _Window, solver: cp_model.CpSolver, num_stages: 
     return out
 
 
-def lns_improve(costs: StageCosts, schedule: Schedule, *, act_budget: list[int | None] | None = None,
+def lns_improve(costs: StageCosts, schedule: Schedule, *, activation_limit: list[int | None] | None = None,
                 deadlines: dict[Key, float] | None = None, time_limit: float, seed: int = 0,
                 actions_per_rank: int = 8, window_time: float = 1.0,
                 wall_s: float | None = None) -> LnsResult:
@@ -266,7 +266,7 @@ def lns_improve(costs: StageCosts, schedule: Schedule, *, act_budget: list[int |
         gained = False
         while t0 < g.timed.makespan and result.work_s < time_limit \
                 and time.perf_counter() < wall_cap:
-            win = _build(g, ticks, max(0, t0), t0 + span, act_budget, deadlines)
+            win = _build(g, ticks, max(0, t0), t0 + span, activation_limit, deadlines)
             t0 += span // 2
             if win is None:
                 continue
