@@ -43,7 +43,7 @@ from dataclasses import replace
 
 from planner.core.cluster import ClusterSpec
 from planner.core.costs import CostTable, LayerCost, P2PCost
-from planner.core.layer_math import layer_forward_flops, layer_params
+from planner.core.layer_math import ParamCount, layer_forward_flops, layer_params
 from planner.core.model import LayerSpec, ModelSpec
 from profiler.cost_model.calibration import Calibration, active_calibration
 from profiler.cost_model.context import CostContext
@@ -51,7 +51,7 @@ from profiler.cost_model.mixer import mixer_cost
 from profiler.overlap_dag import LayerTasks, overlapped_time
 from profiler.routing_scale import layer_imbalance
 
-__all__ = ["analytical_costs", "capacity_load"]
+__all__ = ["analytical_costs", "capacity_load", "state_bytes"]
 
 
 def _decoder_tasks(ctx: CostContext, layer: LayerSpec, imbalance: float):
@@ -161,14 +161,12 @@ def loss_work_bytes(ctx: CostContext) -> float:
     return LOSS_WORK_BYTES[ctx.cross_entropy] * ctx.tokens * ctx.model.vocab / ctx.tp
 
 
-def _layer_cost(ctx: CostContext, layer: LayerSpec, imbalance: float) -> tuple[LayerCost, LayerTasks]:
-    if layer.role in ("embedding", "head"):
-        tasks, w, saved, w_in = _end_tasks(ctx, layer)
-        work = loss_work_bytes(ctx) if layer.role == "head" else 0.0
-    else:
-        tasks, w, saved, w_in, work = _decoder_tasks(ctx, layer, imbalance)
-    par, tr = ctx.cluster.parallel, ctx.cluster.training
-    params = layer_params(layer, ctx.model)
+def state_bytes(params: ParamCount, cluster: ClusterSpec) -> tuple[float, float, float]:
+    """(parameter, gradient, optimizer-state) bytes one GPU holds for a layer of ``params``:
+    BF16 weights, FP32 gradients, 12 bytes of FP32 master weights and Adam moments per
+    parameter; the distributed optimizer shards the optimizer state over the (expert)
+    data-parallel group, FSDP the weights and gradients too."""
+    par, tr = cluster.parallel, cluster.training
     dense_gpu, expert_gpu = params.dense / par.tp, params.expert / (par.ep * par.etp)
     dp_group = par.dp * par.cp
     edp_group = max(par.dp * par.cp * par.tp // (par.ep * par.etp), 1)
@@ -177,6 +175,17 @@ def _layer_cost(ctx: CostContext, layer: LayerSpec, imbalance: float) -> tuple[L
     # FSDP under a pipeline keeps each stage's gathered BF16 weights and its unsharded FP32
     # gradients from the first microbatch to the last ([Note: FSDP under a pipeline])
     held = dense_gpu + expert_gpu if tr.fsdp and par.pp > 1 else 0.0
+    return weights * 2 + held * 2, weights * 4 + held * 4, dense_gpu * 12 / dp_shard + expert_gpu * 12 / edp_shard
+
+
+def _layer_cost(ctx: CostContext, layer: LayerSpec, imbalance: float) -> tuple[LayerCost, LayerTasks]:
+    if layer.role in ("embedding", "head"):
+        tasks, w, saved, w_in = _end_tasks(ctx, layer)
+        work = loss_work_bytes(ctx) if layer.role == "head" else 0.0
+    else:
+        tasks, w, saved, w_in, work = _decoder_tasks(ctx, layer, imbalance)
+    par, tr = ctx.cluster.parallel, ctx.cluster.training
+    param_b, grad_b, optim_b = state_bytes(layer_params(layer, ctx.model), ctx.cluster)
     # Transformer Engine keeps matmul inputs in FP8 for the backward (1 byte instead of 2;
     # torchao keeps them in BF16); a full recompute's checkpoint is the layer input in BF16
     fp8_saved = ctx.fp8_saves_inputs and tr.recompute != "full"
@@ -191,9 +200,9 @@ def _layer_cost(ctx: CostContext, layer: LayerSpec, imbalance: float) -> tuple[L
         a2a_b=tasks.dispatch_b + tasks.combine_b,
         act_bytes=int(act),
         act_w_bytes=int(min(w_in * (1 if fp8_saved else ctx.bpe), act)),
-        param_bytes=int(weights * 2 + held * 2),
-        grad_bytes=int(weights * 4 + held * 4),
-        optim_bytes=int(dense_gpu * 12 / dp_shard + expert_gpu * 12 / edp_shard),
+        param_bytes=int(param_b),
+        grad_bytes=int(grad_b),
+        optim_bytes=int(optim_b),
         work_bytes=int(work),
         out_bytes=int(ctx.tokens * ctx.model.hidden * ctx.bpe / par.tp),
         flops=3.0 * ctx.tokens * layer_forward_flops(layer, ctx.model, tr.seq_len),

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from planner.core.costs import CostTable
 from planner.core.errors import InfeasibleError
+from planner.core.placement import Bounds
 from planner.core.schedule import Key, Schedule
 from planner.core.simulate import simulate
 from planner.core.stage_costs import stage_costs
@@ -33,7 +34,6 @@ from solvers.schedule.search import best_schedule
 
 __all__ = ["JointResult", "alternate"]
 
-Bounds = list[tuple[int, int]]
 
 ROUND_UNITS = 3
 """Evaluations' worth of time (``WallBudget.unit_s``) a round needs to start before a

@@ -18,7 +18,7 @@ from solvers.schedule.search import generate
 
 
 def _solve(costs, m, hint, budget=None, fuse=False, seed=0, limit=2.0):
-    sm = build_model(ScheduleData(costs=costs, microbatches=m, hint=hint, act_budget=budget, fuse=fuse))
+    sm = build_model(ScheduleData(costs=costs, microbatches=m, hint=hint, activation_limit=budget, fuse=fuse))
     res = solve_model(sm, time_limit=limit, seed=seed, workers=2)
     return sm, res, extract_schedule(sm, res)
 
@@ -27,13 +27,13 @@ def _solve(costs, m, hint, budget=None, fuse=False, seed=0, limit=2.0):
 def test_whole_model_improves_on_warm_start_within_memory(hetero):
     costs = make_costs(3, hetero=hetero, seed=1)
     budget = [2 * a for a in rank_activation(costs)]
-    hint = list_schedule(costs, 5, act_budget=budget).schedule
+    hint = list_schedule(costs, 5, activation_limit=budget).schedule
     _, res, sched = _solve(costs, 5, hint, budget)
     assert res.status in ("OPTIMAL", "FEASIBLE")
     assert validate(sched, costs, num_microbatches=5) == []
     sim = simulate(sched, costs)
     assert all(p <= b for p, b in zip(sim.peak_act_bytes, budget))
-    assert step_lower_bound(costs, 5, act_budget=budget) <= sim.step_time * (1 + 1e-9)
+    assert step_lower_bound(costs, 5, activation_limit=budget) <= sim.step_time * (1 + 1e-9)
     assert sim.step_time <= simulate(hint, costs).step_time * (1 + 1e-4)  # ticks round by 1e-5 each
 
 
@@ -60,7 +60,7 @@ def test_tiny_time_limit_never_worse_than_warm_start(time_limit):
     step is no longer than the warm start's (up to tick rounding)."""
     costs = make_costs(4, hetero=True)
     hint = generate("1f1b", pp=4, vpp=1, microbatches=8)
-    out = cpsat_improve(costs, 8, hint, act_budget=None, deadlines={}, time_limit=time_limit, seed=0,
+    out = cpsat_improve(costs, 8, hint, activation_limit=None, deadlines={}, time_limit=time_limit, seed=0,
                         workers=1)
     assert out.method == "cpsat" and out.status in ("OPTIMAL", "FEASIBLE", "UNKNOWN")
     assert out.wall_s < 5.0
@@ -75,8 +75,8 @@ def test_lns_is_valid_deterministic_and_not_worse(hetero):
     costs = make_costs(6, hetero=hetero, seed=2)
     budget = [6 * a for a in rank_activation(costs)]
     hint = generate("1f1b", pp=6, vpp=1, microbatches=24)
-    a = lns_improve(costs, hint, act_budget=budget, time_limit=0.6, seed=3)
-    b = lns_improve(costs, hint, act_budget=budget, time_limit=0.6, seed=3)
+    a = lns_improve(costs, hint, activation_limit=budget, time_limit=0.6, seed=3)
+    b = lns_improve(costs, hint, activation_limit=budget, time_limit=0.6, seed=3)
     assert a.schedule == b.schedule
     assert validate(a.schedule, costs, num_microbatches=24) == []
     sim = simulate(a.schedule, costs)

@@ -88,20 +88,20 @@ def test_list_schedule_respects_memory_budget(pp, vpp, placement, m, k, hetero):
     costs = make_costs(pp, vpp, hetero=hetero, placement=placement, seed=k)
     budget = [k * a for a in rank_activation(costs)]
     for fuse in (False, True):
-        res = list_schedule(costs, m, act_budget=budget, fuse=fuse)
+        res = list_schedule(costs, m, activation_limit=budget, fuse=fuse)
         assert res.schedule is not None, res.reason
         assert validate(res.schedule, costs, num_microbatches=m) == []
         sim = simulate(res.schedule, costs)
         assert all(p <= b for p, b in zip(sim.peak_act_bytes, budget))
         assert sim.step_time == pytest.approx(res.makespan)
-        assert sim.step_time >= step_lower_bound(costs, m, act_budget=budget) * (1 - 1e-9)
+        assert sim.step_time >= step_lower_bound(costs, m, activation_limit=budget) * (1 - 1e-9)
 
 
 def test_fill_w_keeps_memory_and_deadlines():
     costs = make_costs(4, hetero=True)
     budget = [4 * a for a in rank_activation(costs)]
     deadlines = {(3, "W", 0): 0.2}
-    out = fill_w(generate("1f1b", pp=4, vpp=1, microbatches=8), costs, act_budget=budget, deadlines=deadlines)
+    out = fill_w(generate("1f1b", pp=4, vpp=1, microbatches=8), costs, activation_limit=budget, deadlines=deadlines)
     assert validate(out, costs, num_microbatches=8, deadlines=deadlines) == []
     assert all(p <= b for p, b in zip(simulate(out, costs).peak_act_bytes, budget))
 
@@ -109,7 +109,7 @@ def test_fill_w_keeps_memory_and_deadlines():
 def test_fill_w_reports_an_order_that_cannot_fit():
     costs = make_costs(4)
     budget = [2 * a for a in rank_activation(costs)]  # 1F1B needs 4 in flight on rank 0
-    assert fill_w(generate("1f1b", pp=4, vpp=1, microbatches=8), costs, act_budget=budget) is None
+    assert fill_w(generate("1f1b", pp=4, vpp=1, microbatches=8), costs, activation_limit=budget) is None
 
 
 def test_registry_lists_every_family():

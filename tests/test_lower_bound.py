@@ -39,7 +39,7 @@ def test_window_term_tightens_the_fused_bound():
 def test_optimal_fused_schedules_are_above_the_bound(pp, m, share):
     costs = make_costs(pp, hetero=True, seed=pp + m, fused_share=share)
     hint = generate("1f1b-overlap", pp=pp, vpp=1, microbatches=m)
-    sm = build_model(ScheduleData(costs=costs, microbatches=m, hint=hint, act_budget=None, deadlines={},
+    sm = build_model(ScheduleData(costs=costs, microbatches=m, hint=hint, activation_limit=None, deadlines={},
                                   fuse=True))
     res = solve_model(sm, time_limit=5.0, seed=0, workers=1)
     sched = extract_schedule(sm, res) or hint

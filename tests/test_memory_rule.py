@@ -84,12 +84,12 @@ def _hetero(seed: int) -> StageCosts:
                                    MemoryLimit(bytes=80 * 2**20, microbatches=3)], ids=str)
 def test_the_search_budget_is_the_validators_limit(seed, limit):
     costs = _hetero(seed)
-    budget, cap = limit.act_budget(costs), limit.per_gpu_bytes(costs)
+    budget, cap = limit.activation_limit(costs), limit.per_gpu_bytes(costs)
     static = costs.static_per_rank()
     assert [b + s for b, s in zip(budget, static)] == [cap] * costs.num_ranks
     for cut in (None, 1, 2):  # schedules holding more or less than the budget
         b = budget if cut is None else [cut * a for a in costs.act_bytes]
-        sched = list_schedule(costs, 8, act_budget=b).schedule
+        sched = list_schedule(costs, 8, activation_limit=b).schedule
         t, _ = limits(sched, costs, budget, {})
         over = validate(sched, costs, num_microbatches=8, memory_limit_bytes=cap)
         assert (t is not None) == (not over) == limit.fits(costs, simulate(sched, costs).peak_memory_bytes)

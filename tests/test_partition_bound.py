@@ -37,10 +37,10 @@ def test_bound_below_every_partition_and_its_best_schedule(seed, limit_gib):
     for bounds in all_partitions(n, pp):
         sc = stage_costs(t, bounds, list(range(pp)))
         mem = None if limit is None else MemoryLimit(bytes=limit)
-        budget = None if mem is None else mem.act_budget(sc)
+        budget = None if mem is None else mem.activation_limit(sc)
         if budget is not None and any(b < a for b, a in zip(budget, sc.act_bytes)):
             continue  # one microbatch does not fit: no schedule runs this partition
-        lowest = min(lowest, step_lower_bound(sc, m, act_budget=budget))
+        lowest = min(lowest, step_lower_bound(sc, m, activation_limit=budget))
         choice = best_schedule(sc, microbatches=m, memory_limit=mem, polish=False)
         fastest = min(fastest, choice.step_time)
     if fastest == float("inf"):  # brute force finds no partition that fits: the bound must say so

@@ -28,7 +28,7 @@ def test_best_schedule_is_valid_within_memory(pp, vpp, placement, m, k, hetero):
     assert validate(choice.schedule, costs, num_microbatches=m) == []
     sim = simulate(choice.schedule, costs)
     assert sim.step_time == pytest.approx(choice.step_time)
-    assert all(p <= b for p, b in zip(sim.peak_act_bytes, limit.act_budget(costs)))
+    assert all(p <= b for p, b in zip(sim.peak_act_bytes, limit.activation_limit(costs)))
     assert choice.lower_bound <= choice.step_time * (1 + 1e-9)
     assert choice.gap == pytest.approx(choice.step_time / choice.lower_bound - 1)
 
@@ -159,19 +159,19 @@ def test_lower_bound_below_every_schedule_found():
         pp, m = rnd.choice([2, 3, 4]), rnd.choice([2, 5, 8])
         costs = make_costs(pp, hetero=True, seed=seed, fused_share=rnd.choice([None, 0.7]))
         budget = [rnd.choice([1, 2, 3]) * a for a in rank_activation(costs)]
-        lb = step_lower_bound(costs, m, act_budget=budget)
+        lb = step_lower_bound(costs, m, activation_limit=budget)
         for name in ("1f1b", "zb-h1", "zb-h2", "gpipe", "1f1b-overlap"):
-            s = fill_w(generate(name, pp=pp, vpp=1, microbatches=m), costs, act_budget=budget)
+            s = fill_w(generate(name, pp=pp, vpp=1, microbatches=m), costs, activation_limit=budget)
             if s is not None:
                 assert simulate(s, costs).step_time >= lb * (1 - 1e-9)
         for fuse in (False, True):
-            g = list_schedule(costs, m, act_budget=budget, fuse=fuse).schedule
+            g = list_schedule(costs, m, activation_limit=budget, fuse=fuse).schedule
             assert simulate(g, costs).step_time >= lb * (1 - 1e-9)
 
 
 def test_memory_bound_grows_as_memory_shrinks():
     costs = make_costs(4)
     act = rank_activation(costs)
-    tight = bound_parts(costs, 16, act_budget=act)["memory"]
-    loose = bound_parts(costs, 16, act_budget=[8 * a for a in act])["memory"]
+    tight = bound_parts(costs, 16, activation_limit=act)["memory"]
+    loose = bound_parts(costs, 16, activation_limit=[8 * a for a in act])["memory"]
     assert tight > 2 * loose

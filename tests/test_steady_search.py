@@ -35,13 +35,13 @@ def _hetero(p: int, seed: int) -> StageCosts:
 
 def test_zero_bubble_setting_reaches_the_steady_bound_and_the_papers_bubble():
     c, m = zb_costs(8), 24
-    budget = MemoryLimit(microbatches=16).act_budget(c)  # 2p
+    budget = MemoryLimit(microbatches=16).activation_limit(c)  # 2p
     bound = steady_lower_bound(c, m)
     # last rank: its work plus the wait its 24 W cannot fill: 7 x (F + I + 1.2 ms) + W - 24 W
     assert bound == pytest.approx(ZB_WORK + 7 * (18.52 + 18.09 + 1.2) * 1e-3 + 9.34e-3 - 24 * 9.34e-3)
     assert base_counts(c, m) == ([15, 13, 11, 9, 7, 5, 3, 1], [1, 5, 9, 13, 17, 21, 24, 24])
     order = steady_order(c, m, warm=[15, 13, 11, 9, 7, 5, 3, 1], tail=[1, 5, 9, 13, 17, 21, 24, 24],
-                         act_budget=budget)
+                         activation_limit=budget)
     assert validate(order, c, num_microbatches=m) == []
     assert limits(order, c, budget, {})[1] == "valid"  # within 2p of activations on every rank
     st = steady_state(order, c, m)
@@ -64,7 +64,7 @@ def test_steady_objective_on_the_zero_bubble_setting_is_at_the_bound():
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_no_order_beats_the_steady_lower_bound(seed):
     c, m = _hetero(6, seed), 18
-    budget = MemoryLimit(microbatches=12).act_budget(c)
+    budget = MemoryLimit(microbatches=12).activation_limit(c)
     bound = steady_lower_bound(c, m)
     orders = [s for _, s in steady_orders(c, m, budget)] + [one_f_one_b(6, m, split_w=True)]
     assert orders
@@ -75,9 +75,9 @@ def test_no_order_beats_the_steady_lower_bound(seed):
 
 def test_period_search_improves_keeps_limits_and_is_reproducible():
     c, m = _hetero(6, 3), 18
-    budget = MemoryLimit(microbatches=6).act_budget(c)  # 1p: the start has room to improve
+    budget = MemoryLimit(microbatches=6).activation_limit(c)  # 1p: the start has room to improve
     start = one_f_one_b(6, m, split_w=True)
-    runs = [improve_period(start, c, m, act_budget=budget, work=300_000, seed=5) for _ in range(2)]
+    runs = [improve_period(start, c, m, activation_limit=budget, work=300_000, seed=5) for _ in range(2)]
     a, b = runs
     assert a.schedule == b.schedule and a.period_s == b.period_s  # same inputs and seed, same order
     assert a.period_s < a.start_period_s == steady_state(start, c, m).period_s
@@ -90,7 +90,7 @@ def test_period_search_improves_keeps_limits_and_is_reproducible():
 def test_period_search_with_no_work_returns_the_start():
     c, m = zb_costs(4), 8
     start = one_f_one_b(4, m, split_w=True)
-    found = improve_period(start, c, m, act_budget=None, work=0)
+    found = improve_period(start, c, m, activation_limit=None, work=0)
     assert found.schedule == start and found.moves == 0 and found.period_s == found.start_period_s
 
 
@@ -119,6 +119,6 @@ def test_period_search_stops_at_the_wall_deadline():
     c, m = _hetero(6, 3), 18
     start = one_f_one_b(6, m, split_w=True)
     wall = WallBudget(1e-3, start=time.perf_counter() - 1.0).phase("polish")  # long past its deadline
-    found = improve_period(start, c, m, act_budget=None, work=10**9, deadline=wall)
+    found = improve_period(start, c, m, activation_limit=None, work=10**9, deadline=wall)
     assert found.cut and found.moves == 0 and found.schedule == start
     assert "polish" in wall.budget.cuts

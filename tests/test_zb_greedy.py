@@ -28,8 +28,8 @@ def _w_heavy(make_costs, p: int):
 @pytest.mark.parametrize("hetero", [False, True], ids=["uniform", "hetero"])
 def test_every_variant_is_valid_within_memory_and_above_the_bound(p, m, mem, hetero):
     costs = bench_costs(p, hetero=hetero, seed=p * m)
-    budget = MemoryLimit(microbatches=mem).act_budget(costs)
-    lb = step_lower_bound(costs, m, act_budget=budget)
+    budget = MemoryLimit(microbatches=mem).activation_limit(costs)
+    lb = step_lower_bound(costs, m, activation_limit=budget)
     got = list(zb_greedy_orders(costs, m, budget))
     assert len(got) == 8 and len({name for name, _ in got}) == 8
     for name, sched in got:
@@ -42,8 +42,8 @@ def test_every_variant_is_valid_within_memory_and_above_the_bound(p, m, mem, het
 
 def test_reaches_the_lower_bound_where_w_filled_zb_h2_does_not(make_costs):
     costs = _w_heavy(make_costs, 4)
-    budget = MemoryLimit(microbatches=8).act_budget(costs)
-    lb = step_lower_bound(costs, 16, act_budget=budget)
+    budget = MemoryLimit(microbatches=8).activation_limit(costs)
+    lb = step_lower_bound(costs, 16, activation_limit=budget)
     assert lb == pytest.approx(67.3e-3)  # rank 3 starts after three forwards and hops, then never idles
     times = {name: simulate(s, costs).step_time for name, s in zb_greedy_orders(costs, 16, budget)}
     assert min(times.values()) == pytest.approx(lb, rel=1e-9)
@@ -53,7 +53,7 @@ def test_reaches_the_lower_bound_where_w_filled_zb_h2_does_not(make_costs):
 
 def test_tight_memory_drains_ws_before_forwards(make_costs):
     costs = _w_heavy(make_costs, 4)
-    budget = MemoryLimit(microbatches=1).act_budget(costs)  # one microbatch of each rank in flight
+    budget = MemoryLimit(microbatches=1).activation_limit(costs)  # one microbatch of each rank in flight
     for name, sched in zb_greedy_orders(costs, 8, budget):
         assert validate(sched, costs, num_microbatches=8) == [], name
         assert max(simulate(sched, costs).peak_act_bytes) <= 1000
@@ -64,7 +64,7 @@ def test_only_stage_r_alone_on_rank_r(make_costs):
     assert list(zb_greedy_orders(v, 8, None)) == []
     assert list(zb_greedy_orders(replace(make_costs(4, act=1), ranks=(3, 2, 1, 0)), 8, None)) == []
     knobs = ZbKnobs(fill_warmup=False, hold_forward=False, fill_every_gap=False)
-    assert zb_greedy(v, 8, act_budget=None, knobs=knobs) is None
+    assert zb_greedy(v, 8, activation_limit=None, knobs=knobs) is None
 
 
 def test_a_budget_below_one_microbatch_names_the_reason(make_costs):

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-__all__ = ["PLACEMENTS", "stage_ranks", "check_bounds"]
+from collections.abc import Sequence
+
+__all__ = ["PLACEMENTS", "Bounds", "stage_ranks", "check_bounds"]
 
 PLACEMENTS = ("loop", "v")
+
+Bounds = Sequence[tuple[int, int]]
+"""A partition: the layer range ``[start, end)`` of each stage, in stage order. Solvers
+build lists; a tuple of tuples where a partition is a dict key (the re-partitioning search)."""
 
 
 def stage_ranks(num_stages: int, pp: int, style: str = "loop") -> list[int]:
@@ -21,7 +27,7 @@ def stage_ranks(num_stages: int, pp: int, style: str = "loop") -> list[int]:
     raise ValueError(f"unknown placement {style!r}: use one of {', '.join(PLACEMENTS)}")
 
 
-def check_bounds(bounds: list[tuple[int, int]], num_layers: int) -> None:
+def check_bounds(bounds: Bounds, num_layers: int) -> None:
     """Stage layer ranges must be contiguous, non-empty, in order and cover all layers."""
     expect = 0
     for s, (a, b) in enumerate(bounds):

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from planner.core.compiled import Compiled, DeadlockError, compile_schedule, compile_unordered, run_in_order
-from planner.core.schedule import Action, ActionKind, Schedule
+from planner.core.compiled import KIND_CODES, Compiled, DeadlockError, compile_schedule, compile_unordered, run_in_order
+from planner.core.schedule import Action, Schedule
 from planner.core.stage_costs import StageCosts
 
 __all__ = ["SimResult", "DeadlockError", "Compiled", "simulate", "compile_schedule", "timed_actions",
@@ -116,23 +116,24 @@ class SimResult:
         return [f"{self.rank_of[n]}:{self.actions[n]}" for n in self.critical_path]
 
 
-def _per_unit(costs: StageCosts, f, i, w, b) -> list:
-    """A value per ``Compiled.units`` code (stage * 4 + kind code), plus a trailing 0 for -1."""
-    out = []
-    for s in range(costs.num_stages):
-        out += [f(s), i(s), w(s), b(s)]
-    return out + [0]
+_KINDS = tuple(sorted(KIND_CODES, key=KIND_CODES.__getitem__))
+"""Plain kinds in ``Compiled.units`` code order."""
+
+
+def _per_unit(costs: StageCosts, value) -> list:
+    """``value(kind, stage)`` per ``Compiled.units`` code (stage * 4 + kind code), plus a trailing 0 for -1."""
+    return [value(k, s) for s in range(costs.num_stages) for k in _KINDS] + [0]
 
 
 def durations(comp: Compiled, c: StageCosts) -> list[float]:
-    """Duration of each node of ``comp`` under ``c`` (module docstring)."""
-    table = _per_unit(c, c.f.__getitem__, c.i.__getitem__, c.w.__getitem__, c.b_time)
+    """Duration of each node of ``comp`` under ``c`` (``StageCosts.duration``'s rule, per unit)."""
+    table = _per_unit(c, c.kind_time)
     out = [table[u] for u in comp.units]
     pair: dict[tuple[int, int, bool], float] = {}  # a few stage pairs, thousands of fused nodes
     for n, fs, bs, full in comp.fused:
         t = pair.get((fs, bs, full))
         if t is None:
-            t = pair[(fs, bs, full)] = c.fused_b_time(fs, bs) if full else c.fused_time(fs, bs)
+            t = pair[(fs, bs, full)] = c.pair_time(fs, bs, full)
         out[n] = t
     return out
 
@@ -144,7 +145,7 @@ def simulate(schedule: Schedule, costs: StageCosts) -> SimResult:
     returned ``compiled`` has its order, so ``simulate_compiled`` can re-time it."""
     comp = compile_unordered(schedule, costs.num_stages, costs.ranks)
     dur = durations(comp, costs)
-    delay = _delays(costs)
+    delay = costs.p2p_delays()
     start, end = run_in_order(comp, dur, delay)
     return _result(comp, costs, dur, delay, start, end, detail=True)
 
@@ -156,17 +157,12 @@ def simulate_compiled(comp: Compiled, costs: StageCosts, *, detail: bool = True)
     Otherwise they are computed when first read ([Note: detail on read])."""
     dur = durations(comp, costs)
     nn = len(dur)
-    delay = _delays(costs)
+    delay = costs.p2p_delays()
     end = [0.0] * (nn + 1)
     start = [0.0] * nn
     longest_paths(comp.steps, dur, delay, start, end)
     del end[nn]
     return _result(comp, costs, dur, delay, start, end, detail=detail)
-
-
-def _delays(costs: StageCosts) -> list[float]:
-    """P2P time of each stage boundary, and 0 for index -1 (a local dependency)."""
-    return [costs.p2p_time(s) for s in range(costs.num_stages)] + [0.0]
 
 
 _TIMED = [0]
@@ -230,8 +226,7 @@ def longest_paths(steps: list[tuple[int, ...]], dur: list[float], delay: list[fl
 
 def _held(comp: Compiled, c: StageCosts) -> list[np.ndarray]:
     """Per rank, activation bytes held after each memory change (module docstring)."""
-    delta = _per_unit(c, c.act_bytes.__getitem__, lambda s: -c.released(ActionKind.I, s),
-                      lambda s: -c.released(ActionKind.W, s), lambda s: -c.released(ActionKind.B, s))
+    delta = _per_unit(c, lambda k, s: c.allocated(k, s) - c.released(k, s))
     units, _, bounds = comp.memory_events
     change = np.array(delta)[units]
     return [np.cumsum(change[lo:hi]) for lo, hi in zip(bounds, bounds[1:])]

@@ -16,9 +16,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from planner.core.costs import CostTable, P2PCost
-from planner.core.schedule import ActionKind
+from planner.core.schedule import OVERLAP, Action, ActionKind
 
-__all__ = ["StageCosts", "stage_costs", "fused_range_cost"]
+__all__ = ["StageCosts", "stage_costs", "fused_range_cost", "held_bytes", "rank_static_bytes"]
+
+
+def held_bytes(full: int, w_only: int, act: int, act_w: int) -> int:
+    """Activation bytes a stage holds with ``full`` microbatches past F but not I/B and
+    ``w_only`` past I but not W: what ``StageCosts.released`` leaves after each kind."""
+    return full * act + w_only * act_w
+
+
+def rank_static_bytes(static: list[int], work: list[int]) -> int:
+    """Bytes a rank holds whatever runs, from its stages' static and transient work bytes:
+    all the static bytes, and the largest work bytes (one layer runs at a time)."""
+    return sum(static) + max(work, default=0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,9 +89,39 @@ class StageCosts:
         input-gradient, then what B costs beyond it (never less than nothing)."""
         return self.fused_time(f_stage, b_stage) + max(0.0, self.b_time(b_stage) - self.i[b_stage])
 
+    def pair_time(self, f_stage: int, b_stage: int, full: bool) -> float:
+        """A fused pair: F of ``f_stage`` beside the I (``full``: the B) of ``b_stage``."""
+        return self.fused_b_time(f_stage, b_stage) if full else self.fused_time(f_stage, b_stage)
+
+    def kind_time(self, kind: str, stage: int) -> float:
+        """Seconds a plain F, I, W or B of ``stage`` occupies its rank."""
+        if kind == ActionKind.F:
+            return self.f[stage]
+        if kind == ActionKind.I:
+            return self.i[stage]
+        if kind == ActionKind.W:
+            return self.w[stage]
+        return self.b_time(stage)
+
+    def duration(self, action: Action) -> float:
+        """Seconds ``action`` occupies its rank: the one duration rule of every timeline
+        (simulator, list engine, ZB builder, CP-SAT)."""
+        if action.kind == OVERLAP:
+            fw, bw = action.sub
+            return self.pair_time(fw.stage, bw.stage, bw.kind == ActionKind.B)
+        return self.kind_time(action.kind, action.stage)
+
     def p2p_time(self, stage: int) -> float:
         """Seconds to send stage ``stage``'s output to the next stage (or its gradient back)."""
         return self.p2p.time(self.out_bytes[stage])
+
+    def p2p_delays(self) -> list[float]:
+        """``p2p_time`` of each stage boundary, and 0 last (index -1: a local dependency)."""
+        return [self.p2p_time(s) for s in range(self.num_stages)] + [0.0]
+
+    def allocated(self, kind: str, stage: int) -> int:
+        """Activation bytes a task of ``kind`` on ``stage`` allocates at its start (F only)."""
+        return self.act_bytes[stage] if kind == ActionKind.F else 0
 
     def released(self, kind: str, stage: int) -> int:
         """Activation bytes a task of ``kind`` on ``stage`` frees at its end: the one rule
@@ -94,15 +136,27 @@ class StageCosts:
             return self.act_bytes[stage]
         return 0
 
+    def allocates(self, action: Action) -> int:
+        """Activation bytes ``action`` allocates at its start (``allocated`` per part)."""
+        if action.kind != OVERLAP:
+            return self.allocated(action.kind, action.stage)
+        return sum(self.allocated(p.kind, p.stage) for p in action.parts)
+
+    def frees(self, action: Action) -> int:
+        """Activation bytes ``action`` releases at its end (``released`` per part)."""
+        if action.kind != OVERLAP:
+            return self.released(action.kind, action.stage)
+        return sum(self.released(p.kind, p.stage) for p in action.parts)
+
     def static_per_rank(self) -> list[int]:
-        """Bytes each rank holds whatever runs: parameters, gradients, optimizer state, and
-        the largest transient work bytes of its stages (one layer runs at a time)."""
-        out, work = [0] * self.num_ranks, [0] * self.num_ranks
+        """Bytes each rank holds whatever runs (``rank_static_bytes`` of its stages)."""
+        static: list[list[int]] = [[] for _ in range(self.num_ranks)]
+        work: list[list[int]] = [[] for _ in range(self.num_ranks)]
         for s, r in enumerate(self.ranks):
-            out[r] += self.static_bytes[s]
+            static[r].append(self.static_bytes[s])
             if self.work_bytes:
-                work[r] = max(work[r], self.work_bytes[s])
-        return [a + b for a, b in zip(out, work)]
+                work[r].append(self.work_bytes[s])
+        return [rank_static_bytes(a, b) for a, b in zip(static, work)]
 
 
 def fused_range_cost(table: CostTable, f_layers: range, b_layers: range) -> float:

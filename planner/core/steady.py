@@ -88,7 +88,7 @@ def steady_state(schedule: Schedule, costs: StageCosts, microbatches: int, *,
     comp = compiled or compile_schedule(schedule, costs.num_stages, costs.ranks)
     n, nr = len(comp.actions), len(comp.order)
     dur = durations(comp, costs)
-    delay = [costs.p2p_time(s) for s in range(costs.num_stages)] + [0.0]
+    delay = costs.p2p_delays()
     gated = _rank_gated(comp)
     ready = [0.0] * nr
     ends: list[float] = []

@@ -16,14 +16,14 @@ if TYPE_CHECKING:
 __all__ = ["baselines_section", "to_plan", "bound_record"]
 
 
-def bound_record(costs, microbatches: int, act_budget: list[int | None] | None) -> dict:
+def bound_record(costs, microbatches: int, activation_limit: list[int | None] | None) -> dict:
     """``predicted`` fields of the step-time lower bound: its value with the memory-limited
-    term for ``act_budget`` (activation bytes per rank; None = no limit), each term by name
+    term for ``activation_limit`` (activation bytes per rank; None = no limit), each term by name
     and the one that binds (``solvers.schedule.lower_bound``)."""
-    parts = bound_parts(costs, microbatches, act_budget=act_budget)
+    parts = bound_parts(costs, microbatches, activation_limit=activation_limit)
     binds = max(parts, key=lambda k: (parts[k], k == "memory"))
     return {"lower_bound_s": parts[binds], "lower_bound_terms": dict(parts), "lower_bound_binds": binds,
-            "lower_bound_memory_limited": act_budget is not None}
+            "lower_bound_memory_limited": activation_limit is not None}
 
 def baselines_section(best: "Trial", ev: "Evaluation", evaluate, labels, deadline=None) -> dict:
     """Each baseline partition simulated under the plan's schedule and microbatch count;
@@ -50,7 +50,7 @@ def to_plan(best: "Trial", ev: "Evaluation", baselines: dict, tried: list[dict],
              wall: float) -> Plan:
     req, sim = best.req, ev.sim
     limit = memory_limit_of(req)
-    act_budget = None if limit is None else limit.act_budget(ev.costs)
+    activation_limit = None if limit is None else limit.activation_limit(ev.costs)
     flops = sum(ev.costs.flops) * req.microbatches * req.parallel.get("dp", 1)
     gpus = req.num_gpus or req.pp * req.parallel.get("dp", 1) * req.parallel.get("tp", 1)
     # the schedule's MFU; the front door (planner.api, through planner.planning.dp_step) replaces
@@ -71,7 +71,7 @@ def to_plan(best: "Trial", ev: "Evaluation", baselines: dict, tried: list[dict],
             "mfu": mfu,
             "peak_memory_bytes": sim.peak_memory_bytes,
             "memory_limit_bytes": limit_bytes_of(req, ev.costs),
-            **bound_record(ev.costs, req.microbatches, act_budget),
+            **bound_record(ev.costs, req.microbatches, activation_limit),
             "steady_step_time_s": ev.steady.period_s,
             "steady_bubble_fraction": ev.steady.bubble_fraction,
             "busy_s": sim.busy,

@@ -36,6 +36,7 @@ from planner.core.errors import InputError
 from planner.core.layer_math import layer_params
 from planner.core.model import ModelSpec
 from planner.planning.estimate import TABLE_UNITS_PER_LAYER, ScreenWork, StepEstimate, estimate_step
+from profiler.analytical import state_bytes
 from solvers.schedule.budget import Deadline
 
 __all__ = ["DegreeChoice", "DegreeSearch", "search_degrees", "why_first", "degree_table", "UNITS_PER_WORK_S",
@@ -218,15 +219,9 @@ def _most_units(model: ModelSpec, base: ClusterSpec) -> int:
 
 def _static_bytes(model: ModelSpec, c: ClusterSpec) -> float:
     """Weights, gradients and optimizer state of the average pipeline rank (a lower bound
-    on the busiest rank's), bytes: the prefilter before any cost table."""
-    p, t = c.parallel, c.training
-    params = [layer_params(layer, model) for layer in model.layers]
-    dense = sum(x.dense for x in params) / (p.tp * p.pp)
-    expert = sum(x.expert for x in params) / (p.ep * p.etp * p.pp)
-    edp = max(p.dp * p.cp * p.tp // (p.ep * p.etp), 1)
-    shard = t.distributed_optimizer or t.fsdp
-    weights = 6 * (dense / (p.dp * p.cp) + expert / edp if t.fsdp else dense + expert)
-    return weights + 12 * (dense / (p.dp * p.cp if shard else 1) + expert / (edp if shard else 1))
+    on the busiest rank's), bytes, by the cost tables' rule (``profiler.analytical.state_bytes``):
+    the prefilter before any cost table."""
+    return sum(sum(state_bytes(layer_params(layer, model), c)) for layer in model.layers) / c.parallel.pp
 
 
 def why_first(ranked: list[DegreeChoice]) -> str:

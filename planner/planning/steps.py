@@ -67,7 +67,7 @@ def as_chosen(best: Trial, ev: Evaluation) -> ScheduleChoice:
     ``solvers.schedule.budget``), with its lower bound and gap."""
     limit = memory_limit_of(best.req)
     lb = step_lower_bound(ev.costs, best.req.microbatches,
-                          act_budget=None if limit is None else limit.act_budget(ev.costs))
+                          activation_limit=None if limit is None else limit.activation_limit(ev.costs))
     step = ev.sim.step_time
     return ScheduleChoice(schedule=best.schedule, name=best.name, status="HEURISTIC", step_time=step,
                           lower_bound=lb, gap=max(0.0, step / lb - 1) if lb > 0 else 0.0, wall_s=0.0,

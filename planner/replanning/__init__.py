@@ -244,10 +244,10 @@ def _choose(search: PartitionSearch, table, req: PlanRequest, old: Plan, fresh: 
     raise InputError("replan", "no candidate partition is valid under the new routing")
 
 
-def _act_budget(req: PlanRequest, sc: StageCosts) -> list[int] | None:
+def _activation_limit(req: PlanRequest, sc: StageCosts) -> list[int] | None:
     """[issue 19] The request's activation budget per rank for the lower bound (None: no limit)."""
     limit = memory_limit_of(req)
-    return None if limit is None else limit.act_budget(sc)
+    return None if limit is None else limit.activation_limit(sc)
 
 
 def _plan_from(base: Plan, ev, cand: Candidate, req: PlanRequest) -> Plan:
@@ -260,7 +260,7 @@ def _plan_from(base: Plan, ev, cand: Candidate, req: PlanRequest) -> Plan:
     plan.predicted = {**base.predicted, "step_time_s": sim.step_time,
                       "bubble_fraction": sim.bubble_fraction, "mfu": plan_mfu(plan, sim.step_time),
                       "peak_memory_bytes": sim.peak_memory_bytes,
-                      **bound_record(sc, req.microbatches, _act_budget(req, sc)),  # [issue 19] memory term
+                      **bound_record(sc, req.microbatches, _activation_limit(req, sc)),  # [issue 19] memory term
                       "steady_step_time_s": ev.steady.period_s, "steady_bubble_fraction": ev.steady.bubble_fraction,
                       "busy_s": sim.busy, "critical_path": sim.critical_path_text()[:64]}
     name = cand.schedule.removeprefix("old:")

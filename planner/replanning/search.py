@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 
 from planner.core.costs import CostTable
-from planner.core.placement import stage_ranks
+from planner.core.placement import Bounds, stage_ranks
 from planner.core.schedule import Schedule
 from planner.core.simulate import compile_schedule, simulate_compiled
 from planner.core.stage_costs import stage_costs
@@ -34,7 +34,6 @@ __all__ = ["Candidate", "PartitionSearch", "layer_ranks", "DEFAULT_MOVE_PENALTY"
 DEFAULT_MOVE_PENALTY = 0.002
 """Share of the step time one moved layer costs in the score (see the note above)."""
 
-Bounds = tuple[tuple[int, int], ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,7 +52,7 @@ class Candidate:
     """step_time_s + penalty on moved layers."""
 
 
-def layer_ranks(bounds: Bounds | list[tuple[int, int]], ranks: list[int]) -> list[int]:
+def layer_ranks(bounds: Bounds, ranks: list[int]) -> list[int]:
     """Pipeline rank of every layer."""
     out = []
     for (a, b), r in zip(bounds, ranks):

@@ -36,8 +36,9 @@ from dataclasses import dataclass
 
 from planner.core.costs import CostTable
 from planner.core.errors import InfeasibleError
+from planner.core.placement import Bounds
 from solvers.partition.overlap_cost import OverlapRangeCost
-from solvers.partition.ranges import Bounds, minmax_partition, prefix_sums, range_table
+from solvers.partition.ranges import minmax_partition, prefix_sums, range_table
 
 __all__ = ["PartitionBound", "partition_lower_bound"]
 

@@ -19,6 +19,7 @@ simulator's peak, for every choice of layer ranges, without simulating.
 from __future__ import annotations
 
 from planner.core.schedule import ActionKind, Schedule
+from planner.core.stage_costs import held_bytes
 
 __all__ = ["max_in_flight", "memory_points", "peak_activation_bytes", "MemoryPoint"]
 
@@ -71,7 +72,7 @@ def memory_points(schedule: Schedule) -> dict[int, list[MemoryPoint]]:
 def peak_activation_bytes(points: list[MemoryPoint], act: dict[int, int],
                           act_w: dict[int, int]) -> int:
     """Peak activation bytes of one rank given each stage's ``act_bytes`` and ``act_w_bytes``."""
-    return max((sum(full * act[s] + w * act_w[s] for s, full, w in p) for p in points), default=0)
+    return max((sum(held_bytes(full, w, act[s], act_w[s]) for s, full, w in p) for p in points), default=0)
 
 
 def _pareto(vectors: set[tuple[int, ...]]) -> list[tuple[int, ...]]:

@@ -46,10 +46,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.core.costs import CostTable
+from planner.core.placement import Bounds
 from planner.core.schedule import ActionKind, Schedule
-from solvers.partition.inflight import MemoryPoint, memory_points
+from planner.core.stage_costs import held_bytes, rank_static_bytes
+from solvers.partition.inflight import MemoryPoint, memory_points, peak_activation_bytes
 from solvers.partition.overlap_cost import OverlapRangeCost
-from solvers.partition.ranges import Bounds, RangeMax, prefix_sums
+from solvers.partition.ranges import RangeMax, prefix_sums
 
 __all__ = ["StageShape", "stage_shapes", "StepModel"]
 
@@ -203,7 +205,7 @@ class StepModel:
         """Peak bytes of stage ``s`` on [a, b) counting its own share only (exact for vpp = 1,
         a lower bound on its rank's peak otherwise)."""
         act, act_w = self.act_bytes(a, b)
-        peak = max((full * act + w * act_w for full, w in self._stage_points[s]), default=0)
+        peak = max((held_bytes(full, w, act, act_w) for full, w in self._stage_points[s]), default=0)
         return self.static_bytes(a, b) + self.work_bytes(a, b) + peak
 
     def max_ends(self, limit: int) -> list[list[int]]:
@@ -227,12 +229,11 @@ class StepModel:
     def rank_memory(self, bounds: Bounds) -> dict[int, int]:
         """Peak bytes of each rank under the partition (the simulator's number)."""
         out = {}
+        sizes = [self.act_bytes(a, b) for a, b in bounds]
+        act, act_w = dict(enumerate(v[0] for v in sizes)), dict(enumerate(v[1] for v in sizes))
         for r, pts in self.points.items():
             mine = [bounds[s] for s, q in enumerate(self.ranks) if q == r]
-            static = sum(self.static_bytes(a, b) for a, b in mine) + max((self.work_bytes(a, b) for a, b in mine), default=0)
-            peak = 0
-            for point in pts:
-                peak = max(peak, sum(full * self.act_bytes(*bounds[st])[0] + w * self.act_bytes(*bounds[st])[1]
-                                     for st, full, w in point))
-            out[r] = static + peak
+            static = rank_static_bytes([self.static_bytes(a, b) for a, b in mine],
+                                       [self.work_bytes(a, b) for a, b in mine])
+            out[r] = static + peak_activation_bytes(pts, act, act_w)
         return out

@@ -25,11 +25,11 @@ import math
 from collections.abc import Callable, Sequence
 
 from planner.core.errors import InfeasibleError
+from planner.core.placement import Bounds
 
 __all__ = ["minmax_partition", "k_best_partitions", "range_table", "uniform_partition", "weighted_partition",
-           "prefix_sums", "RangeMax", "Bounds", "RangeCost", "RangeTest"]
+           "prefix_sums", "RangeMax", "RangeCost", "RangeTest"]
 
-Bounds = list[tuple[int, int]]
 RangeCost = Callable[[int, int, int], float]
 """(stage, start, end) -> cost of the stage holding layers [start, end)."""
 RangeTest = Callable[[int, int, int], bool]

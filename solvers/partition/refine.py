@@ -17,13 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from planner.core.costs import CostTable
+from planner.core.placement import Bounds
 from planner.core.schedule import Schedule
 from planner.core.simulate import Compiled, compile_schedule, simulate_compiled
 from planner.core.stage_costs import StageCosts, stage_costs
 
 __all__ = ["RefineResult", "refine_partition", "boundary_neighbours"]
 
-Bounds = list[tuple[int, int]]
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 from planner.core.costs import CostTable
 from planner.core.errors import BudgetExhausted, InfeasibleError
-from planner.core.placement import stage_ranks
+from planner.core.placement import Bounds, stage_ranks
 from planner.core.schedule import Schedule
 from planner.core.units import format_bytes
-from solvers.partition.ranges import (Bounds, RangeTest, k_best_partitions, minmax_partition, prefix_sums,
+from solvers.partition.ranges import (RangeTest, k_best_partitions, minmax_partition, prefix_sums,
                                range_table, uniform_partition)
 from solvers.partition.model import StepModel
 from solvers.partition.pins import StagePins, pinned_cuts, pins_allow

@@ -30,7 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.core.errors import InfeasibleError
-from solvers.partition.ranges import Bounds
+from planner.core.placement import Bounds
+from planner.core.stage_costs import held_bytes
 from solvers.partition.model import StepModel
 
 __all__ = ["VppResult", "vpp_partition"]
@@ -137,7 +138,7 @@ def _rank_work(m, model: StepModel, end) -> dict:
 
 def _bytes(prefix: dict[str, list[int]], read, s: int, full: int, w: int, tag: str):
     """Stage s's bytes at a memory point: static + full x act + w_only x act_w."""
-    table = [q + full * a + w * aw for q, a, aw in zip(prefix["static"], prefix["act"], prefix["act_w"])]
+    table = [q + held_bytes(full, w, a, aw) for q, a, aw in zip(prefix["static"], prefix["act"], prefix["act_w"])]
     return read(table, s + 1, f"mem_{tag}_{s}_end") - read(table, s, f"mem_{tag}_{s}_start")
 
 

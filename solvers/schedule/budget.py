@@ -83,9 +83,9 @@ class WallBudget:
     work budget]), when one is given; the phases that hit either. ``WallBudget(None)``
     never expires (library callers that pass no budget get the counted search alone)."""
 
-    def __init__(self, limit_s: float | None, *, start: float | None = None,
+    def __init__(self, wall_cap_s: float | None, *, start: float | None = None,
                  work_actions: float | None = None) -> None:
-        self.limit_s = limit_s
+        self.wall_cap_s = wall_cap_s
         """Seconds for the whole plan; None = no wall limit."""
         self.work_actions = work_actions
         """Actions the plan's phases may re-time together; None = uncounted."""
@@ -107,10 +107,10 @@ class WallBudget:
 
     def deadline(self, phase: str) -> float:
         """``perf_counter`` time by which ``phase`` must end (inf without a limit)."""
-        if self.limit_s is None:
+        if self.wall_cap_s is None:
             return math.inf
-        return self.start + min(self.limit_s * PHASE_SHARES.get(phase, 1.0),
-                                self.limit_s - RESERVE_UNITS * self.unit_s)
+        return self.start + min(self.wall_cap_s * PHASE_SHARES.get(phase, 1.0),
+                                self.wall_cap_s - RESERVE_UNITS * self.unit_s)
 
     def left(self, phase: str) -> float:
         """Seconds until ``phase``'s deadline (may be negative; inf without a limit)."""
@@ -179,7 +179,7 @@ class WallBudget:
 
     def record(self) -> dict:
         """What the plan's ``solver.budget`` says."""
-        return {"time_limit_s": self.limit_s, "bound": self.bound, "cut_phases": list(self.cuts),
+        return {"time_limit_s": self.wall_cap_s, "bound": self.bound, "cut_phases": list(self.cuts),
                 "work_actions": self.work_actions, "timed_actions": self.spent(),
                 "work_cut_phases": list(self.work_cuts),
                 "phase_ends": {k: {"wall_s": v} for k, v in self.ends.items()},

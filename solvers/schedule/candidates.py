@@ -39,14 +39,14 @@ cut short by the wall cap ([Note: kept budget] in ``solvers.schedule.budget``) h
 ([Note: first valid]); with time for every draw the order only breaks exact ties."""
 
 
-def from_start(costs: StageCosts, budget: list[int] | None, deadlines: dict[Key, float],
+def from_start(costs: StageCosts, act_limit: list[int] | None, deadlines: dict[Key, float],
                families: list[str], start: tuple[str, Schedule] | None, greedy: bool):
     """The start as given and, unless only exact families are asked for, W-filled."""
     exact = not greedy and all(n in EXACT_FAMILIES for n in families)
     if start is not None:
         yield start
         if not exact:
-            yield f"{start[0]}+w-fill", fill_w(start[1], costs, act_budget=budget, deadlines=deadlines)
+            yield f"{start[0]}+w-fill", fill_w(start[1], costs, activation_limit=act_limit, deadlines=deadlines)
 
 
 FAMILY_DRAW_UNITS = 1.0
@@ -60,7 +60,7 @@ halfway, so it starts only when the wall affords it (a fill started 0.2 s before
 polish deadline had made that plan 14.1-16.1 s against its 14 s limit)."""
 
 
-def drawn(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[Key, float],
+def drawn(costs: StageCosts, m: int, act_limit: list[int] | None, deadlines: dict[Key, float],
           families: list[str], greedy: bool, *, wall: Deadline | None = None, cut: list[str] | None = None):
     """The family orders (as drawn and W-filled) and the greedy list schedules for ``costs``:
     every candidate that does not depend on a start, as ``(position, name, schedule or
@@ -76,10 +76,10 @@ def drawn(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[K
     draw chooses exactly as a draw of one stream after the other. A greedy run or a W-fill
     starts only when ``wall`` affords ``GREEDY_DRAW_UNITS`` or ``W_FILL_UNITS``; when it does
     not, it is skipped, its label goes to ``cut`` and the draw is incomplete (not memoised)."""
-    streams = [enumerate(_family_orders(costs, m, budget, deadlines, families, greedy, wall, cut))]
+    streams = [enumerate(_family_orders(costs, m, act_limit, deadlines, families, greedy, wall, cut))]
     if greedy:
-        streams.append(iter(_greedy_schedules(costs, m, budget, deadlines, wall, cut)))
-        streams.append(enumerate(zb_greedy_orders(costs, m, budget)))  # Zero Bubble's own heuristic, re-derived
+        streams.append(iter(_greedy_schedules(costs, m, act_limit, deadlines, wall, cut)))
+        streams.append(enumerate(zb_greedy_orders(costs, m, act_limit)))  # Zero Bubble's own heuristic, re-derived
     live = list(range(len(streams)))
     while live:
         for k in list(live):
@@ -91,7 +91,7 @@ def drawn(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[K
             yield (k, j), name, sched
 
 
-def _family_orders(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[Key, float],
+def _family_orders(costs: StageCosts, m: int, act_limit: list[int] | None, deadlines: dict[Key, float],
                    families: list[str], greedy: bool, wall: Deadline | None = None, cut: list[str] | None = None):
     """Each applicable family's order, as drawn and W-filled (eager, then fit); a W-fill
     starts only when ``wall`` affords ``W_FILL_UNITS`` (else it is skipped, noted in ``cut``)."""
@@ -116,10 +116,10 @@ def _family_orders(costs: StageCosts, m: int, budget: list[int] | None, deadline
             label = f"{name}+w-fill" + ("" if mode == "eager" else "-fit")
             if not _affords(wall, W_FILL_UNITS, label, cut):
                 break  # no time for fills; the next family's plain order may still fit
-            yield label, fill_w(order, costs, act_budget=budget, deadlines=deadlines, w_mode=mode)
+            yield label, fill_w(order, costs, activation_limit=act_limit, deadlines=deadlines, w_mode=mode)
 
 
-def _greedy_schedules(costs: StageCosts, m: int, budget: list[int] | None, deadlines: dict[Key, float],
+def _greedy_schedules(costs: StageCosts, m: int, act_limit: list[int] | None, deadlines: dict[Key, float],
                       wall: Deadline | None = None, cut: list[str] | None = None):
     """The greedy list scheduler under the memory budget, then capped at p and 2p
     microbatches of activations, eager W before fit, as ``(position, (name, schedule or
@@ -130,9 +130,9 @@ def _greedy_schedules(costs: StageCosts, m: int, budget: list[int] | None, deadl
     seen: list[list[int] | None] = []
     j = 0
     for cap in (None, pp, 2 * pp):
-        if cap is None and budget is None:
+        if cap is None and act_limit is None:
             continue
-        b = budget if cap is None else [min(x, cap * a) for x, a in zip(budget or [cap * a for a in act], act)]
+        b = act_limit if cap is None else [min(x, cap * a) for x, a in zip(act_limit or [cap * a for a in act], act)]
         if b in seen:  # the cap is above the memory budget on every rank: same runs again
             continue
         seen.append(b)
@@ -143,7 +143,7 @@ def _greedy_schedules(costs: StageCosts, m: int, budget: list[int] | None, deadl
                     ("" if mode == "eager" else "-fit")
                 if not _affords(wall, GREEDY_DRAW_UNITS, label, cut):
                     return
-                res = list_schedule(costs, m, act_budget=b, fuse=f, deadlines=deadlines, w_mode=mode)
+                res = list_schedule(costs, m, activation_limit=b, fuse=f, deadlines=deadlines, w_mode=mode)
                 yield j + 2 * (f and fuse) + k, (label, res.schedule if res.schedule is not None else res.reason)
         j += 2 * len(kinds)
 
@@ -158,7 +158,7 @@ def _affords(wall: Deadline | None, units: float, label: str, cut: list[str] | N
     return False
 
 
-def limits(schedule: Schedule, costs: StageCosts, budget: list[int] | None,
+def limits(schedule: Schedule, costs: StageCosts, act_limit: list[int] | None,
            deadlines: dict[Key, float]) -> tuple[float | None, str]:
     """Simulated step time if the schedule meets the deadlines and the per-rank budget,
     else None and why; one that cannot be simulated (a deadlock, a missing task) is
@@ -175,18 +175,18 @@ def limits(schedule: Schedule, costs: StageCosts, budget: list[int] | None,
             return None, (f"task {key[0]}{key[1]}{key[2]} ends at {ends[key]:.6g} s, after its deadline "
                           f"{deadlines[key]:.6g} s; its earliest possible finish is "
                           f"{earliest_finish(costs, key):.6g} s")
-    if budget is not None:
-        for r, (peak, b) in enumerate(zip(sim.peak_act_bytes, budget)):
+    if act_limit is not None:
+        for r, (peak, b) in enumerate(zip(sim.peak_act_bytes, act_limit)):
             if peak > b:
                 return None, f"rank {r} holds {format_bytes(peak)} of activations, budget {format_bytes(b)}"
     return sim.step_time, "valid"
 
 
-def verdict(sched: Schedule | str | None, costs: StageCosts, budget: list[int] | None,
+def verdict(sched: Schedule | str | None, costs: StageCosts, act_limit: list[int] | None,
             deadlines: dict[Key, float]) -> tuple[float | None, str]:
     """``limits`` of a drawn candidate; one that could not be drawn carries its reason."""
     if isinstance(sched, dict):
-        return limits(sched, costs, budget, deadlines)
+        return limits(sched, costs, act_limit, deadlines)
     return None, sched or "does not fit the memory budget"
 
 
@@ -206,10 +206,10 @@ def clear_memo() -> None:
     _memo.clear()
 
 
-def _memo_key(costs: StageCosts, m: int, budget, deadlines, families: list[str], greedy: bool) -> tuple:
+def _memo_key(costs: StageCosts, m: int, act_limit, deadlines, families: list[str], greedy: bool) -> tuple:
     return (costs.f, costs.i, costs.w, costs.b, costs.act_bytes, costs.act_w_bytes, costs.static_bytes, costs.out_bytes,
             costs.ranks, tuple(sorted(costs.fused.items())), costs.p2p, m,
-            None if budget is None else tuple(budget), tuple(sorted(deadlines.items())), tuple(families), greedy)
+            None if act_limit is None else tuple(act_limit), tuple(sorted(deadlines.items())), tuple(families), greedy)
 
 
 class FirstValid:
@@ -234,18 +234,18 @@ class FirstValid:
         return not self.found or self.wall.affords(units)
 
 
-def simulated(costs: StageCosts, m: int, budget, deadlines, families: list[str], greedy: bool,
+def simulated(costs: StageCosts, m: int, act_limit, deadlines, families: list[str], greedy: bool,
               wall: Deadline | None = None, *, have_valid: bool = False):
     """``drawn``'s candidates with ``limits``'s verdict each, from the memo when there.
     Drawing stops at ``wall``'s deadline ([Note: kept budget]) once a valid candidate is in
     hand (``have_valid``: the caller holds one already; [Note: first valid]); a cut list is
     not memoised."""
-    key = _memo_key(costs, m, budget, deadlines, families, greedy)
+    key = _memo_key(costs, m, act_limit, deadlines, families, greedy)
     hit = _memo.get(key)
     if hit is None:
         wall = None if wall is None else FirstValid(wall, have_valid)
         got, complete, unaffordable = [], True, []
-        candidates = drawn(costs, m, budget, deadlines, families, greedy, wall=wall, cut=unaffordable)
+        candidates = drawn(costs, m, act_limit, deadlines, families, greedy, wall=wall, cut=unaffordable)
         while complete:
             if wall is not None and wall.expired():  # checked before drawing the next one
                 complete = False
@@ -254,7 +254,7 @@ def simulated(costs: StageCosts, m: int, budget, deadlines, families: list[str],
             if item is None:
                 break
             pos, name, sched = item
-            got.append((pos, (name, sched, *verdict(sched, costs, budget, deadlines))))
+            got.append((pos, (name, sched, *verdict(sched, costs, act_limit, deadlines))))
             if wall is not None and got[-1][1][2] is not None:
                 wall.found = True
         if not complete or unaffordable:

@@ -36,7 +36,7 @@ from planner.core.p2p import crossed_boundary
 from planner.core.schedule import DEPENDENCIES, OVERLAP, Action, ActionKind, Key, Schedule, predecessors, provides
 from planner.core.stage_costs import StageCosts
 
-__all__ = ["Policy", "EngineResult", "run_engine", "duration", "allocates", "frees"]
+__all__ = ["Policy", "EngineResult", "run_engine"]
 
 _EPS = 1e-12
 
@@ -47,7 +47,7 @@ class Policy(Protocol):
     def candidates(self, rank: int) -> list[Action]:
         """F/I (or fused) actions the rank may run next, in preference order."""
 
-    def admit(self, rank: int, action: Action, held: int, budget: int | None) -> bool:
+    def admit(self, rank: int, action: Action, held: int, limit: int | None) -> bool:
         """Whether the rank may start ``action`` while holding ``held`` activation bytes."""
 
     def committed(self, rank: int, action: Action) -> None:
@@ -55,37 +55,6 @@ class Policy(Protocol):
 
     def pick(self, rank: int, ready: list[Action]) -> Action:
         """The action to run among those ready now (may fuse two of them)."""
-
-
-def duration(action: Action, costs: StageCosts) -> float:
-    """Seconds the action occupies its rank (the simulator's durations)."""
-    if action.kind == OVERLAP:
-        fw, bw = action.sub
-        if bw.kind == ActionKind.B:
-            return costs.fused_b_time(fw.stage, bw.stage)
-        return costs.fused_time(fw.stage, bw.stage)
-    kind, s = action.kind, action.stage
-    if kind == ActionKind.F:
-        return costs.f[s]
-    if kind == ActionKind.I:
-        return costs.i[s]
-    if kind == ActionKind.W:
-        return costs.w[s]
-    return costs.b_time(s)  # B
-
-
-def allocates(action: Action, costs: StageCosts) -> int:
-    """Activation bytes the action allocates at its start (its forward parts)."""
-    if action.kind != OVERLAP:
-        return costs.act_bytes[action.stage] if action.kind == ActionKind.F else 0
-    return sum(costs.act_bytes[p.stage] for p in action.parts if p.kind == ActionKind.F)
-
-
-def frees(action: Action, costs: StageCosts) -> int:
-    """Activation bytes ``action`` releases at its end (``StageCosts.released`` per part)."""
-    if action.kind != OVERLAP:
-        return costs.released(action.kind, action.stage)
-    return sum(costs.released(p.kind, p.stage) for p in action.parts)
 
 
 @dataclass
@@ -103,7 +72,8 @@ class EngineResult:
 @dataclass
 class _State:
     costs: StageCosts
-    budget: list[int | None]
+    limit: list[int | None]
+    """Activation bytes each rank may hold (None: no limit)."""
     deadlines: dict[Key, float]
     end: dict[Key, float] = field(default_factory=dict)
     free: list[float] = field(default_factory=list)
@@ -115,8 +85,6 @@ class _State:
     succ_ranks: dict[tuple[int, str], list[int]] = field(default_factory=dict)
     w_mode: str = "eager"
     """When an idle rank runs a pending W (see ``run_engine``)."""
-    times: dict[str, tuple[float, ...]] = field(default_factory=dict)
-    """Kind -> per-stage seconds (F, I, W)."""
     p2p: list[float] = field(default_factory=list)
     """Per stage: seconds to send its output (or its gradient back)."""
     deps: dict[str, list[list[tuple[int, str]]]] = field(default_factory=dict)
@@ -133,7 +101,7 @@ def _arrival(st: _State, key: Key, rank: int, x: float) -> tuple[float, bool]:
     end = st.end.get(key)
     if end is not None:
         return end + delay, True
-    return max(x, st.free[src]) + st.times[kind][s] + delay, False
+    return max(x, st.free[src]) + st.costs.kind_time(kind, s) + delay, False
 
 
 def _ready(st: _State, action: Action, rank: int, x: float) -> tuple[float, bool]:
@@ -161,9 +129,9 @@ def _push(st: _State, rank: int, t: float) -> None:
 def _commit(st: _State, rank: int, action: Action, x: float) -> None:
     c = st.costs
     gives = provides(action)
-    e = x + duration(action, c)
+    e = x + c.duration(action)
     st.out[rank].append(action)
-    st.held[rank] += allocates(action, c) - frees(action, c)
+    st.held[rank] += c.allocates(action) - c.frees(action)
     st.free[rank] = e
     for key in gives:
         st.end[key] = e
@@ -197,7 +165,7 @@ def _decide(st: _State, policy: Policy, rank: int, x: float) -> str | None:
     now, blocked, unknown = [], False, False
     next_t = wake = None  # earliest possible start of an admitted candidate; earliest known one
     for a in cands:
-        if not policy.admit(rank, a, st.held[rank], st.budget[rank]):
+        if not policy.admit(rank, a, st.held[rank], st.limit[rank]):
             blocked = True
             continue
         t, known = _ready(st, a, rank, x)
@@ -211,7 +179,7 @@ def _decide(st: _State, policy: Policy, rank: int, x: float) -> str | None:
             unknown = True
     if now:
         a = policy.pick(rank, now)
-        w = _urgent_w(st, rank, x, duration(a, c))
+        w = _urgent_w(st, rank, x, c.duration(a))
         if w is not None:
             _commit(st, rank, Action(w[0], ActionKind.W, w[2]), x)
         else:
@@ -235,7 +203,7 @@ def _decide(st: _State, policy: Policy, rank: int, x: float) -> str | None:
     return None
 
 
-def run_engine(costs: StageCosts, policy: Policy, *, act_budget: list[int | None] | None = None,
+def run_engine(costs: StageCosts, policy: Policy, *, activation_limit: list[int | None] | None = None,
                deadlines: dict[Key, float] | None = None, w_mode: str = "eager") -> EngineResult:
     """Play the step forward with ``policy`` choosing F/I work (see the module docstring).
 
@@ -244,12 +212,11 @@ def run_engine(costs: StageCosts, policy: Policy, *, act_budget: list[int | None
     F/I's inputs are still unknown, ``lazy`` only when forced (memory, deadline, end).
     """
     nr = costs.num_ranks
-    st = _State(costs=costs, budget=list(act_budget) if act_budget else [None] * nr,
+    st = _State(costs=costs, limit=list(activation_limit) if activation_limit else [None] * nr,
                 deadlines=deadlines or {}, free=[0.0] * nr, held=[0] * nr, w_mode=w_mode,
                 pending=[[] for _ in range(nr)], out=[[] for _ in range(nr)], wake=[None] * nr)
     st.succ_ranks = _successor_ranks(costs)
-    st.times = {ActionKind.F: costs.f, ActionKind.I: costs.i, ActionKind.W: costs.w}
-    st.p2p = [costs.p2p_time(s) for s in range(costs.num_stages)]
+    st.p2p = costs.p2p_delays()
     st.deps = {kind: [[(s + off, k) for off, k in needs if 0 <= s + off < costs.num_stages]
                       for s in range(costs.num_stages)] for kind, needs in DEPENDENCIES.items()}
     for r in range(nr):

@@ -54,10 +54,10 @@ class _Greedy:
                 out.append(Action(s, ActionKind.F, self.next_f[s]))
         return out
 
-    def admit(self, rank: int, action: Action, held: int, budget: int | None) -> bool:
-        if budget is None or action.kind != ActionKind.F or action.microbatch <= self.entered[rank]:
+    def admit(self, rank: int, action: Action, held: int, limit: int | None) -> bool:
+        if limit is None or action.kind != ActionKind.F or action.microbatch <= self.entered[rank]:
             return True
-        return held + self.reserved[rank] + self.total[rank] <= budget
+        return held + self.reserved[rank] + self.total[rank] <= limit
 
     def committed(self, rank: int, action: Action) -> None:
         for p in action.parts:
@@ -85,10 +85,10 @@ class _Greedy:
         return bwd or fwd  # type: ignore[return-value]
 
 
-def list_schedule(costs: StageCosts, microbatches: int, *, act_budget: list[int | None] | None = None,
+def list_schedule(costs: StageCosts, microbatches: int, *, activation_limit: list[int | None] | None = None,
                   fuse: bool = False, deadlines: dict[Key, float] | None = None, w_mode: str = "eager") -> EngineResult:
     """Greedy schedule of ``microbatches`` under per-rank activation budgets (bytes)."""
-    return run_engine(costs, _Greedy(costs, microbatches, fuse), act_budget=act_budget,
+    return run_engine(costs, _Greedy(costs, microbatches, fuse), activation_limit=activation_limit,
                       deadlines=deadlines, w_mode=w_mode)
 
 
@@ -113,7 +113,7 @@ def unit_order(pp: int, microbatches: int, ranks: list[int], inflight: list[int]
     """The greedy order for unit costs with ``inflight[r]`` microbatches of rank r's activations."""
     costs = unit_costs(pp, ranks)
     per_rank = [ranks.count(r) for r in range(pp)]
-    res = list_schedule(costs, microbatches, act_budget=[k * n for k, n in zip(inflight, per_rank)],
+    res = list_schedule(costs, microbatches, activation_limit=[k * n for k, n in zip(inflight, per_rank)],
                         fuse=fuse)
     assert res.schedule is not None, res.reason  # >= 1 microbatch per rank always progresses
     return res.schedule

@@ -95,7 +95,7 @@ def _rank_work(costs: StageCosts, m: int, head: list[float], first_i: list[float
 
 
 def bound_parts(costs: StageCosts, microbatches: int, *,
-                act_budget: list[int | None] | None = None) -> LowerBound:
+                activation_limit: list[int | None] | None = None) -> LowerBound:
     """The three bounds of the module docstring, by name."""
     costs = _cheapest_backward(costs)
     S, m = costs.num_stages, microbatches
@@ -115,18 +115,18 @@ def bound_parts(costs: StageCosts, microbatches: int, *,
         tail[s] = best
     single = max(head[s] + trip[s] + tail[s] for s in range(S))
     memory = single
-    if act_budget is not None:
+    if activation_limit is not None:
         for s in range(S):
-            budget, act = act_budget[costs.ranks[s]], costs.act_bytes[s]
-            if budget is None or act <= 0:
+            limit, act = activation_limit[costs.ranks[s]], costs.act_bytes[s]
+            if limit is None or act <= 0:
                 continue
-            k = max(1, budget // act)
+            k = max(1, limit // act)
             memory = max(memory, head[s] + math.ceil(m / k) * trip[s] + tail[s])
     first_i = [head[s] + trip[s] - imin[s] for s in range(S)]
     return LowerBound(rank_work=_rank_work(costs, m, head, first_i), round_trip=single, memory=memory)
 
 
 def step_lower_bound(costs: StageCosts, microbatches: int, *,
-                     act_budget: list[int | None] | None = None) -> float:
+                     activation_limit: list[int | None] | None = None) -> float:
     """Largest of the bounds in the module docstring (seconds); valid for every schedule."""
-    return max(bound_parts(costs, microbatches, act_budget=act_budget).values())
+    return max(bound_parts(costs, microbatches, activation_limit=activation_limit).values())

@@ -12,7 +12,7 @@ stage costs: the bytes of the rank that needs the most for N microbatches' worth
 activations (static + floor(N x its activations per microbatch)), so every rank can hold N
 of its own and none is held to less than the plan's limit says; with both forms, the
 smaller count. The activation budget the schedule searches work with (list scheduler,
-W filling, CP-SAT) is that count less each rank's static bytes (``act_budget``), so a
+W filling, CP-SAT) is that count less each rank's static bytes (``activation_limit``), so a
 schedule within the budget is exactly one the validator accepts (``fits``).
 
 Any schedule needs, on each rank, its static bytes plus one microbatch in flight on
@@ -69,7 +69,7 @@ class MemoryLimit:
             caps.append(max(s + int(self.microbatches * a) for s, a in zip(costs.static_per_rank(), act)))
         return min(caps)
 
-    def act_budget(self, costs: StageCosts) -> list[int]:
+    def activation_limit(self, costs: StageCosts) -> list[int]:
         """Activation bytes each rank may hold: ``per_gpu_bytes`` less its static bytes."""
         cap = self.per_gpu_bytes(costs)
         return [cap - s for s in costs.static_per_rank()]
@@ -81,8 +81,8 @@ class MemoryLimit:
     def check_minimum(self, costs: StageCosts) -> None:
         """Raise ``InfeasibleError`` when a rank cannot hold one microbatch per stage."""
         act, static = rank_activation(costs), costs.static_per_rank()
-        for r, budget in enumerate(self.act_budget(costs)):
-            if budget < act[r]:
+        for r, allowed in enumerate(self.activation_limit(costs)):
+            if allowed < act[r]:
                 need = static[r] + act[r]
                 raise InfeasibleError(
                     f"memory limit {self} is below what any schedule needs on rank {r}: "

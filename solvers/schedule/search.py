@@ -74,13 +74,13 @@ class ScheduleChoice:
     """Each candidate's name, step time (or why it was rejected)."""
 
 
-def _check(schedule: Schedule, costs: StageCosts, m: int, budget: list[int] | None,
+def _check(schedule: Schedule, costs: StageCosts, m: int, act_limit: list[int] | None,
            deadlines: dict[Key, float]) -> tuple[float | None, str]:
     """Simulated step time if valid (structure, deadlines, per-rank budget), else None and why."""
     found = validate(schedule, costs, num_microbatches=m)
     if found:
         return None, str(found[0])
-    return limits(schedule, costs, budget, deadlines)
+    return limits(schedule, costs, act_limit, deadlines)
 
 
 OBJECTIVES = ("makespan", "steady")
@@ -108,7 +108,7 @@ def _check_options(method: str, time_limit: float, seed: int) -> None:
         raise InputError("--seed", f"must be >= 0, got {seed}", "e.g. --seed 0")
 
 
-def _polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule], budget, deadlines, *,
+def _polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule], act_limit, deadlines, *,
             limit: float, seed: int, workers: int | None, tried: list[dict], wall: Deadline | None):
     """CP-SAT from ``best``; returns (status, the better of the two). CP-SAT's own wall
     limit is what is left of ``wall`` ([Note: kept budget])."""
@@ -116,13 +116,13 @@ def _polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule], budget
 
     name, t, sched = best
     wall_s = None if wall is None else max(0.05, wall.left())
-    out = cpsat_improve(costs, m, sched, act_budget=budget, deadlines=deadlines, time_limit=limit,
+    out = cpsat_improve(costs, m, sched, activation_limit=act_limit, deadlines=deadlines, time_limit=limit,
                         seed=seed, workers=workers, fuse=fuses(costs), wall_s=wall_s)
     if wall is not None and wall.left() < WALL_SLACK_S:
         wall.cut()  # CP-SAT ran to the wall deadline, not to its deterministic limit
     status = out.status if out.status in ("OPTIMAL", "FEASIBLE") else "FEASIBLE"
     if out.schedule is not None:
-        t2, why = _check(out.schedule, costs, m, budget, deadlines)
+        t2, why = _check(out.schedule, costs, m, act_limit, deadlines)
         tried.append({"schedule": out.method, "step_time_s": t2, "status": why})
         if t2 is not None and t2 < t - 1e-12:
             return status, (f"{out.method}({name})", t2, out.schedule)
@@ -135,7 +135,7 @@ period search]): a reproducible budget, about that many seconds on the 2-core re
 machine (each move re-times the schedule over ``planner.core.steady.STEPS`` steps)."""
 
 
-def _steady_polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule], budget, deadlines, *,
+def _steady_polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule], act_limit, deadlines, *,
                    limit: float, seed: int, tried: list[dict], wall: Deadline | None):
     """The period search from ``best`` ([Note: period search]) unless its period is at
     ``steady_lower_bound`` already; returns the better valid one of the two."""
@@ -143,11 +143,11 @@ def _steady_polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule],
     if wall is not None and wall.expired() or \
             steady_state(sched, costs, m).period_s <= steady_lower_bound(costs, m) * (1 + 1e-9):
         return best
-    found = improve_period(sched, costs, m, act_budget=budget, work=int(limit * STEADY_WORK_PER_S),
+    found = improve_period(sched, costs, m, activation_limit=act_limit, work=int(limit * STEADY_WORK_PER_S),
                            seed=seed, deadline=wall)
     if found.period_s >= found.start_period_s * (1 - 1e-9):  # float noise is no gain
         return best
-    t2, why = _check(found.schedule, costs, m, budget, deadlines)
+    t2, why = _check(found.schedule, costs, m, act_limit, deadlines)
     tried.append({"schedule": f"steady-ls({name})", "step_time_s": t2, "status": why,
                   "steady_step_time_s": found.period_s})
     return (f"steady-ls({name})", t2, found.schedule) if t2 is not None else best
@@ -161,7 +161,7 @@ def _until(items, wall: Deadline | None, *, keep: int):
         yield item
 
 
-def _best_candidate(costs: StageCosts, m: int, budget, deadlines, method: str,
+def _best_candidate(costs: StageCosts, m: int, act_limit, deadlines, method: str,
                     start: tuple[str, Schedule] | None, tried: list[dict],
                     heuristics: bool = True, wall: Deadline | None = None,
                     objective: str = "makespan") -> tuple[str, float, Schedule]:
@@ -180,13 +180,13 @@ def _best_candidate(costs: StageCosts, m: int, budget, deadlines, method: str,
     if start is not None and wall is not None and wall.expired():
         own, pool = [start], []  # [Note: kept budget]: no time left to draw alternatives
     elif heuristics or start is None:
-        own, pool = from_start(costs, budget, deadlines, families, start, greedy), \
-            simulated(costs, m, budget, deadlines, families, greedy, wall, have_valid=start is not None)
+        own, pool = from_start(costs, act_limit, deadlines, families, start, greedy), \
+            simulated(costs, m, act_limit, deadlines, families, greedy, wall, have_valid=start is not None)
     else:  # the start is the best heuristic already
         own, pool = [start], []
     if objective == "steady" and greedy and (heuristics or start is None):
-        own = [*own, *steady_orders(costs, m, budget)]  # [Note: steady tail]
-    own = [(name, sched, *verdict(sched, costs, budget, deadlines)) for name, sched in
+        own = [*own, *steady_orders(costs, m, act_limit)]  # [Note: steady tail]
+    own = [(name, sched, *verdict(sched, costs, act_limit, deadlines)) for name, sched in
            _until(own, wall, keep=1 if start is not None else 0)]
     for name, sched, t, why in own + pool:
         if not isinstance(sched, dict):
@@ -240,15 +240,15 @@ instead of CP-SAT, whose model minimises the makespan.
     _check_options(method, time_limit, seed)
     check_objective(objective)
     deadlines = deadlines or {}
-    budget = None
+    act_limit = None
     if memory_limit is not None:
         memory_limit.check_minimum(costs)
-        budget = memory_limit.act_budget(costs)
+        act_limit = memory_limit.activation_limit(costs)
     check_deadlines(costs, deadlines)
     tried: list[dict] = []
-    best = _best_candidate(costs, microbatches, budget, deadlines, method, start, tried, heuristics, deadline,
+    best = _best_candidate(costs, microbatches, act_limit, deadlines, method, start, tried, heuristics, deadline,
                            objective)
-    lb = step_lower_bound(costs, microbatches, act_budget=budget)
+    lb = step_lower_bound(costs, microbatches, activation_limit=act_limit)
     name, t, sched = best
     at_bound = t <= lb * (1 + 1e-9)
     status = "OPTIMAL" if at_bound else "HEURISTIC"  # at the lower bound: nothing to search
@@ -256,13 +256,13 @@ instead of CP-SAT, whose model minimises the makespan.
         time_limit if method == "auto" and t > 1.01 * lb else 0.0
     if objective == "steady":
         if polish and method in ("auto", "cpsat"):
-            name, t, sched = _steady_polish(costs, microbatches, (name, t, sched), budget, deadlines,
+            name, t, sched = _steady_polish(costs, microbatches, (name, t, sched), act_limit, deadlines,
                                             limit=time_limit, seed=seed, tried=tried, wall=deadline)
         limit = 0.0
     elif limit > 0 and deadline is not None and deadline.expired():
         limit = 0.0
     if limit > 0:
-        status, (name, t, sched) = _polish(costs, microbatches, (name, t, sched), budget, deadlines,
+        status, (name, t, sched) = _polish(costs, microbatches, (name, t, sched), act_limit, deadlines,
                                            limit=limit, seed=seed, workers=workers, tried=tried,
                                            wall=deadline)
     return ScheduleChoice(schedule=sched, name=name, status=status, step_time=t, lower_bound=lb,

@@ -72,16 +72,16 @@ def base_counts(costs: StageCosts, m: int) -> tuple[list[int], list[int]]:
 
 
 def steady_order(costs: StageCosts, m: int, *, warm: list[int], tail: list[int],
-                 act_budget: list[int] | None) -> Schedule | None:
+                 activation_limit: list[int] | None) -> Schedule | None:
     """The order of the module docstring; None when a forward can never fit the budget."""
     out: Schedule = {}
     cap = m
     for r in range(costs.num_stages):
-        budget = None if act_budget is None else act_budget[r]
-        if budget is not None:
-            cap = min(cap, budget // costs.act_bytes[r])
+        limit = None if activation_limit is None else activation_limit[r]
+        if limit is not None:
+            cap = min(cap, limit // costs.act_bytes[r])
         cap = max(1, min(cap, warm[r]))  # no more warm-up than the rank before: else a deadlock
-        row = _rank_order(costs, r, m, cap, max(0, min(m, tail[r])), budget)
+        row = _rank_order(costs, r, m, cap, max(0, min(m, tail[r])), limit)
         if row is None:
             return None
         out[r] = row
@@ -89,7 +89,7 @@ def steady_order(costs: StageCosts, m: int, *, warm: list[int], tail: list[int],
 
 
 def _rank_order(costs: StageCosts, s: int, m: int, warm: int, tail: int,
-                budget: int | None) -> list[Action] | None:
+                limit: int | None) -> list[Action] | None:
     act, keep = costs.act_bytes[s], costs.act_w_bytes[s]
     row: list[Action] = []
     nf = ni = nw = 0
@@ -97,7 +97,7 @@ def _rank_order(costs: StageCosts, s: int, m: int, warm: int, tail: int,
 
     def forward() -> bool:
         nonlocal nf, nw, held
-        while budget is not None and held + act > budget:
+        while limit is not None and held + act > limit:
             if nw >= ni:  # no W left to run: the forward never fits
                 return False
             row.append(Action(s, ActionKind.W, nw))
@@ -123,7 +123,7 @@ def _rank_order(costs: StageCosts, s: int, m: int, warm: int, tail: int,
     return row
 
 
-def steady_orders(costs: StageCosts, m: int, act_budget: list[int] | None) -> Iterator[tuple[str, Schedule]]:
+def steady_orders(costs: StageCosts, m: int, activation_limit: list[int] | None) -> Iterator[tuple[str, Schedule]]:
     """(name, order) for ``warm`` and ``tail`` moved by -1, 0, +1 from ``base_counts``;
     nothing unless every rank holds one stage (the orders are drawn for that)."""
     if not _one_stage_per_rank(costs):
@@ -132,6 +132,6 @@ def steady_orders(costs: StageCosts, m: int, act_budget: list[int] | None) -> It
     for dw in (0, -1, 1):
         for dt in (0, -1, 1):
             order = steady_order(costs, m, warm=[w + dw for w in warm], tail=[t + dt for t in tail],
-                                 act_budget=act_budget)
+                                 activation_limit=activation_limit)
             if order is not None:
                 yield f"steady-tail({dw:+d},{dt:+d})", order

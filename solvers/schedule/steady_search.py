@@ -13,7 +13,7 @@ its rank (at most ``REACH``) and keeps the move when the simulated period does n
 (equal periods too: the period is a maximum over cycles, flat over most moves, and the
 plateau leads to the moves that shorten the critical cycle). A move is drawn only when
 its rank still runs every same-rank dependency first and stays within its activation
-budget (the memory of one step: a rank starts step k + 1 empty); a move that deadlocks
+limit (the memory of one step: a rank starts step k + 1 empty); a move that deadlocks
 is rejected by the simulator. Draws come from ``random.Random(seed)`` and the search
 stops after a number of simulated actions, so the result is reproducible; a wall
 deadline ([Note: kept budget] in ``solvers.schedule.budget``) can cut it earlier. This
@@ -32,7 +32,6 @@ from planner.core.schedule import Action, Schedule, predecessors, provides
 from planner.core.stage_costs import StageCosts
 from planner.core.steady import steady_state
 from solvers.schedule.budget import Deadline
-from solvers.schedule.list_engine import allocates, frees
 
 __all__ = ["REACH", "SteadySearch", "improve_period"]
 
@@ -72,16 +71,16 @@ def _order_ok(row: list[Action], needs: list[set], i: int, j: int) -> bool:
     return not any(needs[k] & gives for k in range(i + 1, j + 1))
 
 
-def _fits(row: list[Action], costs: StageCosts, budget: int | None) -> bool:
-    """Activation bytes held on the rank never exceed ``budget`` in this order."""
-    if budget is None:
+def _fits(row: list[Action], costs: StageCosts, limit: int | None) -> bool:
+    """Activation bytes held on the rank never exceed ``limit`` in this order."""
+    if limit is None:
         return True
     held = 0
     for a in row:
-        held += allocates(a, costs)
-        if held > budget:
+        held += costs.allocates(a)
+        if held > limit:
             return False
-        held -= frees(a, costs)
+        held -= costs.frees(a)
     return True
 
 
@@ -93,7 +92,7 @@ def _period(schedule: Schedule, costs: StageCosts, m: int) -> float | None:
 
 
 def improve_period(schedule: Schedule, costs: StageCosts, microbatches: int, *,
-                   act_budget: list[int] | None, work: int, seed: int = 0,
+                   activation_limit: list[int] | None, work: int, seed: int = 0,
                    deadline: Deadline | None = None) -> SteadySearch:
     """Shorten ``schedule``'s steady-state period by moving actions along their ranks
     ([Note: period search]); ``work`` bounds the simulated actions (moves x actions)."""
@@ -118,7 +117,7 @@ def improve_period(schedule: Schedule, costs: StageCosts, microbatches: int, *,
             continue
         new = row[:i] + row[i + 1:]
         new.insert(j, row[i])
-        if not _fits(new, costs, None if act_budget is None else act_budget[r]):
+        if not _fits(new, costs, None if activation_limit is None else activation_limit[r]):
             continue
         moves += 1
         t = _period({**best, r: new}, costs, microbatches)

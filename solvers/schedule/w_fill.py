@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from planner.core.schedule import OVERLAP, Action, ActionKind, Key, Schedule
 from planner.core.stage_costs import StageCosts
-from solvers.schedule.list_engine import allocates, run_engine
+from solvers.schedule.list_engine import run_engine
 
 __all__ = ["fill_w", "split_order"]
 
@@ -53,8 +53,8 @@ class _FixedOrder:
         k = self.ptr.get(rank, 0)
         return [row[k]] if k < len(row) else []
 
-    def admit(self, rank: int, action: Action, held: int, budget: int | None) -> bool:
-        return budget is None or held + allocates(action, self.costs) <= budget
+    def admit(self, rank: int, action: Action, held: int, limit: int | None) -> bool:
+        return limit is None or held + self.costs.allocates(action) <= limit
 
     def committed(self, rank: int, action: Action) -> None:
         self.ptr[rank] += 1
@@ -63,11 +63,11 @@ class _FixedOrder:
         return ready[0]
 
 
-def fill_w(schedule: Schedule, costs: StageCosts, *, act_budget: list[int | None] | None = None,
+def fill_w(schedule: Schedule, costs: StageCosts, *, activation_limit: list[int | None] | None = None,
            deadlines: dict[Key, float] | None = None,
            w_mode: str = "eager") -> Schedule | None:
     """``schedule`` with W tasks re-placed into gaps; None when its F/I order cannot meet
-    ``act_budget`` (activation bytes per rank) even with every W run as early as possible."""
+    ``activation_limit`` (activation bytes per rank) even with every W run as early as possible."""
     result = run_engine(costs, _FixedOrder(split_order(schedule), costs),
-                        act_budget=act_budget, deadlines=deadlines, w_mode=w_mode)
+                        activation_limit=activation_limit, deadlines=deadlines, w_mode=w_mode)
     return result.schedule

@@ -69,12 +69,11 @@ class ZbKnobs:
 class _Build:
     """The step as it is placed: per stage its clock, counters, memory and row."""
 
-    def __init__(self, costs: StageCosts, m: int, budget: list[int] | None) -> None:
+    def __init__(self, costs: StageCosts, m: int, limit: list[int] | None) -> None:
         S = costs.num_stages
         self.c, self.m, self.S = costs, m, S
-        self.budget = [budget[costs.ranks[s]] if budget else None for s in range(S)]
+        self.limit = [limit[costs.ranks[s]] if limit else None for s in range(S)]
         self.hop = [costs.p2p_time(s) for s in range(S - 1)]
-        self.dur = {_F: costs.f, _I: costs.i, _W: costs.w}
         self.clock = [0.0] * S
         self.idle = [0.0] * S
         self.most_idle = 0.0
@@ -99,10 +98,10 @@ class _Build:
         if self.rows[s] and start > self.clock[s]:
             self.idle[s] += start - self.clock[s]
             self.most_idle = max(self.most_idle, self.idle[s])
-        self.clock[s] = start + self.dur[kind][s]
+        self.clock[s] = start + c.kind_time(kind, s)
         if kind != _W:
             self.end[kind][s].append(self.clock[s])
-        self.held[s] += c.act_bytes[s] if kind == _F else -c.released(kind, s)
+        self.held[s] += c.allocated(kind, s) - c.released(kind, s)
         self.n[kind][s] += 1
         self.rows[s].append(Action(s, kind, k))
 
@@ -112,7 +111,7 @@ class _Build:
 
     def fits_forward(self, s: int) -> bool:
         """Whether a forward fits the memory budget once every pending W has run."""
-        b = self.budget[s]
+        b = self.limit[s]
         if b is None:
             return True
         w_held = (self.n[_I][s] - self.n[_W][s]) * self.c.act_w_bytes[s]
@@ -128,7 +127,7 @@ def _ws_before(st: _Build, s: int, kind: ActionKind, knobs: ZbKnobs) -> None:
     input-gradient frees are not needed any more."""
     c = st.c
     if kind == _F:
-        while st.budget[s] is not None and st.held[s] + c.act_bytes[s] > st.budget[s] and st.pending_w(s):
+        while st.limit[s] is not None and st.held[s] + c.act_bytes[s] > st.limit[s] and st.pending_w(s):
             st.place(s, _W)
     if kind == _I and s == 0 and st.n[_F][0] == st.m:  # [Note: first stage's tail]
         while st.pending_w(s):
@@ -149,7 +148,7 @@ def _warmup(st: _Build, knobs: ZbKnobs) -> None:
     extra, arrive = [0] * S, st.end[_F][S - 1][0]
     for s in range(S - 1, -1, -1):
         t, held = st.clock[s], st.held[s]
-        while st.n[_F][s] + extra[s] < st.m and (st.budget[s] is None or held + c.act_bytes[s] <= st.budget[s]):
+        while st.n[_F][s] + extra[s] < st.m and (st.limit[s] is None or held + c.act_bytes[s] <= st.limit[s]):
             if (t >= arrive - _EPS) if knobs.fill_warmup else (t + c.f[s] > arrive + _EPS):
                 break
             t, held, extra[s] = t + c.f[s], held + c.act_bytes[s], extra[s] + 1
@@ -187,14 +186,14 @@ def _applies(costs: StageCosts) -> bool:
     return list(costs.ranks) == list(range(costs.num_stages))
 
 
-def zb_greedy(costs: StageCosts, microbatches: int, *, act_budget: list[int] | None,
+def zb_greedy(costs: StageCosts, microbatches: int, *, activation_limit: list[int] | None,
               knobs: ZbKnobs) -> Schedule | None:
     """The heuristic's order for ``costs`` with ``knobs``; None when a forward never fits
-    ``act_budget`` (bytes per rank) or the stages are not one per rank."""
+    ``activation_limit`` (bytes per rank) or the stages are not one per rank."""
     if not _applies(costs):
         return None
-    st = _Build(costs, microbatches, act_budget)
-    if any(b is not None and b < a for b, a in zip(st.budget, costs.act_bytes)):
+    st = _Build(costs, microbatches, activation_limit)
+    if any(b is not None and b < a for b, a in zip(st.limit, costs.act_bytes)):
         return None
     _warmup(st, knobs)
     for _ in range(1, microbatches):  # round k: forwards, then microbatch k's input-gradients
@@ -213,12 +212,12 @@ def zb_greedy(costs: StageCosts, microbatches: int, *, act_budget: list[int] | N
 
 
 def zb_greedy_orders(costs: StageCosts, microbatches: int,
-                     act_budget: list[int] | None) -> Iterator[tuple[str, Schedule | str]]:
+                     activation_limit: list[int] | None) -> Iterator[tuple[str, Schedule | str]]:
     """All eight variants as ``(label, schedule)``, or ``(label, reason)`` when one does not
     apply; none unless stage r runs on rank r alone."""
     if not _applies(costs):
         return
     for bits in product((True, False), repeat=3):
         knobs = ZbKnobs(fill_warmup=bits[0], hold_forward=bits[1], fill_every_gap=bits[2])
-        sched = zb_greedy(costs, microbatches, act_budget=act_budget, knobs=knobs)
+        sched = zb_greedy(costs, microbatches, activation_limit=activation_limit, knobs=knobs)
         yield knobs.label, sched if sched is not None else "a forward does not fit the memory budget"

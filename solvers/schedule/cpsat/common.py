@@ -22,7 +22,6 @@ from ortools.sat.python import cp_model
 from planner.core.p2p import crossed_boundary
 from planner.core.schedule import OVERLAP, Action, ActionKind, Key, Schedule, predecessors, provides
 from planner.core.stage_costs import StageCosts
-from solvers.schedule.list_engine import duration
 
 __all__ = ["RESOLUTION", "Ticks", "Timed", "retime", "configure", "ACCEPTED", "sort_key", "split_b"]
 
@@ -53,7 +52,7 @@ class Ticks:
 
     def action(self, action: Action) -> int:
         """Ticks the action occupies its rank."""
-        return self.of(duration(action, self.costs))
+        return self.of(self.costs.duration(action))
 
     def delay(self, key: Key, rank: int) -> int:
         """Ticks before ``key``'s result is usable on ``rank`` (P2P when it crosses ranks)."""

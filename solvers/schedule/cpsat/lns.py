@@ -48,7 +48,6 @@ from planner.core.schedule import OVERLAP, Key, Schedule, predecessors, provides
 from planner.core.simulate import simulate
 from planner.core.stage_costs import StageCosts
 from solvers.schedule.cpsat.common import ACCEPTED, Ticks, Timed, configure, retime, sort_key, split_b
-from solvers.schedule.list_engine import allocates, frees
 
 __all__ = ["LnsResult", "lns_improve", "WORK_S_PER_VAR", "DET_TO_WORK"]
 
@@ -137,7 +136,7 @@ class _Window:
     """Start var of each free action."""
 
 
-def _build(g: _Graph, ticks: Ticks, t0: int, t1: int, budget: list[int | None] | None,
+def _build(g: _Graph, ticks: Ticks, t0: int, t1: int, limit: list[int | None] | None,
            deadlines: dict[Key, float]) -> _Window | None:
     c, rows, horizon = ticks.costs, g.timed.rows, g.timed.makespan
     free = {(r, k) for r, row in rows.items() for k, (_, st, _) in enumerate(row) if t0 <= st < t1}
@@ -171,8 +170,8 @@ def _build(g: _Graph, ticks: Ticks, t0: int, t1: int, budget: list[int | None] |
         mine = sorted(k for rr, k in free if rr == r)
         if mine:
             _rank(model, r, row, starts, ends, mine, t0)
-            if budget is not None and budget[r] is not None:
-                _reservoir(model, c, r, row, starts, ends, mine, t0, budget[r])
+            if limit is not None and limit[r] is not None:
+                _reservoir(model, c, r, row, starts, ends, mine, t0, limit[r])
     model.minimize(makespan)
     model.add_hint(makespan, horizon)
     return _Window(model, starts)
@@ -201,18 +200,18 @@ def _rank(model, r: int, row, starts, ends, mine: list[int], t0: int) -> None:
 
 
 def _reservoir(model, c: StageCosts, r: int, row, starts, ends, mine: list[int], t0: int,
-               budget: int) -> None:
-    level = sum(allocates(a, c) - frees(a, c) for a, st, _ in row if st < t0)
+               limit: int) -> None:
+    level = sum(c.allocates(a) - c.frees(a) for a, st, _ in row if st < t0)
     times, changes = [0], [level]
     for k in mine:
         a = row[k][0]
-        if allocates(a, c):
+        if c.allocates(a):
             times.append(starts[(r, k)])
-            changes.append(allocates(a, c))
-        if frees(a, c):
+            changes.append(c.allocates(a))
+        if c.frees(a):
             times.append(ends[(r, k)])
-            changes.append(-frees(a, c))
-    model.add_reservoir_constraint(times, changes, 0, budget)
+            changes.append(-c.frees(a))
+    model.add_reservoir_constraint(times, changes, 0, limit)
 
 
 def _extract(timed: Timed, win: _Window, solver: cp_model.CpSolver, num_stages: int) -> Schedule:
@@ -234,7 +233,7 @@ def _extract(timed: Timed, win: _Window, solver: cp_model.CpSolver, num_stages: 
     return out
 
 
-def lns_improve(costs: StageCosts, schedule: Schedule, *, act_budget: list[int | None] | None = None,
+def lns_improve(costs: StageCosts, schedule: Schedule, *, activation_limit: list[int | None] | None = None,
                 deadlines: dict[Key, float] | None = None, time_limit: float, seed: int = 0,
                 actions_per_rank: int = 8, window_time: float = 1.0,
                 wall_s: float | None = None) -> LnsResult:
@@ -267,7 +266,7 @@ def lns_improve(costs: StageCosts, schedule: Schedule, *, act_budget: list[int |
         gained = False
         while t0 < g.timed.makespan and result.work_s < time_limit \
                 and time.perf_counter() < wall_cap:
-            win = _build(g, ticks, max(0, t0), t0 + span, act_budget, deadlines)
+            win = _build(g, ticks, max(0, t0), t0 + span, activation_limit, deadlines)
             t0 += span // 2
             if win is None:
                 continue

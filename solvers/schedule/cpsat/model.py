@@ -19,7 +19,7 @@ meant within that class, while the reported gap is always against the independen
 ``solvers.schedule.cpsat.lns``.
 
 [Note: reservoir as cumulative] Every allocation here is released by a later event of
-the same microbatch, so the reservoir "level <= budget" equals a cumulative constraint
+the same microbatch, so the reservoir "level <= limit" equals a cumulative constraint
 over the allocation lifetimes: interval [F start, I end) of demand act - act_w and
 [F start, W end) of demand act_w (half-open, so a release and an allocation at the same
 tick are allowed, as in the simulator). CP-SAT expands ``add_reservoir_constraint``
@@ -52,7 +52,7 @@ class ScheduleData:
     """Microbatches per step."""
     hint: Schedule
     """Warm start (a valid schedule); its makespan is the horizon."""
-    act_budget: list[int | None] | None = None
+    activation_limit: list[int | None] | None = None
     """Activation bytes each rank may hold; None = unlimited."""
     deadlines: dict[Key, float] = field(default_factory=dict)
     """Latest end of a task (usually W), seconds from the step's start."""
@@ -102,8 +102,8 @@ def build_model(data: ScheduleData) -> ScheduleModel:
     _no_overlap(model, c, tasks, pairs)
     _precedences(model, c, tasks, ticks)
     _symmetry(model, c, m, tasks)
-    if data.act_budget is not None:
-        _memory(model, c, m, tasks, data.act_budget, horizon)
+    if data.activation_limit is not None:
+        _memory(model, c, m, tasks, data.activation_limit, horizon)
     for key, deadline in data.deadlines.items():  # the warm start meets them in seconds
         model.add(tasks[key].end <= max(int(deadline / ticks.unit), hinted_end[key]))
     makespan = model.new_int_var(0, horizon, "makespan")
@@ -193,12 +193,12 @@ def _symmetry(model, c: StageCosts, m: int, tasks: dict[Key, Task]) -> None:
                 model.add(tasks[(s, kind, mb)].start <= tasks[(s, kind, mb + 1)].start)
 
 
-def _memory(model, c: StageCosts, m: int, tasks: dict[Key, Task], budget: list[int | None],
+def _memory(model, c: StageCosts, m: int, tasks: dict[Key, Task], limit: list[int | None],
             horizon: int) -> None:
     """Per-rank activation reservoir, as lifetimes: [F start, I end) holds act - act_w,
     [F start, W end) holds act_w [Note: reservoir as cumulative]."""
     for r in range(c.num_ranks):
-        if budget[r] is None:
+        if limit[r] is None:
             continue
         lifetimes, demands = [], []
         for s in (s for s in range(c.num_stages) if c.ranks[s] == r):
@@ -211,7 +211,7 @@ def _memory(model, c: StageCosts, m: int, tasks: dict[Key, Task], budget: list[i
                         size = model.new_int_var(0, horizon, f"held_{s}{kind}{mb}")
                         lifetimes.append(model.new_interval_var(f.start, size, end, f"mem_{s}{kind}{mb}"))
                         demands.append(demand)
-        model.add_cumulative(lifetimes, demands, budget[r])
+        model.add_cumulative(lifetimes, demands, limit[r])
 
 
 def _hint(sm: ScheduleModel, timed: dict[int, list[tuple[Action, int, int]]], horizon: int) -> None:

@@ -53,7 +53,7 @@ class CpsatOutcome:
 
 
 def cpsat_improve(costs: StageCosts, microbatches: int, hint: Schedule, *,
-                  act_budget: list[int | None] | None, deadlines: dict[Key, float],
+                  activation_limit: list[int | None] | None, deadlines: dict[Key, float],
                   time_limit: float, seed: int, workers: int | None = None,
                   fuse: bool = False, wall_s: float | None = None) -> CpsatOutcome:
     """Search for a schedule better than ``hint`` within about ``time_limit`` seconds on the
@@ -62,12 +62,12 @@ def cpsat_improve(costs: StageCosts, microbatches: int, hint: Schedule, *,
     t0 = time.perf_counter()
     if 3 * costs.num_stages * microbatches <= FULL_MODEL_TASKS:
         sm = build_model(ScheduleData(costs=costs, microbatches=microbatches, hint=hint,
-                                      act_budget=act_budget, deadlines=deadlines, fuse=fuse))
+                                      activation_limit=activation_limit, deadlines=deadlines, fuse=fuse))
         res = solve_model(sm, time_limit=time_limit / WALL_PER_DET, seed=seed,
                           workers=workers or default_workers(), wall_s=wall_s)
         return CpsatOutcome(schedule=extract_schedule(sm, res), status=res.status, method="cpsat",
                             wall_s=time.perf_counter() - t0)
-    lns = lns_improve(costs, hint, act_budget=act_budget, deadlines=deadlines,
+    lns = lns_improve(costs, hint, activation_limit=activation_limit, deadlines=deadlines,
                       time_limit=time_limit, seed=seed, wall_s=wall_s)
     better = lns.step_time < simulate(hint, costs).step_time
     return CpsatOutcome(schedule=lns.schedule if better else None, status="FEASIBLE",
