@@ -125,3 +125,27 @@ def test_the_chunk_partition_counts_transient_bytes(tmp_path, limit_gib):
     for bounds in res.candidates:
         peaks = simulate(sched, stage_costs(table, bounds, [0, 1, 0, 1])).peak_memory_bytes
         assert max(peaks) <= limit, (bounds, [p / GIB for p in peaks])
+
+
+def test_w_filling_keeps_a_fused_pair_whole_where_its_split_would_not_fit():
+    """A split pair (F;I) holds its W's share past the pair; at the limit the whole (F;B)
+    order meets, W filling keeps such pairs whole instead of giving up."""
+    from schedule_fixtures import make_costs
+    from planner.core.schedule import OVERLAP, ActionKind
+    from solvers.schedule.families import generate
+    from solvers.schedule.w_fill import fill_w
+
+    costs = make_costs(4, fused_share=0.8)
+    sched = generate("1f1b-overlap", pp=4, vpp=1, microbatches=8)
+    static = costs.static_per_rank()
+    limit = [p - s for p, s in zip(simulate(sched, costs).peak_memory_bytes, static)]
+
+    def whole_pairs(s):
+        return sum(a.kind == OVERLAP and a.sub[1].kind == ActionKind.B for row in s.values() for a in row)
+
+    free = fill_w(sched, costs)
+    assert free is not None and whole_pairs(free) == 0  # no limit: every pair split
+    tight = fill_w(sched, costs, activation_limit=limit)
+    assert tight is not None and whole_pairs(tight) > 0
+    peaks = [p - s for p, s in zip(simulate(tight, costs).peak_memory_bytes, static)]
+    assert all(p <= lim for p, lim in zip(peaks, limit))

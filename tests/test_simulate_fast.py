@@ -135,18 +135,22 @@ def _by_the_rules(sched: Schedule, costs: StageCosts):
 
 
 def _trace(sched, costs, base, start, end) -> list[list[tuple[float, int]]]:
-    """Per rank: F allocates at its start, I/W/B free at their end (module docstring)."""
+    """Per rank: F allocates at its start, I/W/B free at their end (module docstring); in a
+    fused pair the backward part frees first, and at the pair's start (Megatron's combined
+    1F1B replaces one microbatch's activations layer by layer)."""
     out = []
     for r in range(max(costs.ranks) + 1):
         held, trace = 0, [(0.0, 0)]
         for p, action in enumerate(sched.get(r, [])):
-            for part in action.parts:
+            fused = len(action.parts) > 1
+            parts = sorted(action.parts, key=lambda a: a.kind == ActionKind.F) if fused else action.parts
+            for part in parts:
                 if part.kind == ActionKind.F:
                     held += costs.act_bytes[part.stage]
                     trace.append((start[base[r] + p], held))
                 else:
                     held -= costs.released(part.kind, part.stage)
-                    trace.append((end[base[r] + p], held))
+                    trace.append((start[base[r] + p] if fused else end[base[r] + p], held))
         out.append(trace)
     return out
 

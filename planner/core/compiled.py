@@ -74,9 +74,10 @@ class Compiled:
     fused: list[tuple[int, int, int, bool]]
     """``(node, forward stage, backward stage, backward is B)`` of each OVERLAP_F_B node."""
     memory_events: tuple[np.ndarray, np.ndarray, list[int]]
-    """Every memory change, rank by rank in order (a fused node's F part first): its unit
-    code, its time's index into ``start + end`` (n for an F part, which allocates at the
-    start; len + n otherwise), and where each rank's changes begin (one more: the end)."""
+    """Every memory change, rank by rank in order (a fused node's backward part first): its unit
+    code, its time's index into ``start + end`` (n for an F part, which allocates at the start,
+    and for both parts of a fused node; len + n otherwise), and where each rank's changes begin
+    (one more: the end)."""
 
     @functools.cached_property
     def steps(self) -> list[tuple[int, ...]]:
@@ -378,8 +379,9 @@ def _fused_dependencies(nodes: _Nodes, where: np.ndarray, dep: np.ndarray, bnd: 
 
 
 def _memory_events(nodes: _Nodes, units: np.ndarray, order: list[list[int]]):
-    """``Compiled.memory_events``: F parts change memory at the start, the rest at the end;
-    nodes are numbered rank by rank, so node order is rank order."""
+    """``Compiled.memory_events``: F parts change memory at the start, the rest at the end,
+    except in a fused pair, whose parts both change it at its start in ``memory_order``; nodes
+    are numbered rank by rank, so node order is rank order."""
     n = len(nodes.actions)
     node = np.arange(n)
     at = np.where(nodes.code == 0, node, n + node)
@@ -392,6 +394,8 @@ def _memory_events(nodes: _Nodes, units: np.ndarray, order: list[list[int]]):
     unit = np.empty(n + fz.size, dtype=np.int64)
     when = np.empty(n + fz.size, dtype=np.int64)
     unit[first], when[first] = units, at
-    unit[first[fz]], when[first[fz]] = nodes.stage[fz] * 4, fz  # the F part, at the start
-    unit[first[fz] + 1], when[first[fz] + 1] = nodes.b_stage * 4 + nodes.b_code, n + fz
+    # planner.core.stage_costs.memory_order: the backward part frees first, then the F part
+    # allocates, both at the pair's start.
+    unit[first[fz]], when[first[fz]] = nodes.b_stage * 4 + nodes.b_code, fz
+    unit[first[fz] + 1], when[first[fz] + 1] = nodes.stage[fz] * 4, fz
     return unit, when, bounds

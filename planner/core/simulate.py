@@ -11,7 +11,8 @@ What it models:
   ``StageCosts.b_time`` (the measured full backward, else I + W); a fused OVERLAP_F_B
   action takes ``StageCosts.fused_time``, or ``fused_b_time`` when its backward is B.
 - Memory: F allocates the stage's activation bytes at its start; I frees all but the
-  weight-gradient's share at its end, W frees the rest at its end, B frees all.
+  weight-gradient's share at its end, W frees the rest at its end, B frees all; a fused
+  F&B pair frees its backward part first and at its start (``StageCosts.memory_order``).
   Static bytes (parameters, gradients, optimizer state) are held throughout.
 
 What it does not model: the optimizer step and gradient all-reduce after the last

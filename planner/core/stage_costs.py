@@ -18,7 +18,20 @@ from dataclasses import dataclass, field
 from planner.core.costs import CostTable, P2PCost
 from planner.core.schedule import OVERLAP, Action, ActionKind
 
-__all__ = ["StageCosts", "stage_costs", "fused_range_cost", "held_bytes", "rank_static_bytes"]
+__all__ = ["StageCosts", "stage_costs", "fused_range_cost", "held_bytes", "rank_static_bytes", "memory_order"]
+
+
+def memory_order(action: Action) -> tuple[Action, ...]:
+    """The parts of ``action`` in the order their activation memory changes. A fused F&B pair
+    frees its backward part before its forward part allocates, both at the pair's start:
+    Megatron's combined 1F1B runs forward layer j of one microbatch beside backward layer L-1-j
+    of the previous one, layer by layer (megatron/core/models/common/model_chunk_schedule_plan.py,
+    ``TransformerLayerSchedulePlan.run``; megatron/core/pipeline_parallel/combined_1f1b.py), so
+    what the forward allocates replaces what the backward frees and the pair holds about one
+    microbatch's activations, not two."""
+    if action.kind != OVERLAP:
+        return action.parts
+    return tuple(sorted(action.parts, key=lambda p: p.kind == ActionKind.F))
 
 
 def held_bytes(full: int, w_only: int, act: int, act_w: int) -> int:
@@ -137,16 +150,23 @@ class StageCosts:
         return 0
 
     def allocates(self, action: Action) -> int:
-        """Activation bytes ``action`` allocates at its start (``allocated`` per part)."""
+        """Activation bytes ``action`` allocates at its start (``allocated`` per part; a fused
+        pair: its net raise, ``pair_net_bytes``, when positive)."""
         if action.kind != OVERLAP:
             return self.allocated(action.kind, action.stage)
-        return sum(self.allocated(p.kind, p.stage) for p in action.parts)
+        return max(0, self.pair_net_bytes(action))
 
     def frees(self, action: Action) -> int:
-        """Activation bytes ``action`` releases at its end (``released`` per part)."""
+        """Activation bytes ``action`` releases at its end (``released`` per part; a fused pair:
+        its net release, when ``pair_net_bytes`` is negative)."""
         if action.kind != OVERLAP:
             return self.released(action.kind, action.stage)
-        return sum(self.released(p.kind, p.stage) for p in action.parts)
+        return max(0, -self.pair_net_bytes(action))
+
+    def pair_net_bytes(self, action: Action) -> int:
+        """What a fused F&B pair changes on its rank: the forward part's allocation less what the
+        backward part frees, both at the pair's start (``memory_order``)."""
+        return sum(self.allocated(p.kind, p.stage) - self.released(p.kind, p.stage) for p in action.parts)
 
     def static_per_rank(self) -> list[int]:
         """Bytes each rank holds whatever runs (``rank_static_bytes`` of its stages)."""

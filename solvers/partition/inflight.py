@@ -19,7 +19,7 @@ simulator's peak, for every choice of layer ranges, without simulating.
 from __future__ import annotations
 
 from planner.core.schedule import ActionKind, Schedule
-from planner.core.stage_costs import held_bytes
+from planner.core.stage_costs import held_bytes, memory_order
 
 __all__ = ["max_in_flight", "memory_points", "peak_activation_bytes", "MemoryPoint"]
 
@@ -33,7 +33,7 @@ def max_in_flight(schedule: Schedule, num_stages: int) -> list[int]:
     for acts in schedule.values():
         held = [0] * num_stages
         for a in acts:
-            for p in a.parts:
+            for p in memory_order(a):
                 if p.kind == ActionKind.F:
                     held[p.stage] += 1
                     peak[p.stage] = max(peak[p.stage], held[p.stage])
@@ -52,7 +52,7 @@ def memory_points(schedule: Schedule) -> dict[int, list[MemoryPoint]]:
         w_only = [0] * len(stages)
         seen: set[tuple[int, ...]] = set()
         for a in acts:
-            for p in a.parts:
+            for p in memory_order(a):
                 k = col[p.stage]
                 if p.kind == ActionKind.F:
                     full[k] += 1

@@ -41,17 +41,25 @@ def split_order(schedule: Schedule) -> dict[int, list[Action]]:
 
 
 class _FixedOrder:
-    """Policy: run each rank's F/I actions in the given order."""
+    """Policy: run each rank's F/I actions in the given order. A fused pair that was (F;B) is
+    offered split, (F;I) with its W free to move, and whole as a fallback: the split pair
+    holds the W's share of activations past the pair (``StageCosts.memory_order``), so where
+    that does not fit the pair keeps its W inside, as Megatron's combined 1F1B runs it."""
 
-    def __init__(self, order: dict[int, list[Action]], costs: StageCosts) -> None:
-        self.order = order
-        self.ptr = {r: 0 for r in order}
+    def __init__(self, schedule: Schedule, costs: StageCosts) -> None:
+        self.order = split_order(schedule)
+        self.whole = {r: [a if a.kind == OVERLAP and a.sub[1].kind == ActionKind.B else None for a in acts
+                          if a.kind != ActionKind.W] for r, acts in schedule.items()}
+        self.ptr = {r: 0 for r in self.order}
         self.costs = costs
 
     def candidates(self, rank: int) -> list[Action]:
         row = self.order.get(rank, [])
         k = self.ptr.get(rank, 0)
-        return [row[k]] if k < len(row) else []
+        if k >= len(row):
+            return []
+        whole = self.whole[rank][k]
+        return [row[k]] if whole is None else [row[k], whole]
 
     def admit(self, rank: int, action: Action, held: int, limit: int | None) -> bool:
         return limit is None or held + self.costs.allocates(action) <= limit
@@ -68,6 +76,6 @@ def fill_w(schedule: Schedule, costs: StageCosts, *, activation_limit: list[int 
            w_mode: str = "eager") -> Schedule | None:
     """``schedule`` with W tasks re-placed into gaps; None when its F/I order cannot meet
     ``activation_limit`` (activation bytes per rank) even with every W run as early as possible."""
-    result = run_engine(costs, _FixedOrder(split_order(schedule), costs),
+    result = run_engine(costs, _FixedOrder(schedule, costs),
                         activation_limit=activation_limit, deadlines=deadlines, w_mode=w_mode)
     return result.schedule

@@ -20,7 +20,7 @@ meant within that class, while the reported gap is always against the independen
 
 [Note: reservoir as cumulative] Every allocation here is released by a later event of
 the same microbatch, so the reservoir "level <= limit" equals a cumulative constraint
-over the allocation lifetimes: interval [F start, I end) of demand act - act_w and
+over the allocation lifetimes: interval [F start, I start) of demand act - act_w and
 [F start, W end) of demand act_w (half-open, so a release and an allocation at the same
 tick are allowed, as in the simulator). CP-SAT expands ``add_reservoir_constraint``
 into pairwise precedence literals, quadratic in the tasks per rank (an 8 x 16 model
@@ -195,8 +195,10 @@ def _symmetry(model, c: StageCosts, m: int, tasks: dict[Key, Task]) -> None:
 
 def _memory(model, c: StageCosts, m: int, tasks: dict[Key, Task], limit: list[int | None],
             horizon: int) -> None:
-    """Per-rank activation reservoir, as lifetimes: [F start, I end) holds act - act_w,
-    [F start, W end) holds act_w [Note: reservoir as cumulative]."""
+    """Per-rank activation reservoir, as lifetimes: [F start, I start) holds act - act_w,
+    [F start, W end) holds act_w [Note: reservoir as cumulative]. An input-gradient's release
+    counts from its start: alone on its rank that moves no peak, and in a fused pair it is the
+    simulator's rule (``planner.core.stage_costs.memory_order``)."""
     for r in range(c.num_ranks):
         if limit[r] is None:
             continue
@@ -207,7 +209,8 @@ def _memory(model, c: StageCosts, m: int, tasks: dict[Key, Task], limit: list[in
                 for kind in (ActionKind.I, ActionKind.W):
                     demand = c.released(kind, s)
                     if demand > 0:
-                        end = tasks[(s, kind, mb)].end
+                        t = tasks[(s, kind, mb)]
+                        end = t.start if kind == ActionKind.I else t.end
                         size = model.new_int_var(0, horizon, f"held_{s}{kind}{mb}")
                         lifetimes.append(model.new_interval_var(f.start, size, end, f"mem_{s}{kind}{mb}"))
                         demands.append(demand)
