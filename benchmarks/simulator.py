@@ -39,7 +39,7 @@ from planner.core.placement import stage_ranks  # noqa: E402
 from planner.core.schedule import Schedule  # noqa: E402
 from planner.core.simulate import SimResult, compile_schedule, simulate, simulate_compiled  # noqa: E402
 from planner.core.stage_costs import StageCosts  # noqa: E402
-from solvers.schedule.generators import interleaved_1f1b, one_f_one_b  # noqa: E402
+from solvers.schedule.families.generators import interleaved_1f1b, one_f_one_b  # noqa: E402
 
 TARGET = 1e6
 """Actions per second the issue asks for."""

@@ -12,7 +12,7 @@ from planner.core.simulate import (
     simulate,
     simulate_compiled,
 )
-from solvers.schedule.generators import gpipe, interleaved_1f1b, one_f_one_b
+from solvers.schedule.families.generators import gpipe, interleaved_1f1b, one_f_one_b
 
 SHAPES = [(1, 1), (1, 5), (2, 2), (3, 7), (4, 4), (4, 9), (8, 16)]
 

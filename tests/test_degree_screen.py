@@ -15,7 +15,7 @@ from planner.planning import estimate
 from planner.planning.estimate import ScreenWork, estimate_step, inflight_microbatches
 from profiler.analytical import analytical_costs
 from solvers.partition.inflight import memory_points
-from solvers.schedule.generators import interleaved_1f1b
+from solvers.schedule.families.generators import interleaved_1f1b
 
 SHAPES = [  # (pp, vpp, ep, recompute, EP overlap)
     (4, 1, 4, "selective", False), (4, 1, 4, "selective", True),

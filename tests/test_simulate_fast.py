@@ -30,7 +30,7 @@ from planner.core.simulate import (
     simulate_compiled,
 )
 from planner.core.stage_costs import StageCosts
-from solvers.schedule.families import SCHEDULES
+from solvers.schedule.families.registry import SCHEDULES
 
 CASES = [("zb-h1", 3, 1, 4), ("1f1b", 4, 1, 9), ("interleaved", 2, 2, 4), ("interleaved", 4, 3, 8),
          ("1f1b-overlap", 3, 1, 4), ("1f1b-overlap", 4, 1, 9), ("interleaved-overlap", 2, 2, 4),

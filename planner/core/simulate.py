@@ -163,7 +163,7 @@ def timed_actions() -> int:
     """How many actions ``simulate``/``simulate_compiled`` have timed in this process.
 
     [Note: timed actions] A count, not a clock: the planner's phases bound their
-    re-timings with it ([Note: work budget] in ``solvers.schedule.budget``), so where they
+    re-timings with it ([Note: work budget] in ``solvers.schedule.search.budget``), so where they
     stop depends on the inputs alone, never on the machine's speed or load."""
     return _TIMED[0]
 
