@@ -5,7 +5,7 @@ subprocess, default ``--work``, no ``--time-limit``) twice: once as the machine 
 with ``--busy`` CPU-bound processes spinning beside it. The plan's hash covers the whole
 plan JSON except its ``wall_s`` timing fields (partition, schedule, predictions, the
 search trace, the budget record). The search spends a work budget, not wall time ([Note:
-work budget] in ``solvers.schedule.budget``), so the hashes must match.
+work budget] in ``solvers.schedule.search.budget``), so the hashes must match.
 
 Cases: every shipped model's default plan, the degree search (``--gpus``: its screen and
 its full plans share the work budget, [Note: screen work] in ``planner.planning.degrees``)

@@ -35,7 +35,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 from planner.api import plan  # noqa: E402
 from planner.core.errors import InfeasibleError  # noqa: E402
 from planner.core.plan import Plan  # noqa: E402
-from solvers.schedule.search import best_schedule  # noqa: E402
+from solvers.schedule.search.search import best_schedule  # noqa: E402
 
 CASES = [("qwen3-next-80b-a3b", 8, 1, None), ("qwen3-next-80b-a3b", 16, 1, None), ("deepseek-v3", 16, 1, None),
          ("qwen3-235b-a22b", 16, 2, None), ("qwen3-next-80b-a3b", 8, 1, "h200"),
@@ -47,7 +47,7 @@ LONG_LIMIT_S = 60.0
 
 def _heuristic_step(p: Plan) -> float:
     """Best heuristic schedule (no CP-SAT) for plan ``p``'s partition and stage costs."""
-    from solvers.schedule.memory_limit import MemoryLimit
+    from solvers.schedule.engines.memory_limit import MemoryLimit
 
     limit = p.memory_limit_bytes
     choice = best_schedule(p.parsed_stage_costs(), microbatches=p.num_microbatches,

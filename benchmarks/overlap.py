@@ -75,7 +75,7 @@ def _plans(microbatches: int, time_limit: float) -> list[tuple[str, Any]]:
     from planner import plan
     from planner.core.schedule import format_schedule
     from planner.core.simulate import simulate
-    from solvers.schedule.generators import one_f_one_b
+    from solvers.schedule.families.generators import one_f_one_b
 
     aware = plan(MODEL, pp=2, microbatches=microbatches, schedule="1f1b-overlap", partition="overlap",
                  work=time_limit)

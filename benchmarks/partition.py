@@ -50,9 +50,9 @@ from planner.core.errors import InfeasibleError  # noqa: E402
 from planner.core.hf_config import load_model  # noqa: E402
 from planner.core.stage_costs import stage_costs  # noqa: E402
 from profiler.analytical import analytical_costs  # noqa: E402
-from solvers.schedule.memory_limit import MemoryLimit  # noqa: E402
+from solvers.schedule.engines.memory_limit import MemoryLimit  # noqa: E402
 from solvers.partition.bound import partition_lower_bound  # noqa: E402
-from solvers.schedule.search import best_schedule  # noqa: E402
+from solvers.schedule.search.search import best_schedule  # noqa: E402
 
 CASES = [("qwen3-next-80b-a3b", 4, 1), ("qwen3-next-80b-a3b", 8, 1), ("qwen3-next-80b-a3b", 16, 1),
          ("qwen3-235b-a22b", 8, 1), ("qwen3-235b-a22b", 8, 2), ("qwen3-235b-a22b", 16, 1),

@@ -27,7 +27,7 @@ from planner.api import plan  # noqa: E402
 from planner.core.plan import load_plan_file  # noqa: E402
 from planner.core.schedule import format_schedule  # noqa: E402
 from planner.simulation import validate_plan  # noqa: E402
-from solvers.schedule.generators import one_f_one_b  # noqa: E402
+from solvers.schedule.families.generators import one_f_one_b  # noqa: E402
 
 
 def big_plan_file(actions: int, path: Path) -> int:

@@ -53,7 +53,7 @@ from planner.api import plan  # noqa: E402
 from planner.core.errors import InfeasibleError  # noqa: E402
 from planner.core.jsonio import read_yaml  # noqa: E402
 from profiler.cost_model.calibration import FITTED, Calibration, using_calibration  # noqa: E402
-from solvers.schedule.budget import DEFAULT_WORK  # noqa: E402
+from solvers.schedule.search.budget import DEFAULT_WORK  # noqa: E402
 
 
 def _sibling(name: str):

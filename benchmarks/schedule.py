@@ -25,7 +25,7 @@ ppplan's time to its first plan (heuristics only) and its time to within 1% of t
 it finds with 8 s (the smallest of the limits 0.1, 0.25, 0.5, 1, 2 s whose plan is
 within 1%, and the wall time of that run); and the period ppplan finds with
 ``--objective steady`` at 0.5 s beside the steady-state lower bound
-(``solvers.schedule.steady_order.steady_lower_bound``).
+(``solvers.schedule.search.steady_order.steady_lower_bound``).
 """
 
 from __future__ import annotations
@@ -43,14 +43,14 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 from planner.core.costs import P2PCost  # noqa: E402
 from planner.core.stage_costs import StageCosts  # noqa: E402
-from solvers.schedule.memory_limit import MemoryLimit  # noqa: E402
+from solvers.schedule.engines.memory_limit import MemoryLimit  # noqa: E402
 from planner.core.simulate import simulate  # noqa: E402
 from planner.core.steady import steady_state  # noqa: E402
-from solvers.schedule.budget import DEFAULT_WORK, WallBudget  # noqa: E402
-from solvers.schedule.search import best_schedule, clear_memo  # noqa: E402
-from solvers.schedule.steady_order import steady_lower_bound  # noqa: E402
-from solvers.schedule.w_fill import fill_w  # noqa: E402
-from solvers.schedule.zero_bubble import zb_h1, zb_h2  # noqa: E402
+from solvers.schedule.search.budget import DEFAULT_WORK, WallBudget  # noqa: E402
+from solvers.schedule.search.search import best_schedule, clear_memo  # noqa: E402
+from solvers.schedule.search.steady_order import steady_lower_bound  # noqa: E402
+from solvers.schedule.engines.w_fill import fill_w  # noqa: E402
+from solvers.schedule.families.zero_bubble import zb_h1, zb_h2  # noqa: E402
 
 SHAPES = [(4, 8), (8, 16), (8, 32), (16, 64), (16, 128)]
 QUICK = [(4, 8), (8, 32)]

@@ -18,9 +18,9 @@ of them is in ``benchmarks/schedule.py``):
   graph included, as ``initial_solution`` does);
 - ppplan: ``best_schedule`` at its default work budget (makespan, CPU and wall time), its
   time to a first valid plan (``polish=False``), and the new candidate
-  ``solvers.schedule.zb_greedy`` on its own (best of its eight variants; its CPU time includes
+  ``solvers.schedule.engines.zb_greedy`` on its own (best of its eight variants; its CPU time includes
   re-timing them, which the peer's does not);
-- the lower bound (``solvers.schedule.lower_bound.step_lower_bound``).
+- the lower bound (``solvers.schedule.search.lower_bound.step_lower_bound``).
 
 The DualPipeV table (``--dualpipev-only`` runs it alone): V placement, p 4 N 20, p 8 N 32,
 p 16 N 64, F/I/W 1/1/1 ms, F beside I of any stage on the same rank 0.75 x (F + I), P2P
@@ -55,11 +55,11 @@ from planner.core.placement import stage_ranks  # noqa: E402
 from planner.core.schedule import Schedule, parse_action  # noqa: E402
 from planner.core.simulate import simulate  # noqa: E402
 from planner.core.stage_costs import StageCosts  # noqa: E402
-from solvers.schedule.dualpipev_exact import dualpipev_exact  # noqa: E402
-from solvers.schedule.lower_bound import step_lower_bound  # noqa: E402
-from solvers.schedule.memory_limit import MemoryLimit, rank_activation  # noqa: E402
-from solvers.schedule.search import best_schedule, clear_memo  # noqa: E402
-from solvers.schedule.zb_greedy import zb_greedy_orders  # noqa: E402
+from solvers.schedule.families.dualpipev_exact import dualpipev_exact  # noqa: E402
+from solvers.schedule.search.lower_bound import step_lower_bound  # noqa: E402
+from solvers.schedule.engines.memory_limit import MemoryLimit, rank_activation  # noqa: E402
+from solvers.schedule.search.search import best_schedule, clear_memo  # noqa: E402
+from solvers.schedule.engines.zb_greedy import zb_greedy_orders  # noqa: E402
 
 PEER_FILES = "megatron/core/pipeline_parallel/zerobubble/scheduler"
 PEER_GRAPH_MODULE = "megatron.core.pipeline_parallel.zerobubble.scheduler.graph"

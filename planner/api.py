@@ -20,11 +20,11 @@ from planner.planning.delivery import deliver
 from planner.planning.dp_step import add_dp_step
 from planner.planning.targets import check_shape, plan_for_target
 from solvers.partition.pins import StagePins
-from solvers.schedule.budget import DEFAULT_WORK, check_time_limit, check_work
-from solvers.schedule.deadlines import parse_deadlines
-from solvers.schedule.memory_limit import parse_memory_limit
+from solvers.schedule.search.budget import DEFAULT_WORK, check_time_limit, check_work
+from solvers.schedule.search.deadlines import parse_deadlines
+from solvers.schedule.engines.memory_limit import parse_memory_limit
 from solvers.partition.search import METHODS
-from solvers.schedule.search import check_objective, check_schedule_option
+from solvers.schedule.search.search import check_objective, check_schedule_option
 
 __all__ = ["plan", "load_plan", "DEFAULT_MODEL", "resolve_cluster", "model_section"]
 
@@ -134,7 +134,7 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
     limits the search to what that framework executes; the plan records it. ``work`` is the
     search effort in reference seconds (deterministic: the same plan at any machine load);
     ``time_limit`` an optional wall-clock cap on top ([Note: work budget] and [Note: kept
-    budget] in ``solvers.schedule.budget``). Every plan returned has read back and validated
+    budget] in ``solvers.schedule.search.budget``). Every plan returned has read back and validated
     ([Note: delivered plans] in ``planner.planning.delivery``).
     """
     work = check_work(work)  # the one check of --work and --time-limit

@@ -5,7 +5,7 @@ or F&B pairs are fused, and the best order depends on the partition. Starting fr
 screened candidate, each round
 
 1. re-chooses the order for the current partition's stage costs from every heuristic
-   family, W-filled and greedy (``solvers.schedule.search.best_schedule`` without CP-SAT);
+   family, W-filled and greedy (``solvers.schedule.search.search.best_schedule`` without CP-SAT);
 2. moves stage boundaries under that order, scoring by the simulator
    (``solvers.partition.refine.refine_partition``: the exposed part of each stage under
    *this* schedule, which is the schedule-aware stage cost);
@@ -28,9 +28,9 @@ from planner.core.simulate import simulate
 from planner.core.stage_costs import stage_costs
 from planner.core.steady import steady_state
 from solvers.partition.refine import refine_partition
-from solvers.schedule.budget import Deadline
-from solvers.schedule.memory_limit import MemoryLimit
-from solvers.schedule.search import best_schedule
+from solvers.schedule.search.budget import Deadline
+from solvers.schedule.engines.memory_limit import MemoryLimit
+from solvers.schedule.search.search import best_schedule
 
 __all__ = ["JointResult", "alternate"]
 
@@ -76,7 +76,7 @@ def alternate(table: CostTable, bounds: Bounds, ranks: list[int], start: tuple[s
               objective: str = "makespan") -> JointResult:
     """Alternate schedule choice and boundary moves from ``start`` (see module doc); a
     round does not start, and its steps stop early, at ``deadline`` ([Note: kept budget]
-    in ``solvers.schedule.budget``), keeping the best found so far. The order is chosen
+    in ``solvers.schedule.search.budget``), keeping the best found so far. The order is chosen
     and kept by ``objective`` (makespan or steady period); a boundary move, scored by
     makespan, is kept only when it also improves the objective; moves keep within
     ``memory_limit`` as the validator checks it (``MemoryLimit.fits``)."""

@@ -48,7 +48,7 @@ __all__ = ["WORK", "Outcome", "ppplan", "run_config", "run_grid", "summary", "ma
 ROOT = Path(__file__).resolve().parents[1]
 
 WORK = 0.2
-"""``--work`` of every plan, a fiftieth of the default (``solvers.schedule.budget.DEFAULT_WORK``).
+"""``--work`` of every plan, a fiftieth of the default (``solvers.schedule.search.budget.DEFAULT_WORK``).
 The search screens fewer candidates and polishes less, so some plans are slower, more
 configurations run out of budget (exit 3, a legal outcome) and more keep a screened schedule
 unpolished (a path of its own, with its own bugs), in exchange for the grid fitting CI's minutes."""
@@ -172,7 +172,7 @@ def _check_plan(config: Config) -> list[str]:
 def _check_limit(config: Config, data: dict) -> None:
     """A byte limit asked for is the limit the plan was validated against (read as the command reads it)."""
     from planner.cli.plan_options import MemoryLimit
-    from solvers.schedule.memory_limit import parse_memory_limit
+    from solvers.schedule.engines.memory_limit import parse_memory_limit
 
     text = _option(config.plan, "--memory-limit")
     if text is None:

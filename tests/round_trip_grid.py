@@ -5,7 +5,7 @@ shuffled, repeated deck, so each value comes up about equally often (a Latin-hyp
 draw) instead of at the mercy of chance. Four configurations in five are drawn coherent
 with their ``--target`` (a model, schedule, shape and recomputation mode that target's
 capability table lists, ``planner.core.targets.TARGETS``, and a shape the schedule family
-runs, ``solvers.schedule.families.applies``), so most of them plan and reach the exports;
+runs, ``solvers.schedule.families.registry.applies``), so most of them plan and reach the exports;
 every fifth is drawn free on every axis, so refusals are exercised too. A pp that does not
 divide the model's shipped GPU count gets the shipped cluster with ``num_gpus`` set to
 pp x tp x dp and a per-replica batch rounded up to a multiple of pp (written as
@@ -27,8 +27,8 @@ import yaml
 from planner.core.hf_config import load_model
 from planner.core.paths import CLUSTERS_DIR, MODELS_DIR
 from planner.core.targets import TARGET_NAMES, TARGETS
-from solvers.schedule.families import SCHEDULES, applies
-from solvers.schedule.search import SCHEDULE_CHOICES
+from solvers.schedule.families.registry import SCHEDULES, applies
+from solvers.schedule.search.search import SCHEDULE_CHOICES
 
 __all__ = ["SEED", "DRAWN", "AXES", "Config", "GRID", "draw", "cluster_file"]
 

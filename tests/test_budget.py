@@ -16,7 +16,7 @@ from planner.core.errors import InputError
 from planner.simulation import validate_plan
 from planner.planning import PlanRequest, make_plan
 from planner.cli.summary import plan_summary
-from solvers.schedule.budget import ACTIONS_PER_WORK_S, PHASE_SHARES, WallBudget, check_time_limit
+from solvers.schedule.search.budget import ACTIONS_PER_WORK_S, PHASE_SHARES, WallBudget, check_time_limit
 from test_joint import _moe_table
 
 

@@ -11,7 +11,7 @@ from planner.core.errors import InputError
 from planner.core.plan import Plan, load_plan_file, stage_costs_from_dict, stage_costs_to_dict
 from planner.core.schedule import format_schedule
 from planner.core.simulate import simulate
-from solvers.schedule.generators import interleaved_1f1b
+from solvers.schedule.families.generators import interleaved_1f1b
 
 
 @pytest.fixture

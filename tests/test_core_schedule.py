@@ -15,7 +15,7 @@ from planner.core.schedule import (
     provides,
     schedule_to_text,
 )
-from solvers.schedule.generators import gpipe, interleaved_1f1b, one_f_one_b
+from solvers.schedule.families.generators import gpipe, interleaved_1f1b, one_f_one_b
 
 
 @pytest.mark.parametrize("text", ["2F0", "0I13", "11W7", "3B0", "(0F3;7I1)OVERLAP_F_B",

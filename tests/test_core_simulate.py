@@ -12,7 +12,7 @@ from planner.core.simulate import (
     simulate,
     simulate_compiled,
 )
-from solvers.schedule.generators import gpipe, interleaved_1f1b, one_f_one_b
+from solvers.schedule.families.generators import gpipe, interleaved_1f1b, one_f_one_b
 
 SHAPES = [(1, 1), (1, 5), (2, 2), (3, 7), (4, 4), (4, 9), (8, 16)]
 
@@ -98,6 +98,33 @@ def test_fused_action_duration(make_costs):
     assert sim.end[1] - sim.start[1] == pytest.approx(2.25 + 0.5)
     assert sim.step_time == pytest.approx(1.0 + 2.75 + 2.5)
     assert sim.peak_act_bytes == [0]
+
+
+def test_the_simulator_and_the_engines_take_durations_and_bytes_from_stage_costs(make_costs):
+    """One owner of the cost rules: the simulator's per-node durations and memory changes are
+    ``StageCosts.duration``/``allocates``/``frees`` of each action (F, I, W, B, fused pairs)."""
+    from dataclasses import replace
+
+    from planner.core.compiled import compile_unordered
+    from planner.core.simulate import durations
+    from solvers.schedule.families.zero_bubble import zb_h1
+
+    costs = replace(make_costs(2, f=[1.0, 1.5], i=[2.0, 2.5], w=[0.5, 0.25], act=[8, 6], act_w=[3, 2],
+                               fused={(0, 0): 2.25, (1, 1): 3.0}), b=(2.25, 2.5))
+    scheds = [one_f_one_b(2, 4), one_f_one_b(2, 4, fuse=True), zb_h1(2, 4), gpipe(2, 3),
+              {0: [Action(0, "F", 0), Action.fused(Action(0, "F", 1), Action(0, "B", 0)), Action(0, "B", 1)],
+               1: [Action(1, "F", 0), Action(1, "I", 0), Action(1, "W", 0), Action(1, "F", 1), Action(1, "B", 1)]}]
+    for sched in scheds:
+        comp = compile_unordered(sched, costs.num_stages, costs.ranks)
+        assert durations(comp, costs) == [costs.duration(a) for a in comp.actions]
+        sim = simulate(sched, costs)
+        for r, row in sched.items():
+            held, peak = 0, 0
+            for a in row:
+                held += costs.allocates(a)
+                peak = max(peak, held)
+                held -= costs.frees(a)
+            assert held == 0 and sim.peak_act_bytes[r] == peak
 
 
 def test_critical_path_ends_at_last_action(make_costs):

@@ -6,7 +6,7 @@ import pytest
 
 from planner.core.schedule import Action
 from planner.core.validate import Violation, render_violation, validate
-from solvers.schedule.generators import interleaved_1f1b, one_f_one_b
+from solvers.schedule.families.generators import interleaved_1f1b, one_f_one_b
 
 PP, M = 3, 4
 

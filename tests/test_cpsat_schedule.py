@@ -11,10 +11,10 @@ from schedule_fixtures import make_costs
 from solvers.schedule.cpsat.lns import lns_improve
 from solvers.schedule.cpsat.model import ScheduleData, build_model, extract_schedule, solve_model
 from solvers.schedule.cpsat.solve import cpsat_improve
-from solvers.schedule.list_scheduler import list_schedule
-from solvers.schedule.lower_bound import step_lower_bound
-from solvers.schedule.memory_limit import rank_activation
-from solvers.schedule.search import generate
+from solvers.schedule.engines.list_scheduler import list_schedule
+from solvers.schedule.search.lower_bound import step_lower_bound
+from solvers.schedule.engines.memory_limit import rank_activation
+from solvers.schedule.search.search import generate
 
 
 def _solve(costs, m, hint, budget=None, fuse=False, seed=0, limit=2.0):

@@ -15,7 +15,7 @@ from planner.planning import estimate
 from planner.planning.estimate import ScreenWork, estimate_step, inflight_microbatches
 from profiler.analytical import analytical_costs
 from solvers.partition.inflight import memory_points
-from solvers.schedule.generators import interleaved_1f1b
+from solvers.schedule.families.generators import interleaved_1f1b
 
 SHAPES = [  # (pp, vpp, ep, recompute, EP overlap)
     (4, 1, 4, "selective", False), (4, 1, 4, "selective", True),
@@ -81,3 +81,17 @@ def test_weighted_partition_shares_one_table_and_keeps_the_dps_answer():
         p = ranges.prefix_sums(weights)
         assert ranges.weighted_partition(weights, stages) == \
             ranges.minmax_partition(n, stages, lambda s, a, b: p[b] - p[a]), (weights, stages)
+
+
+@pytest.mark.parametrize("fsdp", [False, True])
+def test_static_prefilter_is_the_cost_tables_rule(fsdp: bool) -> None:
+    """The screen's static-bytes prefilter (before any cost table) is the tables' own rule
+    (``profiler.analytical.state_bytes``) averaged over the pipeline ranks, FSDP included."""
+    from dataclasses import replace
+
+    from planner.planning.degrees import _static_bytes
+
+    spec, base = load_model("qwen3-30b-a3b"), _cluster(4, 1, 4, "selective")
+    c = replace(base, training=replace(base.training, fsdp=fsdp))
+    table = analytical_costs(spec, c, size_curve_sizes=(), pairs=False)
+    assert _static_bytes(spec, c) == pytest.approx(sum(lc.static_bytes for lc in table.layers) / 4, rel=1e-6)

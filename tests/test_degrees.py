@@ -15,7 +15,7 @@ from planner.core.errors import NOT_PROVEN, BudgetExhausted, InputError
 from planner.core.hf_config import load_model
 from planner.core.plan import without_wall_s
 from planner.planning.degrees import degree_table, search_degrees, why_first
-from solvers.schedule.budget import WallBudget
+from solvers.schedule.search.budget import WallBudget
 
 
 def _shipped(model: str):

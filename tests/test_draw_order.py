@@ -1,4 +1,4 @@
-"""[Note: draw order] in solvers.schedule.candidates: family orders and greedy list
+"""[Note: draw order] in solvers.schedule.search.candidates: family orders and greedy list
 schedules are drawn in turns (a cut draw holds the first of both, fused greedy first
 where overlap pays), and a complete draw is ranked in the canonical order (families,
 then greedy), so ties are broken as before."""
@@ -9,8 +9,8 @@ from dataclasses import replace
 
 from planner.core.placement import stage_ranks
 from planner.core.stage_costs import StageCosts
-from solvers.schedule.candidates import clear_memo, drawn, simulated
-from solvers.schedule.families import SCHEDULES
+from solvers.schedule.search.candidates import clear_memo, drawn, simulated
+from solvers.schedule.families.registry import SCHEDULES
 
 
 def _v_costs(pp: int = 4) -> StageCosts:

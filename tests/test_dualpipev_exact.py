@@ -1,4 +1,4 @@
-"""DeepSeek's DualPipeV order (``solvers.schedule.dualpipev_exact``): the same actions as
+"""DeepSeek's DualPipeV order (``solvers.schedule.families.dualpipev_exact``): the same actions as
 torch's port of it, valid, and on uniform costs with nothing overlapped, the bubble of
 DeepSeek's README formula (deepseek-ai/DualPipe README: DualPipe/DualPipeV bubble
 (PP/2 - 1)(F&B + B - 3W), PP the stages, 2p here: so (p - 1)(F&B + B - 3W))."""
@@ -14,7 +14,7 @@ from planner.core.costs import P2PCost
 from planner.core.errors import InfeasibleError
 from planner.core.simulate import simulate
 from planner.core.validate import validate
-from solvers.schedule.dualpipev_exact import dualpipev_exact
+from solvers.schedule.families.dualpipev_exact import dualpipev_exact
 
 
 def _torch_order(p: int, m: int) -> dict[int, list[str]]:

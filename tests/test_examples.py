@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from solvers.schedule.generators import one_f_one_b
+from solvers.schedule.families.generators import one_f_one_b
 from test_export_megatron import parse_layout
 from test_export_plans import build_plan, case_plan, defer_w
 

@@ -14,7 +14,7 @@ import pytest
 
 from planner.export import ExportError, export_plan
 from planner.export.megatron import compress_stage, megatron_args, megatron_layout
-from solvers.schedule.generators import interleaved_1f1b
+from solvers.schedule.families.generators import interleaved_1f1b
 from test_export_plans import SHIPPED, build_plan, case_plan, default_plan
 
 

@@ -1,6 +1,6 @@
 """Plans the export, plot and API tests share: shipped defaults and hand-built shapes.
 
-Hand-built plans put a schedule from ``solvers.schedule.generators`` (or a small transform of one)
+Hand-built plans put a schedule from ``solvers.schedule.families.generators`` (or a small transform of one)
 on a partition of a real model's analytical costs, so every shape a framework might or
 might not express exists regardless of what the planner's search picks today:
 uniform, uneven, vpp 2 (loop), V placement, a custom placement, W split (adjacent and
@@ -23,7 +23,7 @@ from planner.core.simulate import simulate
 from planner.core.stage_costs import stage_costs
 from planner.core.validate import validate
 from planner.export import LaunchPlan
-from solvers.schedule.generators import gpipe, interleaved_1f1b, one_f_one_b
+from solvers.schedule.families.generators import gpipe, interleaved_1f1b, one_f_one_b
 from solvers.partition.ranges import uniform_partition
 
 SHIPPED = ("llama3-8b", "qwen3-30b-a3b", "qwen3-235b-a22b", "qwen3-next-80b-a3b", "deepseek-v3")

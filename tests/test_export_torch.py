@@ -67,7 +67,7 @@ def test_torchtitan_schedule_name_matches_placement(name, expected):
 
 
 def test_torchtitan_interleaved_zero_bubble_for_split_w_with_vpp():
-    from solvers.schedule.generators import interleaved_1f1b
+    from solvers.schedule.families.generators import interleaved_1f1b
 
     plan = build_plan("llama3-8b", pp=2, vpp=2, schedule=interleaved_1f1b(2, 2, 4, split_w=True),
                       microbatches=4, name="interleaved-split")

@@ -19,8 +19,8 @@ from planner.core.schedule import OVERLAP, ActionKind
 from planner.core.simulate import durations, simulate
 from planner.core.stage_costs import stage_costs
 from solvers.partition.model import StepModel
-from solvers.schedule.lower_bound import step_lower_bound
-from solvers.schedule.search import generate
+from solvers.schedule.search.lower_bound import step_lower_bound
+from solvers.schedule.search.search import generate
 
 
 def _with_b(table: CostTable, ratio: float) -> CostTable:

@@ -9,12 +9,12 @@ from planner.core.simulate import simulate
 from planner.core.validate import validate
 from schedule_fixtures import make_costs
 from solvers.partition.inflight import max_in_flight
-from solvers.schedule.list_scheduler import list_schedule
-from solvers.schedule.lower_bound import step_lower_bound
-from solvers.schedule.memory_limit import rank_activation
-from solvers.schedule.search import SCHEDULES, generate
-from solvers.schedule.w_fill import fill_w
-from solvers.schedule.zero_bubble import zb_h1, zb_h2
+from solvers.schedule.engines.list_scheduler import list_schedule
+from solvers.schedule.search.lower_bound import step_lower_bound
+from solvers.schedule.engines.memory_limit import rank_activation
+from solvers.schedule.search.search import SCHEDULES, generate
+from solvers.schedule.engines.w_fill import fill_w
+from solvers.schedule.families.zero_bubble import zb_h1, zb_h2
 
 SHAPES = [  # (name, pp, vpp, microbatches, placement)
     *[(n, pp, 1, m, "loop") for n in ("gpipe", "1f1b", "1f1b-overlap", "zb-h1", "zb-h2")

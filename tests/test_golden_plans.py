@@ -7,7 +7,7 @@ so a change in the search, the cost model or the plan format shows up in review.
 What is compared: everything (partition, schedule, microbatches, predictions, costs, stage
 costs, model and cluster sections, baselines, the solver's whole search trace) except the
 ``wall_s`` timing fields. The search spends a work budget, not wall time ([Note: work
-budget] in ``solvers.schedule.budget``), so the plans match on any machine at any load and
+budget] in ``solvers.schedule.search.budget``), so the plans match on any machine at any load and
 the test never skips.
 
 Rewrite them on purpose (after a change that is meant to change plans; say so in the

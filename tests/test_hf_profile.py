@@ -62,7 +62,7 @@ def test_profile_a_config_json_no_shipped_model_uses(ppplan, tmp_path):
 def test_pp2_x_ep2_replay_on_transformers_layers_matches_reference(ppplan, tmp_path):
     """4 gloo processes; stages built from transformers' Qwen3-Next layers, experts split
     over ppplan's all-to-alls, gradients equal to the single-process reference."""
-    from solvers.schedule.generators import one_f_one_b
+    from solvers.schedule.families.generators import one_f_one_b
 
     plan = make_plan(tiny_config(tmp_path), one_f_one_b(2, 4, fuse=True), [(0, 4), (4, 7)])
     plan.save(tmp_path / "plan.json")
@@ -82,7 +82,7 @@ def test_replay_stages_and_reference_are_built_from_transformers(tmp_path):
     from planner.replay.expert_parallel import is_expert_param
     from planner.replay.model import build_stage, replay_model
     from profiler.hf.layers import HfDecoderLayer
-    from solvers.schedule.generators import one_f_one_b
+    from solvers.schedule.families.generators import one_f_one_b
 
     plan = make_plan(tiny_config(tmp_path), one_f_one_b(2, 4), [(0, 4), (4, 7)])
     rm = replay_model(plan, scale=1.0, seq_len=16, modules="transformers")

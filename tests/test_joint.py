@@ -8,7 +8,7 @@ import pytest
 from plan_helpers import without_wall_s
 from planner.core.costs import CostTable, LayerCost
 from planner.planning import PlanRequest, make_plan
-from solvers.schedule.generators import one_f_one_b
+from solvers.schedule.families.generators import one_f_one_b
 from solvers.joint import alternate
 from planner.core.simulate import simulate
 from planner.core.stage_costs import stage_costs

@@ -6,8 +6,8 @@ Rules (lower layers never import higher ones):
 - ``solvers`` never imports torch, ``profiler``, or ``planner`` outside core.
 - ``profiler`` never imports ``solvers``.
 - ``planner.export`` never imports the search (``solvers.partition``, ``solvers.joint``,
-  ``solvers.schedule.search``/``candidates``/``cpsat``, ``planner.planning``); the schedule
-  generators are allowed as the model of what a framework runs.
+  ``solvers.schedule.search``: candidates, searches and their budgets, ``solvers.schedule.cpsat``,
+  ``planner.planning``); the schedule families are allowed as the model of what a framework runs.
 - ``solvers.partition`` never imports ``solvers.schedule``.
 - ``planner.runtime`` needs torch and never imports ortools.
 
@@ -45,8 +45,8 @@ class Rule:
     """The rule in words, shown on failure."""
 
 
-_SEARCH = ("solvers.partition", "solvers.joint", "solvers.schedule.search",
-           "solvers.schedule.candidates", "solvers.schedule.cpsat", "planner.planning")
+_SEARCH = ("solvers.partition", "solvers.joint", "solvers.schedule.search", "solvers.schedule.cpsat",
+           "planner.planning")
 
 RULES = (
     Rule(source="planner.core", forbidden=("torch", "ortools", "planner", "solvers", "profiler"),
@@ -208,9 +208,9 @@ _CLEAN = {
     "planner/core/model.py": "import numpy as np\nfrom planner.core import schedule\n",
     "planner/core/schedule.py": "from .model import np\n",
     "solvers/partition/ranges.py": "from planner.core.model import np\nimport ortools\n",
-    "solvers/schedule/search.py": "from solvers.partition import ranges\n",
-    "planner/export/megatron.py": "from solvers.schedule import generators\n",
-    "solvers/schedule/generators.py": "from planner.core.schedule import *\n",
+    "solvers/schedule/search/search.py": "from solvers.partition import ranges\n",
+    "planner/export/megatron.py": "from solvers.schedule.families import generators\n",
+    "solvers/schedule/families/generators.py": "from planner.core.schedule import *\n",
     "profiler/layers.py": "import torch\n",
 }
 
@@ -225,19 +225,20 @@ def test_checker_passes_a_clean_tree(tmp_path: Path) -> None:
      "planner.core.model reaches ortools"),
     ({"planner/core/schedule.py": "from ..export import megatron\n"}, "planner.core.schedule reaches planner.export"),
     # transitive: solvers -> profiler is wrong itself, and through it torch is reached
-    ({"solvers/schedule/generators.py": "from profiler import layers\n"},
-     "solvers.schedule.generators reaches torch via solvers.schedule.generators -> profiler.layers -> torch"),
+    ({"solvers/schedule/families/generators.py": "from profiler import layers\n"},
+     "solvers.schedule.families.generators reaches torch via solvers.schedule.families.generators -> "
+     "profiler.layers -> torch"),
     ({"profiler/layers.py": "import solvers.partition.ranges\n"}, "profiler.layers reaches solvers"),
     # export -> generators (allowed) -> search (forbidden): found through the allowed module
-    ({"solvers/schedule/generators.py": "from solvers.schedule.search import *\n"},
-     "planner.export.megatron reaches solvers.schedule.search via planner.export.megatron -> "
-     "solvers.schedule.generators -> solvers.schedule.search"),
-    ({"solvers/partition/ranges.py": "from solvers.schedule import generators\n"},
+    ({"solvers/schedule/families/generators.py": "from solvers.schedule.search.search import *\n"},
+     "planner.export.megatron reaches solvers.schedule.search.search via planner.export.megatron -> "
+     "solvers.schedule.families.generators -> solvers.schedule.search.search"),
+    ({"solvers/partition/ranges.py": "from solvers.schedule.families import generators\n"},
      "solvers.partition.ranges reaches solvers.schedule"),
     ({"planner/runtime/overlap.py": "import torch\nfrom solvers.partition import ranges\n"},
      "planner.runtime.overlap reaches ortools"),
     # a package __init__ runs when anything below it loads
-    ({"solvers/schedule/__init__.py": "import torch\n"}, "solvers.schedule.generators reaches torch"),
+    ({"solvers/schedule/__init__.py": "import torch\n"}, "solvers.schedule.families.generators reaches torch"),
 ])
 def test_checker_finds_each_broken_rule(tmp_path: Path, change: dict[str, str], expected: str) -> None:
     found = violations(build_graph(_tree(tmp_path, {**_CLEAN, **change})))

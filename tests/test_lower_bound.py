@@ -1,4 +1,4 @@
-"""The step lower bound (solvers/schedule/lower_bound.py) holds against optimal schedules and
+"""The step lower bound (solvers/schedule/search/lower_bound.py) holds against optimal schedules and
 the 'no pairs before the first input-gradient' term tightens it for fused costs."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import pytest
 
 from schedule_fixtures import make_costs
 from solvers.schedule.cpsat.model import ScheduleData, build_model, extract_schedule, solve_model
-from solvers.schedule.lower_bound import bound_parts, step_lower_bound
+from solvers.schedule.search.lower_bound import bound_parts, step_lower_bound
 from planner.core.simulate import simulate
-from solvers.schedule.search import generate
+from solvers.schedule.search.search import generate
 
 
 def _old_rank_work(costs, m, head):

@@ -1,6 +1,6 @@
 """One memory rule: every candidate the planner accepts passes the validator's memory check
 (the simulated peak against the plan's limit in bytes), and infeasibility is claimed only
-when proven ([Note: one memory rule] in solvers.schedule.memory_limit)."""
+when proven ([Note: one memory rule] in solvers.schedule.engines.memory_limit)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from planner.core.simulate import simulate
 from planner.core.stage_costs import StageCosts
 from planner.core.validate import validate
 from planner.simulation import validate_plan
-from solvers.schedule.candidates import limits
-from solvers.schedule.list_scheduler import list_schedule
-from solvers.schedule.memory_limit import MemoryLimit
-from solvers.schedule.search import best_schedule
+from solvers.schedule.search.candidates import limits
+from solvers.schedule.engines.list_scheduler import list_schedule
+from solvers.schedule.engines.memory_limit import MemoryLimit
+from solvers.schedule.search.search import best_schedule
 
 
 def _spread_table(tmp_path):
@@ -110,7 +110,7 @@ def test_the_chunk_partition_counts_transient_bytes(tmp_path, limit_gib):
     from planner.core.costs_io import load_costs
     from planner.core.stage_costs import stage_costs
     from solvers.partition.search import partition_for_schedule
-    from solvers.schedule.generators import interleaved_1f1b
+    from solvers.schedule.families.generators import interleaved_1f1b
 
     n = 12  # the loss's transient buffer (work_bytes) sits on the head, the last layer
     path = write_stage_table(tmp_path / "t.json", f=1e-3, i=1e-3, w=1e-3, factors=[1.0] * (n - 1) + [3.0],

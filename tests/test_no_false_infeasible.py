@@ -1,5 +1,5 @@
 """A search cut short never reads as infeasibility ([Note: first valid] in
-solvers.schedule.candidates, [Note: unproven] in solvers.partition.search).
+solvers.schedule.search.candidates, [Note: unproven] in solvers.partition.search).
 
 The two p 32 cases: ZB-H2 is drawn among the first and needs up to 2p microbatches in
 flight, over a memory limit of p (or 1.5p) microbatches; a wall deadline that passed
@@ -16,10 +16,10 @@ from planner.cli import cli
 from planner.cli.common import run_guarded
 from planner.core.costs import P2PCost
 from planner.core.errors import NOT_PROVEN, BudgetExhausted, InfeasibleError
-from solvers.schedule.budget import WallBudget
-from solvers.schedule.memory_limit import MemoryLimit
-from solvers.schedule.search import best_schedule
-from solvers.schedule.candidates import clear_memo
+from solvers.schedule.search.budget import WallBudget
+from solvers.schedule.engines.memory_limit import MemoryLimit
+from solvers.schedule.search.search import best_schedule
+from solvers.schedule.search.candidates import clear_memo
 
 
 def _expired(phase: str = "polish"):

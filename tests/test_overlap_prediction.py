@@ -16,7 +16,7 @@ from planner.replay.model import replay_model
 from planner.replay.pairs_here import fused_type_pairs, measure_hidden
 
 from test_replay_run import SEQ, make_plan, tiny_config  # noqa: E402  (same tests folder)
-from solvers.schedule.generators import one_f_one_b
+from solvers.schedule.families.generators import one_f_one_b
 
 
 def _plan(tmp_path, recompute: str, *, fuse: bool = False):

@@ -7,11 +7,11 @@ import pytest
 from partition_helpers import all_partitions, random_table, uniform_table
 from planner.core.errors import InfeasibleError
 from planner.core.stage_costs import stage_costs
-from solvers.schedule.lower_bound import step_lower_bound
-from solvers.schedule.memory_limit import MemoryLimit
+from solvers.schedule.search.lower_bound import step_lower_bound
+from solvers.schedule.engines.memory_limit import MemoryLimit
 from solvers.partition.overlap_cost import OverlapRangeCost
 from solvers.partition.bound import partition_lower_bound
-from solvers.schedule.search import best_schedule
+from solvers.schedule.search.search import best_schedule
 
 GIB = 2 ** 30
 

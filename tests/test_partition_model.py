@@ -13,7 +13,7 @@ from solvers.partition.inflight import max_in_flight, memory_points
 from solvers.partition.ranges import minmax_partition
 from solvers.partition.model import StepModel, stage_shapes
 from solvers.partition.search import partition_for_schedule
-from solvers.schedule.search import generate
+from solvers.schedule.search.search import generate
 
 
 @pytest.mark.parametrize("name", ["gpipe", "1f1b", "1f1b-overlap"])

@@ -12,7 +12,7 @@ from planner.core.simulate import simulate
 from planner.core.stage_costs import stage_costs
 from solvers.partition.model import StepModel
 from solvers.partition.search import partition_for_schedule
-from solvers.schedule.search import generate
+from solvers.schedule.search.search import generate
 from solvers.partition.virtual import vpp_partition
 
 

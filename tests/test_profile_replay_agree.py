@@ -16,7 +16,7 @@ from planner.replay.model import ReplayModel, build_stage
 from profiler.layers import build_layer, layer_input, scaled_model
 from profiler.measure_worker import representatives
 from profiler.measured import default_threads
-from solvers.schedule.generators import one_f_one_b
+from solvers.schedule.families.generators import one_f_one_b
 
 from test_replay_run import make_plan, tiny_config  # noqa: E402  (same tests folder)
 

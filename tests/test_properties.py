@@ -1,5 +1,5 @@
 """Property tests (hypothesis): generated schedules and plans are valid, never beat the
-documented lower bound (``solvers.schedule.lower_bound.step_lower_bound``), and corrupting one
+documented lower bound (``solvers.schedule.search.lower_bound.step_lower_bound``), and corrupting one
 action makes the validator fail."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from planner.core.stage_costs import StageCosts
 from planner.core.validate import validate
 from planner.planning import PlanRequest, make_plan
 from planner.simulation import validate_plan
-from solvers.schedule.generators import gpipe, interleaved_1f1b, one_f_one_b
-from solvers.schedule.lower_bound import step_lower_bound
-from solvers.schedule.search import SCHEDULES, generate
+from solvers.schedule.families.generators import gpipe, interleaved_1f1b, one_f_one_b
+from solvers.schedule.search.lower_bound import step_lower_bound
+from solvers.schedule.search.search import SCHEDULES, generate
 
 FAST = settings(max_examples=100, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow])

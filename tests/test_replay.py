@@ -14,7 +14,7 @@ import torch
 from planner.core.costs import CostTable, LayerCost
 from planner.core.errors import InputError
 from planner.core.schedule import parse_schedule
-from solvers.schedule.generators import one_f_one_b
+from solvers.schedule.families.generators import one_f_one_b
 
 from test_replay_run import make_plan, tiny_config  # noqa: E402  (same tests folder)
 

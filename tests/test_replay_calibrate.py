@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from planner.core.simulate import simulate
-from solvers.schedule.generators import interleaved_1f1b, one_f_one_b
+from solvers.schedule.families.generators import interleaved_1f1b, one_f_one_b
 
 from test_replay import _table  # noqa: E402  (same tests folder)
 from test_replay_run import make_plan, tiny_config  # noqa: E402

@@ -11,7 +11,7 @@ import pytest
 
 from planner.core.errors import InputError
 from planner.core.schedule import ActionKind
-from solvers.schedule.generators import interleaved_1f1b, one_f_one_b
+from solvers.schedule.families.generators import interleaved_1f1b, one_f_one_b
 
 from test_replay_run import make_plan, tiny_config  # noqa: E402  (same tests folder)
 

@@ -21,7 +21,7 @@ from planner.core.plan import Plan, stage_costs_to_dict
 from planner.core.schedule import format_schedule
 from planner.core.simulate import simulate
 from planner.core.stage_costs import stage_costs
-from solvers.schedule.generators import one_f_one_b
+from solvers.schedule.families.generators import one_f_one_b
 
 MODEL = "qwen3-next-80b-a3b"
 LAYERS = 51

@@ -21,7 +21,7 @@ import pytest
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from test_replay_run import make_plan, tiny_config  # noqa: E402  (same tests folder)
 
-from solvers.schedule.generators import one_f_one_b
+from solvers.schedule.families.generators import one_f_one_b
 
 SCRIPT = """
 import json, sys

@@ -114,7 +114,7 @@ def test_only_split_backwards_are_cut(tmp_path):
     graph whole; one with I and W there (or both kinds) is cut."""
     from planner.core.schedule import Action, ActionKind, format_schedule, parse_schedule
     from planner.replay.worker import whole_backward_chunks
-    from solvers.schedule.generators import one_f_one_b
+    from solvers.schedule.families.generators import one_f_one_b
 
     from test_replay_run import make_plan, tiny_config, zero_bubble  # noqa: E402  (same tests folder)
 

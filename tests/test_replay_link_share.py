@@ -11,7 +11,7 @@ import pytest
 from planner.core.costs import CostTable, LayerCost
 from planner.core.errors import InputError
 from planner.core.hardware import gpu_from_config
-from solvers.schedule.generators import one_f_one_b
+from solvers.schedule.families.generators import one_f_one_b
 
 from test_replay_run import SEQ, make_plan, tiny_config  # noqa: E402  (same tests folder)
 

@@ -12,7 +12,7 @@ import torch
 
 from planner.core.costs_io import load_costs, save_costs
 from planner.core.errors import InputError
-from solvers.schedule.generators import one_f_one_b
+from solvers.schedule.families.generators import one_f_one_b
 
 from test_replay import _table  # noqa: E402  (same tests folder)
 from test_replay_run import SEQ, make_plan, tiny_config  # noqa: E402

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from planner.core.schedule import format_schedule
-from solvers.schedule.generators import gpipe, one_f_one_b
+from solvers.schedule.families.generators import gpipe, one_f_one_b
 
 from test_replay_run import make_plan, tiny_config  # noqa: E402  (same tests folder)
 

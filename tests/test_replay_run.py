@@ -2,8 +2,8 @@
 
 A tiny Qwen3-Next-like model (linear-attention and full-attention MoE layers, an MTP
 layer, embedding and head: 7 layers) keeps each replay to a few seconds. Plans are
-built directly: schedules from ``solvers.schedule.generators`` (1F1B, interleaved, fused
-pairs) and ``solvers.schedule.w_fill`` (zero-bubble style W deferral).
+built directly: schedules from ``solvers.schedule.families.generators`` (1F1B, interleaved, fused
+pairs) and ``solvers.schedule.engines.w_fill`` (zero-bubble style W deferral).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from planner.core.plan import Plan, stage_costs_to_dict
 from planner.core.schedule import Schedule, format_schedule
 from planner.core.simulate import simulate
 from planner.core.stage_costs import stage_costs
-from solvers.schedule.generators import interleaved_1f1b, one_f_one_b
+from solvers.schedule.families.generators import interleaved_1f1b, one_f_one_b
 
 TINY = {
     "model_type": "qwen3_next", "hidden_size": 32, "intermediate_size": 64,
@@ -70,8 +70,8 @@ def make_plan(config: str, schedule: Schedule, bounds: list[tuple[int, int]], *,
 
 
 def zero_bubble(pp: int, microbatches: int) -> Schedule:
-    """1F1B with I/W split and every W moved into a bubble by ``solvers.schedule.w_fill``."""
-    from solvers.schedule.w_fill import fill_w
+    """1F1B with I/W split and every W moved into a bubble by ``solvers.schedule.engines.w_fill``."""
+    from solvers.schedule.engines.w_fill import fill_w
 
     bounds = [(0, 4), (4, 7)]
     sc = stage_costs(_unit_table(), bounds, stage_ranks(2, pp, "loop"))

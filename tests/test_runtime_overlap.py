@@ -45,15 +45,15 @@ def _i_to_b(schedule: dict) -> dict:
 
 
 def _pipeline_cases() -> list[dict]:
-    from solvers.schedule.dualpipev import dualpipev
-    from solvers.schedule.generators import interleaved_1f1b, one_f_one_b
+    from solvers.schedule.families.dualpipev_list import dualpipev_list
+    from solvers.schedule.families.generators import interleaved_1f1b, one_f_one_b
 
     shapes = {
         "loop-FB": (one_f_one_b(2, 4, fuse=True), [0, 1]),
         "loop-FI": (one_f_one_b(2, 4, split_w=True, fuse=True), [0, 1]),
         "interleaved-FB": (interleaved_1f1b(2, 2, 4, fuse=True), [0, 1, 0, 1]),
-        "V-FI": (dualpipev(2, 4), [0, 1, 1, 0]),
-        "V-FB": (_i_to_b(dualpipev(2, 4)), [0, 1, 1, 0]),
+        "V-FI": (dualpipev_list(2, 4), [0, 1, 1, 0]),
+        "V-FB": (_i_to_b(dualpipev_list(2, 4)), [0, 1, 1, 0]),
     }
     cases = []
     for mode in ("none", "selective", "full"):
@@ -153,7 +153,7 @@ def test_fused_pair_matches_sequential_and_reference(k, pipeline_results, refere
 
 @pytest.mark.timeout(600)
 def test_fused_pair_with_real_expert_parallel_all_to_all(tmp_path):
-    from solvers.schedule.generators import one_f_one_b
+    from solvers.schedule.families.generators import one_f_one_b
 
     cases = [{"name": "ep2-FB", "schedule": one_f_one_b(1, 4, fuse=True), "stage_ranks": [0], "recompute": "none"},
              {"name": "ep2-FI-full", "schedule": one_f_one_b(1, 4, split_w=True, fuse=True), "stage_ranks": [0],

@@ -10,12 +10,12 @@ from planner.core.errors import InfeasibleError, InputError
 from planner.core.simulate import simulate
 from planner.core.validate import validate
 from schedule_fixtures import make_costs
-from solvers.schedule.deadlines import earliest_finish, parse_deadlines
-from solvers.schedule.list_scheduler import list_schedule
-from solvers.schedule.lower_bound import bound_parts, step_lower_bound
-from solvers.schedule.memory_limit import MemoryLimit, parse_memory_limit, rank_activation
-from solvers.schedule.search import best_schedule, generate
-from solvers.schedule.w_fill import fill_w
+from solvers.schedule.search.deadlines import earliest_finish, parse_deadlines
+from solvers.schedule.engines.list_scheduler import list_schedule
+from solvers.schedule.search.lower_bound import bound_parts, step_lower_bound
+from solvers.schedule.engines.memory_limit import MemoryLimit, parse_memory_limit, rank_activation
+from solvers.schedule.search.search import best_schedule, generate
+from solvers.schedule.engines.w_fill import fill_w
 
 
 @pytest.mark.parametrize("hetero", [False, True], ids=["uniform", "hetero"])
@@ -36,7 +36,7 @@ def test_best_schedule_is_valid_within_memory(pp, vpp, placement, m, k, hetero):
 def test_heuristic_memo_is_a_pure_cache(monkeypatch):
     """[Note: heuristic memo] Asking again for the same costs gives the same choice and the
     same record of candidates, drawn once; with the memo off the answer is the same too."""
-    import solvers.schedule.candidates as schedules
+    import solvers.schedule.search.candidates as schedules
 
     costs = make_costs(4, hetero=True, fused_share=0.85)
     kw = dict(microbatches=12, memory_limit=MemoryLimit(microbatches=6), polish=False)

@@ -11,9 +11,9 @@ from planner.core.stage_costs import StageCosts
 from planner.core.steady import repeat_schedule, steady_state
 from planner.core.validate import validate
 from planner.planning import PlanRequest, make_plan
-from solvers.schedule.generators import one_f_one_b
-from solvers.schedule.memory_limit import MemoryLimit
-from solvers.schedule.search import best_schedule
+from solvers.schedule.families.generators import one_f_one_b
+from solvers.schedule.engines.memory_limit import MemoryLimit
+from solvers.schedule.search.search import best_schedule
 from test_joint import _moe_table
 
 

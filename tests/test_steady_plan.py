@@ -8,7 +8,7 @@ from __future__ import annotations
 from cost_tables import write_stage_table
 from planner.core.plan import load_plan_file
 from planner.simulation import validate_plan
-from solvers.schedule.steady_order import steady_lower_bound
+from solvers.schedule.search.steady_order import steady_lower_bound
 
 
 def test_the_zero_bubble_setting_plans_at_the_steady_bound(ppplan, tmp_path):

@@ -13,12 +13,12 @@ from planner.core.simulate import simulate
 from planner.core.stage_costs import StageCosts
 from planner.core.steady import steady_state
 from planner.core.validate import validate
-from solvers.schedule.candidates import limits
-from solvers.schedule.generators import one_f_one_b
-from solvers.schedule.memory_limit import MemoryLimit
-from solvers.schedule.search import best_schedule
-from solvers.schedule.steady_order import base_counts, steady_lower_bound, steady_order, steady_orders
-from solvers.schedule.steady_search import improve_period
+from solvers.schedule.search.candidates import limits
+from solvers.schedule.families.generators import one_f_one_b
+from solvers.schedule.engines.memory_limit import MemoryLimit
+from solvers.schedule.search.search import best_schedule
+from solvers.schedule.search.steady_order import base_counts, steady_lower_bound, steady_order, steady_orders
+from solvers.schedule.search.steady_search import improve_period
 from test_steady import zb_costs
 
 ZB_WORK = 24 * (18.52 + 18.09 + 9.34) * 1e-3
@@ -114,7 +114,7 @@ def test_limits_names_a_deadlock_instead_of_failing():
 def test_period_search_stops_at_the_wall_deadline():
     import time
 
-    from solvers.schedule.budget import WallBudget
+    from solvers.schedule.search.budget import WallBudget
 
     c, m = _hetero(6, 3), 18
     start = one_f_one_b(6, m, split_w=True)

@@ -15,7 +15,7 @@ from planner.export import ExportError, export_plan
 from planner.export.targets import runnable_targets
 from planner.planning.targets import target_runs
 from profiler.analytical import analytical_costs
-from solvers.schedule.families import SCHEDULES
+from solvers.schedule.families.registry import SCHEDULES
 from test_export_plans import _table, case_plan
 
 

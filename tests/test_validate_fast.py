@@ -10,7 +10,7 @@ import pytest
 from planner.core.compiled import DeadlockError, compile_sound
 from planner.core.schedule import Action, ActionKind
 from planner.core.validate import _check_coverage, _check_placement, _check_rank_order, validate
-from solvers.schedule.generators import interleaved_1f1b, one_f_one_b
+from solvers.schedule.families.generators import interleaved_1f1b, one_f_one_b
 from test_steady import zb_costs
 
 

@@ -1,4 +1,4 @@
-"""Zero Bubble's automatic heuristic (``solvers.schedule.zb_greedy``): every variant is a
+"""Zero Bubble's automatic heuristic (``solvers.schedule.engines.zb_greedy``): every variant is a
 valid schedule within the memory budget and never below the lower bound; on the W-heavy
 case where W-filled ZB-H2 stays 0.9% above the bound it reaches the bound."""
 
@@ -12,9 +12,9 @@ from planner.core.costs import P2PCost
 from planner.core.simulate import simulate
 from planner.core.validate import validate
 from schedule_fixtures import make_costs as bench_costs
-from solvers.schedule.lower_bound import step_lower_bound
-from solvers.schedule.memory_limit import MemoryLimit
-from solvers.schedule.zb_greedy import ZbKnobs, zb_greedy, zb_greedy_orders
+from solvers.schedule.search.lower_bound import step_lower_bound
+from solvers.schedule.engines.memory_limit import MemoryLimit
+from solvers.schedule.engines.zb_greedy import ZbKnobs, zb_greedy, zb_greedy_orders
 
 P2P = P2PCost(latency_s=1e-4)
 

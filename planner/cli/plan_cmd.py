@@ -9,8 +9,8 @@ from planner.cli.plan_options import GPU_HELP, MEMORY_LIMIT_HELP, Deadline, Memo
 from planner.cli.summary import plan_summary
 from planner.core.limits import BATCH_LIMITS, MAX_GPUS
 from planner.core.targets import DEFAULT_TARGET, TARGET_NAMES
-from solvers.schedule.budget import DEFAULT_WORK
-from solvers.schedule.search import OBJECTIVES, SCHEDULE_CHOICES
+from solvers.schedule.search.budget import DEFAULT_WORK
+from solvers.schedule.search.search import OBJECTIVES, SCHEDULE_CHOICES
 
 __all__ = ["COMMANDS"]
 

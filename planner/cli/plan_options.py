@@ -3,7 +3,7 @@
 ``--memory-limit``'s microbatch unit was ``4mb``, which reads as four megabytes; it is now
 ``4microbatches``. The old spelling still works and prints one deprecation line on stderr
 once the command has succeeded (a refused command prints its one error line only).
-The library (``solvers.schedule.memory_limit.parse_memory_limit``) still takes ``4mb``: this
+The library (``solvers.schedule.engines.memory_limit.parse_memory_limit``) still takes ``4mb``: this
 type turns the new spelling into it, after range checks the library does not make.
 """
 

@@ -14,7 +14,7 @@ def gib(nbytes: float | None) -> str:
 
 def cut_lines(plan: Plan) -> list[str]:
     """The warning that opens the summary when the wall-clock cap cut the search (the plan
-    may then differ from run to run: [Note: kept budget] in ``solvers.schedule.budget``)."""
+    may then differ from run to run: [Note: kept budget] in ``solvers.schedule.search.budget``)."""
     budget = plan.solver.get("budget") or {}
     if not budget.get("bound"):
         return []

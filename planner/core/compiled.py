@@ -4,8 +4,8 @@
 dependencies (from ``planner.core.schedule.DEPENDENCIES``, the one definition), finds
 a topological order and detects deadlock. The result depends on the schedule's shape
 only, so ``planner.core.simulate.simulate_compiled`` can re-time it under many cost
-sets cheaply. ``compile_unordered`` stops before the order, and ``run_in_order`` finds
-the order and times the nodes in one pass (what one full ``simulate`` needs).
+sets without compiling again. ``compile_unordered`` stops before the order, and
+``run_in_order`` finds the order and times the nodes in one pass (what every timing runs).
 
 [Note: flat unit index] Unit of work (stage, kind, microbatch) lives at
 ``(stage * 3 + row[kind]) * M + microbatch`` of one flat array (M = microbatches), so
@@ -80,23 +80,12 @@ class Compiled:
     (one more: the end)."""
 
     @functools.cached_property
-    def steps(self) -> list[tuple[int, ...]]:
-        """``(n, prev, w0, b0, w1, b1)`` in ``topo`` order, with ``(w2, b2)`` appended when some
-        node needs three: the dependencies n may wait for and the boundaries they cross (the
-        re-timing pass's input, ``planner.core.simulate.longest_paths``)."""
-        t = np.array(self.topo, dtype=np.int64)
-        cols = [t, np.array(self.prev, dtype=np.int64)[t]]
-        for j in range(self.wait_array.shape[1]):
-            cols += [self.wait_array[t, j], self.wait_bound_array[t, j]]
-        return list(zip(*(c.tolist() for c in cols)))
-
-    @functools.cached_property
-    def prev(self) -> list[int]:
-        """Node before n on its rank, or the sentinel ``len(actions)``."""
-        out = [len(self.actions)] * len(self.actions)
-        for row in filter(None, self.order):
-            out[row[0] + 1: row[-1] + 1] = row[:-1]
-        return out
+    def wait_columns(self) -> tuple[list[list[int]], list[list[int]]]:
+        """``wait_array`` and ``wait_bound_array`` as 1 to 3 lists, one per dependency slot some
+        node uses (the timing kernel's input, ``planner.core.order_pass``)."""
+        n = len(self.actions)
+        width = 1 if (self.wait_array[:, 1:] == n).all() else self.wait_array.shape[1]
+        return self.wait_array[:, :width].T.tolist(), self.wait_bound_array[:, :width].T.tolist()
 
     @functools.cached_property
     def deps(self) -> list[tuple[int, ...]]:
@@ -174,25 +163,25 @@ def _compile(schedule: Schedule, num_stages: int, ranks: tuple[int, ...] | list[
                     nodes.fused_list(), _memory_events(nodes, units, order))
 
 
-def run_in_order(comp: Compiled, dur: list[float],
-                 delay: list[float] | None) -> tuple[list[float], list[float]]:
-    """Run the ranks as far as their dependencies allow, timing each node as it runs: fills
-    ``comp.topo`` (the order it ran the nodes in) and returns (start, end) per node, the same
-    times as ``planner.core.simulate.longest_paths`` over ``comp.steps``. ``dur`` per node,
-    ``delay`` per stage boundary plus a trailing 0 for -1 (None: no P2P delay). Raises
-    ``DeadlockError`` when the ranks cannot all finish."""
+def run_in_order(comp: Compiled, dur: list[float], delay: list[float] | None, *,
+                 ready: list[float] | None = None, keep_order: bool = True) -> tuple[list[float], list[float]]:
+    """Run the ranks as far as their dependencies allow, timing each node as it runs
+    (``planner.core.order_pass.order_and_time``): returns (start, end) per node and, with
+    ``keep_order``, fills ``comp.topo`` with the order it ran the nodes in. ``dur`` per node,
+    ``delay`` per stage boundary plus a trailing 0 for -1 (None: no P2P delay), ``ready``
+    the time each rank may start (default 0). Raises ``DeadlockError`` when the ranks cannot
+    all finish."""
     n = len(comp.actions)
-    width = 1 if (comp.wait_array[:, 1:] == n).all() else comp.wait_array.shape[1]
-    cols = comp.wait_array[:, :width].T.tolist()
+    cols, bounds = comp.wait_columns
     if delay is None:
-        gaps = [[0.0] * n] * width
+        gaps = [[0.0] * n] * len(cols)
     else:  # the few delay floats shared: the pass ran a twentieth faster than on tolist's copies
-        bounds = comp.wait_bound_array[:, :width].T.tolist()
         gaps = [list(map(delay.__getitem__, col)) for col in bounds]
     first = [row[0] if row else 0 for row in comp.order]
     stop = [row[-1] + 1 if row else 0 for row in comp.order]
-    del comp.topo[:]
-    start, end, pos = order_and_time(first, stop, cols, gaps, dur, comp.topo)
+    topo: list[int] = comp.topo if keep_order else []
+    del topo[:]
+    start, end, pos = order_and_time(first, stop, cols, gaps, dur, topo, ready)
     blocked = {r: p - first[r] for r, p in enumerate(pos) if p < stop[r]}
     if blocked:
         raise DeadlockError("deadlock: " + ", ".join(

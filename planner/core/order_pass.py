@@ -1,10 +1,12 @@
-"""The simulator's hot loop: run each rank's nodes in order as their dependencies end.
+"""The simulator's one timing kernel: run each rank's nodes in order as their dependencies end.
 
 One pass gives a topological order, the start and end of every node and, when the ranks
 cannot all finish, where each one stopped (``planner.core.compiled.run_in_order``
-prepares the input from a compiled schedule and reads the result). Plain lists of
-Python ints and floats, one loop unrolled over three dependency slots: this is where a
-full ``simulate`` spends most of its time.
+prepares the input from a compiled schedule and reads the result). The first timing of a
+schedule (``simulate``), every re-timing (``simulate_compiled``), the steady state's
+repeated steps (``planner.core.steady``) and compiling (zero durations) all run it. Plain
+lists of Python ints and floats, one loop unrolled over three dependency slots: this is
+where a simulation spends most of its time.
 
 [Note: waiting ranks] The ranks run from a stack (rank 0 first). A rank runs until a
 dependency has not ended (its ``end`` is None), then waits for it: ``waiting[d]`` is
@@ -19,10 +21,12 @@ __all__ = ["order_and_time"]
 
 
 def order_and_time(first: list[int], stop: list[int], cols: list[list[int]], gaps: list[list[float]],
-                   dur: list[float], topo: list[int]) -> tuple[list[float], list[float | None], list[int]]:
+                   dur: list[float], topo: list[int], ready: list[float] | None = None
+                   ) -> tuple[list[float], list[float | None], list[int]]:
     """Run ranks whose nodes are ``first[r]:stop[r]``, appending the nodes to ``topo`` as they
     run; returns start, end (None for a node never run; the sentinel's 0.0 last) and the
-    next node of each rank (``stop[r]`` when it finished).
+    next node of each rank (``stop[r]`` when it finished). Rank r's first node starts no
+    earlier than ``ready[r]`` (default 0: an empty pipeline).
 
     ``cols`` are 1 to 3 columns of the dependencies each node may wait for (the sentinel
     ``len(dur)`` where a slot is empty, empty slots last), ``gaps`` the delay added to
@@ -36,12 +40,13 @@ def order_and_time(first: list[int], stop: list[int], cols: list[list[int]], gap
     end: list[float | None] = [None] * sentinel + [0.0]
     waiting: list = [None] * (sentinel + 1)
     pos = list(first)
+    ready = ready or [0.0] * len(first)
     push = topo.append
     stack = list(range(len(first) - 1, -1, -1))
     while stack:
         r = stack.pop()
         n, hi = pos[r], stop[r]
-        t = end[n - 1] if n > first[r] else 0.0  # t may rise before n blocks: n's rerun resets it
+        t = end[n - 1] if n > first[r] else ready[r]  # t may rise before n blocks: n's rerun resets it
         while n < hi:
             d = c0[n]
             x = end[d]

@@ -313,7 +313,7 @@ def stage_costs_from_dict(d: dict[str, Any], ranks: list[int]) -> StageCosts:
 def without_wall_s(data: Any) -> Any:
     """``data`` (a plan as JSON data) with every ``wall_s`` key dropped, at any depth: what
     stays is the same for the same inputs, seed and ``--work`` ([Note: work budget] in
-    ``solvers.schedule.budget``); only timings differ run to run."""
+    ``solvers.schedule.search.budget``); only timings differ run to run."""
     if isinstance(data, dict):
         return {k: without_wall_s(v) for k, v in data.items() if k != "wall_s"}
     if isinstance(data, list):

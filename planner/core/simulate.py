@@ -22,16 +22,16 @@ pair costs), network contention between concurrent sends, allocator fragmentatio
 Since start times with a fixed per-rank order are longest paths in a DAG, the work
 splits in two: ``compile_schedule`` (structure only: numbering, dependency
 resolution, a topological order, deadlock detection; in ``planner.core.compiled``)
-and ``simulate_compiled`` (one pass over that order with the durations). Solvers that
-re-time one schedule shape under many partitions compile once. ``simulate``, which
-needs both once, finds the order and the times in the same pass
-(``planner.core.order_pass``); the memory trace and the critical path wait until
-read ([Note: detail on read]).
+and timing (one pass with the durations, ``planner.core.order_pass``, the one timing
+kernel). Solvers that re-time one schedule shape under many partitions compile once
+(``simulate_compiled``); ``simulate`` compiles and times in the same pass. The memory
+trace and the critical path wait until read ([Note: detail on read]).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -40,7 +40,7 @@ from planner.core.schedule import Action, Schedule
 from planner.core.stage_costs import StageCosts
 
 __all__ = ["SimResult", "DeadlockError", "Compiled", "simulate", "compile_schedule", "timed_actions",
-           "simulate_compiled", "durations", "longest_paths"]
+           "simulate_compiled", "durations"]
 
 
 @dataclass
@@ -61,34 +61,29 @@ class SimResult:
     """Peak activation bytes per rank."""
     peak_memory_bytes: list[int]
     """Static + peak activation bytes per rank."""
-    memory: list[list[tuple[float, int]]] = field(default_factory=list)
-    """Per rank, (time, activation bytes held) after each change ([Note: detail on read])."""
-    critical_path: list[int] = field(default_factory=list)
-    """Nodes on the critical path, first to last ([Note: detail on read])."""
+    costs: StageCosts | None = None
+    """The costs it was timed with; None leaves ``memory`` and ``critical_path`` empty
+    (``simulate_compiled(..., detail=False)``)."""
 
-    @classmethod
-    def _detail_on_read(cls, costs: StageCosts, delay: list[float], **fields) -> SimResult:
-        """A result whose ``memory`` and ``critical_path`` are computed when first read.
+    @functools.cached_property
+    def memory(self) -> list[list[tuple[float, int]]]:
+        """Per rank, (time, activation bytes held) after each change ([Note: detail on read])."""
+        if self.costs is None:
+            return []
+        return _traces(self.compiled, self.costs, self.start, self.end)
+
+    @functools.cached_property
+    def critical_path(self) -> list[int]:
+        """Nodes on the critical path, first to last ([Note: detail on read]).
 
         [Note: detail on read] The memory trace builds a tuple per memory change, which
         cost about as much as ordering and timing the schedule, and most callers
-        (searches, the validator when no memory limit is crossed) never read it. So
-        ``simulate`` leaves both fields unset and keeps what computing them needs besides
-        the timeline; the first read of either (``__getattr__``, reached only for an
-        unset attribute) computes both from this result's ``start``/``end``, once. Peak
-        memory, which every caller reads, is computed at once."""
-        sim = cls(**fields)
-        del sim.memory, sim.critical_path
-        sim._detail = (costs, delay)
-        return sim
-
-    def __getattr__(self, name: str):
-        if name in ("memory", "critical_path") and "_detail" in self.__dict__:
-            costs, delay = self.__dict__.pop("_detail")
-            self.memory = _traces(self.compiled, costs, self.start, self.end)
-            self.critical_path = _critical_path(self.compiled, self.start, self.end, delay)
-            return self.__dict__[name]
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        (searches, the validator when no memory limit is crossed) never read it; nor the
+        critical path. So both are computed on first read, from ``costs`` and the
+        timeline, and kept. Peak memory, which every caller reads, is computed at once."""
+        if self.costs is None:
+            return []
+        return _critical_path(self.compiled, self.start, self.end, self.costs.p2p_delays())
 
     @property
     def actions(self) -> list[Action]:
@@ -146,24 +141,19 @@ def simulate(schedule: Schedule, costs: StageCosts) -> SimResult:
     returned ``compiled`` has its order, so ``simulate_compiled`` can re-time it."""
     comp = compile_unordered(schedule, costs.num_stages, costs.ranks)
     dur = durations(comp, costs)
-    delay = costs.p2p_delays()
-    start, end = run_in_order(comp, dur, delay)
-    return _result(comp, costs, dur, delay, start, end, detail=True)
+    start, end = run_in_order(comp, dur, costs.p2p_delays())
+    return _result(comp, costs, dur, start, end, detail=True)
 
 
 def simulate_compiled(comp: Compiled, costs: StageCosts, *, detail: bool = True) -> SimResult:
-    """Time an already compiled schedule with ``costs``. ``detail=False`` leaves out the
-    memory trace and the critical path (empty lists), which searches that only rank
-    candidates by step time and peak memory do not read; every other field is the same.
-    Otherwise they are computed when first read ([Note: detail on read])."""
+    """Time an already compiled schedule with ``costs``, by the same pass as ``simulate``.
+    ``detail=False`` leaves out the memory trace and the critical path (empty lists), which
+    searches that only rank candidates by step time and peak memory do not read; every
+    other field is the same. Otherwise they are computed when first read ([Note: detail on
+    read])."""
     dur = durations(comp, costs)
-    nn = len(dur)
-    delay = costs.p2p_delays()
-    end = [0.0] * (nn + 1)
-    start = [0.0] * nn
-    longest_paths(comp.steps, dur, delay, start, end)
-    del end[nn]
-    return _result(comp, costs, dur, delay, start, end, detail=detail)
+    start, end = run_in_order(comp, dur, costs.p2p_delays(), keep_order=False)
+    return _result(comp, costs, dur, start, end, detail=detail)
 
 
 _TIMED = [0]
@@ -174,13 +164,13 @@ def timed_actions() -> int:
     """How many actions ``simulate``/``simulate_compiled`` have timed in this process.
 
     [Note: timed actions] A count, not a clock: the planner's phases bound their
-    re-timings with it ([Note: work budget] in ``solvers.schedule.budget``), so where they
+    re-timings with it ([Note: work budget] in ``solvers.schedule.search.budget``), so where they
     stop depends on the inputs alone, never on the machine's speed or load."""
     return _TIMED[0]
 
 
-def _result(comp: Compiled, costs: StageCosts, dur: list[float], delay: list[float],
-            start: list[float], end: list[float], *, detail: bool) -> SimResult:
+def _result(comp: Compiled, costs: StageCosts, dur: list[float], start: list[float], end: list[float], *,
+            detail: bool) -> SimResult:
     peak_act = _peaks(comp, costs)
     _TIMED[0] += len(dur)
     static = costs.static_per_rank() + [0] * (len(comp.order) - costs.num_ranks)
@@ -188,41 +178,7 @@ def _result(comp: Compiled, costs: StageCosts, dur: list[float], delay: list[flo
                   busy=[sum(dur[row[0]: row[-1] + 1]) if row else 0 for row in comp.order],
                   peak_act_bytes=peak_act,
                   peak_memory_bytes=[static[r] + peak_act[r] for r in range(len(peak_act))])
-    if detail:
-        return SimResult._detail_on_read(costs, delay, **fields)
-    return SimResult(**fields)
-
-
-def longest_paths(steps: list[tuple[int, ...]], dur: list[float], delay: list[float],
-                   start: list[float], end: list[float]) -> None:
-    """Fill ``start``/``end``: each node starts when its rank predecessor and every
-    dependency (plus its P2P delay) have ended. Two copies of one loop, for 2 and 3
-    dependency slots (``Compiled.steps``); unrolled because this is the hot path."""
-    if steps and len(steps[0]) == 8:
-        for n, p, d0, b0, d1, b1, d2, b2 in steps:
-            t = end[p]
-            x = end[d0] + delay[b0]
-            if x > t:
-                t = x
-            x = end[d1] + delay[b1]
-            if x > t:
-                t = x
-            x = end[d2] + delay[b2]
-            if x > t:
-                t = x
-            start[n] = t
-            end[n] = t + dur[n]
-        return
-    for n, p, d0, b0, d1, b1 in steps:
-        t = end[p]
-        x = end[d0] + delay[b0]
-        if x > t:
-            t = x
-        x = end[d1] + delay[b1]
-        if x > t:
-            t = x
-        start[n] = t
-        end[n] = t + dur[n]
+    return SimResult(**fields, costs=costs if detail else None)
 
 
 def _held(comp: Compiled, c: StageCosts) -> list[np.ndarray]:

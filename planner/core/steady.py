@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.core.compiled import Compiled, compile_schedule
+from planner.core.compiled import Compiled, compile_schedule, run_in_order
 from planner.core.schedule import OVERLAP, Action, Schedule
-from planner.core.simulate import durations, longest_paths
+from planner.core.simulate import durations
 from planner.core.stage_costs import StageCosts
 
 __all__ = ["STEPS", "SteadyState", "repeat_schedule", "steady_state"]
@@ -67,35 +67,24 @@ def repeat_schedule(schedule: Schedule, microbatches: int, steps: int) -> Schedu
             for r, row in schedule.items()}
 
 
-def _rank_gated(comp: Compiled) -> list[tuple[int, ...]]:
-    """``comp.steps`` with each rank's first node waiting on a per-rank slot ``n + 1 + r``
-    (where the previous step's end of that rank goes) instead of the shared sentinel."""
-    n = len(comp.actions)
-    first = {row[0]: r for r, row in enumerate(comp.order) if row}
-    return [(s[0], n + 1 + first[s[0]], *s[2:]) if s[0] in first else s for s in comp.steps]
-
-
 def steady_state(schedule: Schedule, costs: StageCosts, microbatches: int, *,
                  steps: int = STEPS, compiled: Compiled | None = None) -> SteadyState:
     """Period of ``schedule`` repeated without a global barrier ([Note: steady state]).
 
     Times the one-step graph ``steps`` times, each rank's first action of step k + 1
-    waiting for that rank's last action of step k: the same longest paths as simulating
-    the repeated schedule (``repeat_schedule``), without building it. ``microbatches`` is
-    the step's count (the repeated schedule's offset; the timing does not need it)."""
+    starting no earlier than that rank's last action of step k ended (``run_in_order``'s
+    ``ready``): the same longest paths as simulating the repeated schedule
+    (``repeat_schedule``), without building it. ``microbatches`` is the step's count (the
+    repeated schedule's offset; the timing does not need it)."""
     if steps < 3:
         raise ValueError("steady_state needs at least 3 steps")
     comp = compiled or compile_schedule(schedule, costs.num_stages, costs.ranks)
-    n, nr = len(comp.actions), len(comp.order)
     dur = durations(comp, costs)
     delay = costs.p2p_delays()
-    gated = _rank_gated(comp)
-    ready = [0.0] * nr
+    ready = [0.0] * len(comp.order)
     ends: list[float] = []
-    start = [0.0] * n
     for _ in range(steps):
-        end = [0.0] * (n + 1) + ready
-        longest_paths(gated, dur, delay, start, end)
+        _, end = run_in_order(comp, dur, delay, ready=ready, keep_order=False)
         ready = [end[row[-1]] if row else ready[r] for r, row in enumerate(comp.order)]
         ends.append(max(ready, default=0.0))
     period = (ends[-1] - ends[0]) / (steps - 1)

@@ -62,7 +62,7 @@ class Target:
     other_formats: tuple[str, ...] = ()
     """Further export formats that write its input (Megatron-Bridge's overrides run Megatron-Core)."""
     families: tuple[str, ...] | None
-    """Schedule families it runs (``solvers.schedule.families``); None = every family."""
+    """Schedule families it runs (``solvers.schedule.families.registry``); None = every family."""
     any_order: bool
     """Whether it runs any valid per-rank order (a CSV runtime): W moved into bubbles,
     greedy and CP-SAT orders. False = only the families' orders exactly as drawn."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 from planner.core.plan import Plan
 from planner.export.schedule import (ExportError, check_exportable, first_difference, has_fused,
                                      moved_w, placement_style)
-from solvers.schedule.generators import one_f_one_b
+from solvers.schedule.families.generators import one_f_one_b
 
 __all__ = ["deepspeed_parts", "deepspeed_snippet", "checkpoint_interval"]
 

@@ -28,7 +28,7 @@ from planner.core.schedule import ActionKind, Schedule
 from planner.export.megatron_flags import RECOMPUTE_MODULES, companion_flags, recompute_args, render
 from planner.export.schedule import (ExportError, check_exportable, first_difference, has_fused,
                                      kind_order, merged_order, moved_w, placement_style, split_w)
-from solvers.schedule.generators import interleaved_1f1b
+from solvers.schedule.families.generators import interleaved_1f1b
 
 __all__ = ["MegatronArgs", "megatron_args", "megatron_layout", "compress_stage", "stage_letters", "recompute_args",
            "RECOMPUTE_MODULES"]

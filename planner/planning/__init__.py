@@ -13,7 +13,7 @@ Passes chained in one place:
    (``solvers.joint``); with a fixed family or method, the best trial's boundaries are
    moved under its order (``solvers.partition.refine``);
 3. polish: each finalist's order is re-chosen for its stage costs
-   (``solvers.schedule.search.best_schedule``, CP-SAT for auto/cpsat), the baseline
+   (``solvers.schedule.search.search.best_schedule``, CP-SAT for auto/cpsat), the baseline
    partitions are re-simulated under the final order (the plan never loses to one that
    fits), and the fastest valid finalist is the plan, with baselines beside it.
 
@@ -33,9 +33,9 @@ from planner.core.errors import BudgetExhausted, InfeasibleError
 from planner.core.plan import Plan
 from planner.planning.assembly import baselines_section, to_plan
 from planner.progress import note, phase
-from solvers.schedule.budget import ACTIONS_PER_WORK_S, Deadline, WallBudget
+from solvers.schedule.search.budget import ACTIONS_PER_WORK_S, Deadline, WallBudget
 from solvers.microbatches import MicrobatchOption, microbatch_options, table_for
-from solvers.schedule.search import candidate_schedules, clear_memo
+from solvers.schedule.search.search import candidate_schedules, clear_memo
 from planner.planning.joint import joint_refine, polish_finalists, to_polish
 from planner.planning.steps import failure_reason, record_schedule, refine, screen, why_winner
 from planner.planning.under_budget import screen_under_budget
@@ -73,7 +73,7 @@ def make_plan(table: CostTable, req: PlanRequest, *,
     planned directly. ``variants`` are further (table, request) pairs screened and
     searched alongside, e.g. the same model under another recomputation mode: the plan
     is the fastest over all of them. The search spends ``req.work_s`` ([Note: work budget]
-    in ``solvers.schedule.budget``); ``budget`` is the wall-clock cap of the whole plan
+    in ``solvers.schedule.search.budget``); ``budget`` is the wall-clock cap of the whole plan
     (default: ``req.time_limit_s`` from ``req.started_s``, or from now; none when that is
     None; [Note: kept budget]): each phase stops at its share of it.
     """

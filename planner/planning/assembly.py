@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from planner.core.plan import Plan, stage_costs_to_dict
 from planner.core.schedule import format_schedule
 from planner.planning.records import limit_bytes_of, memory_limit_of
-from solvers.schedule.lower_bound import bound_parts
+from solvers.schedule.search.lower_bound import bound_parts
 
 if TYPE_CHECKING:
     from planner.core.costs import CostTable
@@ -19,7 +19,7 @@ __all__ = ["baselines_section", "to_plan", "bound_record"]
 def bound_record(costs, microbatches: int, activation_limit: list[int | None] | None) -> dict:
     """``predicted`` fields of the step-time lower bound: its value with the memory-limited
     term for ``activation_limit`` (activation bytes per rank; None = no limit), each term by name
-    and the one that binds (``solvers.schedule.lower_bound``)."""
+    and the one that binds (``solvers.schedule.search.lower_bound``)."""
     parts = bound_parts(costs, microbatches, activation_limit=activation_limit)
     binds = max(parts, key=lambda k: (parts[k], k == "memory"))
     return {"lower_bound_s": parts[binds], "lower_bound_terms": dict(parts), "lower_bound_binds": binds,
@@ -27,7 +27,7 @@ def bound_record(costs, microbatches: int, activation_limit: list[int | None] | 
 
 def baselines_section(best: "Trial", ev: "Evaluation", evaluate, labels, deadline=None) -> dict:
     """Each baseline partition simulated under the plan's schedule and microbatch count;
-    past ``deadline`` (a ``solvers.schedule.budget.Deadline``) the rest are marked skipped."""
+    past ``deadline`` (a ``solvers.schedule.search.budget.Deadline``) the rest are marked skipped."""
     out = {}
     for label in labels:
         if label not in best.baselines:

@@ -18,7 +18,7 @@ from planner.core.plan import Plan
 from planner.planning.degrees import DegreeChoice, DegreeSearch, degree_table, search_degrees, why_first
 from planner.planning.dp_step import optimizer_step_time
 from planner.progress import note, phase
-from solvers.schedule.budget import WallBudget
+from solvers.schedule.search.budget import WallBudget
 
 __all__ = ["plan_for_gpus", "FULLY_PLANNED", "SCREEN_SHARE", "SCREEN_PHASE"]
 

@@ -16,7 +16,7 @@ The caller (``planner.api.plan(..., gpus=N)``) plans the best few fully and keep
 fastest; ``why`` says what made the winner win over the runner-up.
 
 [Note: screen work] The screen is a phase like the planner's others ([Note: work budget]
-in ``solvers.schedule.budget``): it spends a share of ``--work`` counted in units, not
+in ``solvers.schedule.search.budget``): it spends a share of ``--work`` counted in units, not
 read off a clock: each cost-table layer built counts ``TABLE_UNITS_PER_LAYER``, each
 estimate one per layer and stage (``planner.planning.estimate.ScreenWork``), and
 ``UNITS_PER_WORK_S`` units make a reference second. Before each candidate it checks the
@@ -37,7 +37,7 @@ from planner.core.layer_math import layer_params
 from planner.core.model import ModelSpec
 from planner.planning.estimate import TABLE_UNITS_PER_LAYER, ScreenWork, StepEstimate, estimate_step
 from profiler.analytical import state_bytes
-from solvers.schedule.budget import Deadline
+from solvers.schedule.search.budget import Deadline
 
 __all__ = ["DegreeChoice", "DegreeSearch", "search_degrees", "why_first", "degree_table", "UNITS_PER_WORK_S",
            "RESCREEN", "SERIAL_SHARE"]

@@ -20,7 +20,7 @@ from planner.core.jsonio import UnreadableOutput
 from planner.core.plan import Plan
 from planner.core.reader import parse_json
 from planner.core.validate import validate
-from solvers.schedule.deadlines import parse_deadlines
+from solvers.schedule.search.deadlines import parse_deadlines
 
 __all__ = ["PlanDefect", "deliver"]
 

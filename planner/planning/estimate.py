@@ -16,7 +16,7 @@ From the analytical cost table (``profiler.analytical``), with the planner's own
    the one prediction every plan and benchmark reports.
 5. Peak memory per rank: what every rank holds (``StageCosts.static_per_rank``) plus the
    peak activation bytes of the order the planner runs for the shape (1F1B or interleaved
-   1F1B, their fused EP-overlap forms: ``solvers.schedule.generators``) from its in-flight
+   1F1B, their fused EP-overlap forms: ``solvers.schedule.families.generators``) from its in-flight
    counts (``solvers.partition.inflight.memory_points``): the simulator's peak of that order.
 
 The full planner (``planner.planning``) refines partition and schedule; this estimate
@@ -39,7 +39,7 @@ from profiler.analytical import analytical_costs
 from profiler.cost_model.calibration import active_calibration
 from solvers.partition.inflight import MemoryPoint, memory_points, peak_activation_bytes
 from solvers.partition.ranges import weighted_partition
-from solvers.schedule.generators import interleaved_1f1b
+from solvers.schedule.families.generators import interleaved_1f1b
 
 __all__ = ["StepEstimate", "ScreenWork", "estimate_step", "inflight_microbatches", "TABLE_UNITS_PER_LAYER"]
 

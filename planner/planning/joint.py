@@ -8,8 +8,8 @@ from dataclasses import replace
 from planner.core.errors import InfeasibleError
 from planner.progress import note
 from solvers.joint import alternate
-from solvers.schedule.budget import Deadline
-from solvers.schedule.search import ScheduleChoice
+from solvers.schedule.search.budget import Deadline
+from solvers.schedule.search.search import ScheduleChoice
 from planner.planning.records import Evaluation, Trial, evaluate, memory_limit_of, pinned_of, simulate_bounds
 from planner.planning.steps import as_chosen, choose_schedule, refine, settle
 
@@ -48,7 +48,7 @@ def joint_refine(trials: list[Trial], tried: list[dict],
     ``JOINT_POLISHED`` CP-SAT. This phase is bounded by counts (finalists, rounds, moves),
     not by the clock, so the plan depends only on the inputs and the seed; the clock
     bounds only the CP-SAT parts, in its deterministic time. ``deadline`` is the phase's
-    wall deadline ([Note: kept budget] in ``solvers.schedule.budget``): once it passes,
+    wall deadline ([Note: kept budget] in ``solvers.schedule.search.budget``): once it passes,
     the finalists not yet refined keep their screened state.
     """
     finalists = shortlist(trials, deadline)
@@ -134,7 +134,7 @@ def polish_finalists(finalists: list[Trial], tried: list[dict],
     for auto/cpsat on those within ``POLISH_WITHIN`` of the fastest, sharing
     ``POLISH_SHARE`` of the work budget: ``choose_schedule``); the fastest valid result wins.
     Past ``deadline`` the remaining finalists are dropped (the first, the fastest after
-    joint refinement, is always kept; [Note: kept budget] in ``solvers.schedule.budget``)."""
+    joint refinement, is always kept; [Note: kept budget] in ``solvers.schedule.search.budget``)."""
     best, refused = None, None
     fastest = min(t.step for t in finalists)
     hopeful = [t for t in finalists if t.step <= fastest * (1 + POLISH_WITHIN)]

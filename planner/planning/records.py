@@ -13,8 +13,8 @@ from planner.core.steady import SteadyState, steady_state
 from planner.core.validate import validate
 from solvers.partition.pins import StagePins, pinned_cuts
 from solvers.partition.search import PartitionResult
-from solvers.schedule.budget import DEFAULT_WORK
-from solvers.schedule.memory_limit import MemoryLimit
+from solvers.schedule.search.budget import DEFAULT_WORK
+from solvers.schedule.engines.memory_limit import MemoryLimit
 
 __all__ = ["BASELINES", "PlanRequest", "Evaluation", "Trial", "evaluate", "memory_limit_of", "limit_bytes_of",
            "simulate_bounds", "pinned_of"]
@@ -42,7 +42,7 @@ class PlanRequest:
     memory_limit_bytes: int | None = None
     """Per-GPU memory limit; None = unlimited."""
     schedule: str = "auto"
-    """Schedule name (see ``solvers.schedule.search.SCHEDULES``) or auto."""
+    """Schedule name (see ``solvers.schedule.search.search.SCHEDULES``) or auto."""
     partition: str = "overlap"
     """overlap, serial, flops or uniform."""
     pins: StagePins = field(default_factory=StagePins)
@@ -52,7 +52,7 @@ class PlanRequest:
     seed: int = 0
     """Seed for randomised solvers."""
     work_s: float = DEFAULT_WORK
-    """Search effort in reference seconds ([Note: work budget] in ``solvers.schedule.budget``):
+    """Search effort in reference seconds ([Note: work budget] in ``solvers.schedule.search.budget``):
     every phase's deterministic budget is a share of it, so the same request and seed give
     the same plan on any machine at any load."""
     time_limit_s: float | None = None
@@ -68,7 +68,7 @@ class PlanRequest:
     memory_limit_microbatches: float | None = None
     """Activation budget per rank in microbatches' worth (``--memory-limit 4microbatches``), on
     top of ``memory_limit_bytes``; None = bytes only ([Note: one memory rule] in
-    ``solvers.schedule.memory_limit``)."""
+    ``solvers.schedule.engines.memory_limit``)."""
     deadlines: dict = field(default_factory=dict)
     """(stage, kind, microbatch) -> latest end in seconds (``--deadline``)."""
     model: dict = field(default_factory=dict)
@@ -138,7 +138,7 @@ def evaluate(table: CostTable, req: PlanRequest, bounds: list[tuple[int, int]],
              schedule: Schedule) -> Evaluation:
     """Stage costs, simulation and validation of one partition under one schedule: the
     validator's verdict with the request's memory limit ([Note: one memory rule] in
-    ``solvers.schedule.memory_limit``) and deadlines, as ``ppplan validate`` gives it."""
+    ``solvers.schedule.engines.memory_limit``) and deadlines, as ``ppplan validate`` gives it."""
     ranks = stage_ranks(req.pp * req.vpp, req.pp, req.placement)
     sc = stage_costs(table, bounds, ranks)
     sim = simulate(schedule, sc)

@@ -13,10 +13,10 @@ from planner.core.stage_costs import stage_costs
 from planner.core.steady import steady_state
 from solvers.partition.refine import refine_partition
 from solvers.partition.search import partition_for_schedule
-from solvers.schedule.budget import Deadline, WallBudget
-from solvers.schedule.lower_bound import step_lower_bound
-from solvers.schedule.memory_limit import MemoryLimit
-from solvers.schedule.search import ScheduleChoice, best_schedule, generate
+from solvers.schedule.search.budget import Deadline, WallBudget
+from solvers.schedule.search.lower_bound import step_lower_bound
+from solvers.schedule.engines.memory_limit import MemoryLimit
+from solvers.schedule.search.search import ScheduleChoice, best_schedule, generate
 from planner.planning.records import (BASELINES, Evaluation, PlanRequest, Trial, evaluate, memory_limit_of,
                                     pinned_of, simulate_bounds)
 
@@ -33,7 +33,7 @@ def settle(best: Trial, ev: Evaluation, deadline: Deadline | None = None) -> Eva
     """Under the final schedule, keep the fastest valid of the plan's partition and the
     baseline partitions that fit (the order was adapted to the plan's costs, so a baseline
     could now be faster: then it is the plan, and the plan never loses to a baseline).
-    Stops at ``deadline`` ([Note: kept budget] in ``solvers.schedule.budget``)."""
+    Stops at ``deadline`` ([Note: kept budget] in ``solvers.schedule.search.budget``)."""
     if best.req.partition != "overlap":
         return ev
     for bounds, fits in best.baselines.values():
@@ -53,7 +53,7 @@ def choose_schedule(best: Trial, ev: Evaluation, time_limit: float | None = None
                     polish: bool = True, heuristics: bool = True,
                     deadline: Deadline | None = None) -> ScheduleChoice:
     """Heuristics (+ CP-SAT for auto/cpsat, within ``time_limit``, default the request's) on
-    the plan's stage costs (solvers.schedule.search), ranked by the request's objective."""
+    the plan's stage costs (solvers.schedule.search.search), ranked by the request's objective."""
     req = best.req
     return best_schedule(ev.costs, microbatches=req.microbatches, memory_limit=memory_limit_of(req),
                          deadlines=req.deadlines, method=req.schedule,
@@ -64,7 +64,7 @@ def choose_schedule(best: Trial, ev: Evaluation, time_limit: float | None = None
 
 def as_chosen(best: Trial, ev: Evaluation) -> ScheduleChoice:
     """``best``'s order kept as it is (no time left to re-choose it: [Note: kept budget] in
-    ``solvers.schedule.budget``), with its lower bound and gap."""
+    ``solvers.schedule.search.budget``), with its lower bound and gap."""
     limit = memory_limit_of(best.req)
     lb = step_lower_bound(ev.costs, best.req.microbatches,
                           activation_limit=None if limit is None else limit.activation_limit(ev.costs))
@@ -91,7 +91,7 @@ def screen(table: CostTable, req: PlanRequest, name: str, tried: list[dict], bud
     ``shapes`` memoises the generated and compiled order per (family, pp, vpp, count,
     placement): recomputation modes share it, and it depends on nothing else. A candidate
     is kept only within the memory limit as the validator checks it ([Note: one memory
-    rule] in ``solvers.schedule.memory_limit``); one that fails is recorded with its status
+    rule] in ``solvers.schedule.engines.memory_limit``); one that fails is recorded with its status
     and reason, and no time."""
     entry = screen_entry(req, name, tried)
     key = (name, req.pp, req.vpp, req.microbatches, req.placement)
@@ -162,7 +162,7 @@ def baseline_partitions(table: CostTable, sched, req: PlanRequest, budget: float
 
 def refine(best: Trial, *, deadline: Deadline | None) -> dict:
     """Move boundaries under the simulator (overlap method only) until ``deadline``
-    ([Note: kept budget] in ``solvers.schedule.budget``); updates ``best`` in place. With the
+    ([Note: kept budget] in ``solvers.schedule.search.budget``); updates ``best`` in place. With the
     steady objective a move is kept only when it does not lengthen the period."""
     if best.req.partition != "overlap":
         return {"rounds": 0, "evaluated": 0}

@@ -26,7 +26,7 @@ from planner.core.plan import Plan
 from planner.core.targets import Target
 from planner.planning import make_plan
 from planner.planning.records import PlanRequest
-from solvers.schedule.families import SCHEDULES, candidate_schedules
+from solvers.schedule.families.registry import SCHEDULES, candidate_schedules
 
 __all__ = ["TargetRun", "check_shape", "target_runs", "plan_for_target"]
 

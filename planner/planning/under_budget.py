@@ -26,9 +26,9 @@ from planner.core.placement import stage_ranks
 from planner.core.simulate import compile_schedule
 from planner.core.stage_costs import stage_costs
 from solvers.partition.search import partition_for_schedule
-from solvers.schedule.budget import Deadline
-from solvers.schedule.list_scheduler import unit_order
-from solvers.schedule.search import best_schedule, generate
+from solvers.schedule.search.budget import Deadline
+from solvers.schedule.engines.list_scheduler import unit_order
+from solvers.schedule.search.search import best_schedule, generate
 from planner.planning.records import PlanRequest, Trial, memory_limit_of
 from planner.planning.steps import baseline_partitions, partition_options, screen_entry
 

@@ -36,7 +36,7 @@ from planner.core.simulate import simulate
 from planner.core.stage_costs import StageCosts, stage_costs
 from planner.core.validate import validate
 from planner.planning import PlanRequest, evaluate, make_plan
-from solvers.schedule.budget import check_work
+from solvers.schedule.search.budget import check_work
 from planner.planning.delivery import deliver
 from planner.planning.dp_step import add_dp_step
 from planner.replanning.costs import routed_costs
@@ -145,7 +145,7 @@ def replan(plan: Plan | str | Path, routing: list[str | Path], *, window: int | 
     (``tp_pp_dp_mapping``: the run used ``--use-tp-pp-dp-mapping``) and its
     ``--expert-tensor-parallel-size`` (``expert_tp``, default the plan's tp). ``work`` is the
     re-plan's search budget (default: the one the plan was made with; [Note: work budget]
-    in ``solvers.schedule.budget``).
+    in ``solvers.schedule.search.budget``).
     """
     if min_gain < 0 or move_penalty < 0:
         raise InputError("--min-gain" if min_gain < 0 else "--move-penalty", "must be >= 0")

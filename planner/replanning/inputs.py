@@ -21,10 +21,10 @@ from planner.core.hf_config import load_model
 from planner.core.model import ModelSpec
 from planner.core.plan import Plan
 from planner.planning import PlanRequest
-from solvers.schedule.budget import DEFAULT_WORK
+from solvers.schedule.search.budget import DEFAULT_WORK
 from planner.replanning.megatron_layout import megatron_layout
 from profiler.routing import RoutingSummary, load_routing, routing_format
-from solvers.schedule.search import SCHEDULES, candidate_schedules
+from solvers.schedule.search.search import SCHEDULES, candidate_schedules
 
 __all__ = ["plan_model", "plan_cluster", "plan_request", "requested_schedule", "plan_routing",
            "read_traces", "routing_section"]

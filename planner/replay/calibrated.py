@@ -47,7 +47,7 @@ def _with_schedule(plan: Plan, schedule: Schedule, name: str) -> Plan:
 
 def calibration_plans(plan: Plan) -> tuple[Plan, Plan]:
     """(full backwards, split backwards) calibration plans on ``plan``'s stages and ranks."""
-    from solvers.schedule.generators import interleaved_1f1b
+    from solvers.schedule.families.generators import interleaved_1f1b
 
     vpp = plan.num_stages // plan.pp
     if vpp > 1 and plan.parallel.get("placement", "loop") != "loop":

@@ -84,5 +84,6 @@ def simulate_shared(schedule: Schedule, costs: StageCosts, slowdown: dict[str, f
     if any(e == float("inf") for e in end):
         raise ValueError("shared-core simulation stalled: the schedule does not finish")
     busy_time = [sum(end[k] - start[k] for k in row) for row in comp.order]
-    return replace(base, step_time=max(end, default=0.0), start=start, end=end, busy=busy_time,
-                   critical_path=[])
+    shared = replace(base, step_time=max(end, default=0.0), start=start, end=end, busy=busy_time)
+    shared.memory, shared.critical_path = base.memory, []  # cached properties, set: see the docstring
+    return shared

@@ -1,6 +1,6 @@
 """A lower bound on the step time of *every* partition (one stage per rank), any schedule.
 
-``solvers.schedule.lower_bound`` bounds the step of one partition. A tie between the planner's
+``solvers.schedule.search.lower_bound`` bounds the step of one partition. A tie between the planner's
 partition and a baseline only means something when no partition could do clearly
 better, so this module takes the minimum of that bound over all contiguous
 partitions into S = pp stages, for a given cost table, microbatch count and memory
@@ -20,7 +20,7 @@ are replaced by their smallest possible value over any split of the layers befor
 - with those, the stage's busiest-rank term (its work less what fused pairs can save,
   no pair before its first input-gradient), its round trip, and its memory-limited
   throughput (``floor(budget / act)`` microbatches in flight, budget = limit - the
-  stage's static bytes) are the formulas of ``solvers.schedule.lower_bound`` (the W tail is
+  stage's static bytes) are the formulas of ``solvers.schedule.search.lower_bound`` (the W tail is
   bounded below by the stage's own W).
 
 Each term is at most the corresponding part of ``step_lower_bound`` for any partition

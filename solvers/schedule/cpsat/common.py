@@ -10,7 +10,7 @@ its workers in interleaved batches and stops on its deterministic clock
 (``max_deterministic_time`` = the time limit); the same model, seed and limit then give
 the same solution whatever the machine load. No wall clock is read unless the caller
 passes ``wall_s`` (what is left of the user's ``--time-limit`` cap: [Note: kept budget]
-in ``solvers.schedule.budget``); only when that fires can two runs differ.
+in ``solvers.schedule.search.budget``); only when that fires can two runs differ.
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def configure(solver: cp_model.CpSolver, *, time_limit: float, seed: int, worker
               deterministic: bool = True, wall_s: float | None = None) -> None:
     """Time limit, workers and seed (see [Note: deterministic search]); ``wall_s`` caps the
     wall time further (what is left of the plan's budget: [Note: kept budget] in
-    ``solvers.schedule.budget``)."""
+    ``solvers.schedule.search.budget``)."""
     prm = solver.parameters
     prm.catch_sigint_signal = False  # Ctrl-C reaches Python: [Note: Ctrl-C] in planner/cli/interrupt.py
     prm.num_workers = max(1, workers)

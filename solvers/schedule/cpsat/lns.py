@@ -250,7 +250,7 @@ def lns_improve(costs: StageCosts, schedule: Schedule, *, activation_limit: list
     result = LnsResult(best, best_t, history=[best_t])
     t_start = time.perf_counter()
     wall_cap = math.inf  # [Note: deterministic search]: the work clock alone, unless the user capped wall time
-    if wall_s is not None:  # [Note: kept budget] in solvers.schedule.budget
+    if wall_s is not None:  # [Note: kept budget] in solvers.schedule.search.budget
         wall_cap = t_start + wall_s
     idle_passes, p, size = 0, 0, actions_per_rank
     while result.work_s < time_limit and time.perf_counter() < wall_cap:

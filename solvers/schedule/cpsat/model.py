@@ -15,7 +15,7 @@ The horizon is the warm start's makespan in ticks, so the model only holds sched
 at least as good as the warm start. Symmetry breaking restricts the search to
 microbatch-ordered schedules (every generator in ``solvers`` produces one); OPTIMAL is
 meant within that class, while the reported gap is always against the independent
-``solvers.schedule.lower_bound``. Fine for a few hundred tasks; larger instances go through
+``solvers.schedule.search.lower_bound``. Fine for a few hundred tasks; larger instances go through
 ``solvers.schedule.cpsat.lns``.
 
 [Note: reservoir as cumulative] Every allocation here is released by a later event of

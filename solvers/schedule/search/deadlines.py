@@ -4,7 +4,7 @@ By default every W only has to finish before the optimizer step (the end of the
 step). A user may also pin a task: ``--deadline 0W3=0.8`` (W of stage 0, microbatch 3,
 must end 0.8 s into the step) or ``--deadline W=1.5`` (every W). The earliest a task can
 finish in any schedule is the longest dependency chain ending in it with each task at
-its cheapest duration (``solvers.schedule.lower_bound``'s chain durations) and P2P between
+its cheapest duration (``solvers.schedule.search.lower_bound``'s chain durations) and P2P between
 ranks; a deadline before that is reported with the task and the number.
 """
 

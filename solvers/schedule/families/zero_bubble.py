@@ -2,8 +2,8 @@
 
 Backward is split into the input-gradient I (on the critical path) and the
 weight-gradient W (free to move). Each generator returns the order for the uniform
-picture F = I = W (``solvers.schedule.list_scheduler.unit_costs``), drawn by the greedy list
-scheduler under the paper's memory limits; ``solvers.schedule.w_fill.fill_w`` and
+picture F = I = W (``solvers.schedule.engines.list_scheduler.unit_costs``), drawn by the greedy list
+scheduler under the paper's memory limits; ``solvers.schedule.engines.w_fill.fill_w`` and
 ``list_schedule`` adapt it to real, unequal stage costs.
 
 - ``zb_h1``: rank r keeps at most p - r microbatches in flight, as 1F1B does (memory
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from planner.core.placement import stage_ranks
 from planner.core.schedule import Schedule
-from solvers.schedule.list_scheduler import unit_order
+from solvers.schedule.engines.list_scheduler import unit_order
 
 __all__ = ["zb_h1", "zb_h2", "zb_v"]
 

@@ -1,10 +1,10 @@
 """Heuristic schedule candidates for given stage costs, simulated, with a memo.
 
-``best_schedule`` (``solvers.schedule.search``) ranks these:
+``best_schedule`` (``solvers.schedule.search.search``) ranks these:
 
 - ``from_start``: a start order as given and with W tasks moved into its gaps;
-- ``drawn``: every applicable family's order (``solvers.schedule.families``), as drawn and
-  W-filled (``solvers.schedule.w_fill``), and the greedy list scheduler (``solvers.schedule.list_scheduler``)
+- ``drawn``: every applicable family's order (``solvers.schedule.families.registry``), as drawn and
+  W-filled (``solvers.schedule.engines.w_fill``), and the greedy list scheduler (``solvers.schedule.engines.list_scheduler``)
   under the memory budget and under p and 2p microbatches, fused and not;
 - ``simulated``: ``drawn``'s candidates with ``limits``'s verdict each, memoised
   ([Note: heuristic memo]).
@@ -20,13 +20,13 @@ from planner.core.simulate import simulate
 from planner.core.stage_costs import StageCosts
 from planner.core.units import format_bytes
 from planner.core.validate import validate
-from solvers.schedule.budget import Deadline
-from solvers.schedule.deadlines import earliest_finish
-from solvers.schedule.list_scheduler import list_schedule
-from solvers.schedule.memory_limit import rank_activation
-from solvers.schedule.families import EXACT_FAMILIES, SCHEDULES, applies, fuses, placement_of
-from solvers.schedule.w_fill import fill_w
-from solvers.schedule.zb_greedy import zb_greedy_orders
+from solvers.schedule.search.budget import Deadline
+from solvers.schedule.search.deadlines import earliest_finish
+from solvers.schedule.engines.list_scheduler import list_schedule
+from solvers.schedule.engines.memory_limit import rank_activation
+from solvers.schedule.families.registry import EXACT_FAMILIES, SCHEDULES, applies, fuses, placement_of
+from solvers.schedule.engines.w_fill import fill_w
+from solvers.schedule.engines.zb_greedy import zb_greedy_orders
 
 __all__ = ["DRAW_FIRST", "FirstValid", "from_start", "drawn", "limits", "verdict", "simulated", "clear_memo"]
 
@@ -35,7 +35,7 @@ DRAW_FIRST = ("zb-h1", "zb-h2", "zbv", "dualpipev", "dualpipev-list", "1f1b-over
 """Families drawn before the others (then ``SCHEDULES`` order): ZB-H1 first, which holds
 no more than p microbatches in flight (1F1B's memory), so it fits wherever any order can;
 then ZB-H2 (up to 2p in flight), the V and the fused orders, which win most often. A draw
-cut short by the wall cap ([Note: kept budget] in ``solvers.schedule.budget``) has them
+cut short by the wall cap ([Note: kept budget] in ``solvers.schedule.search.budget``) has them
 ([Note: first valid]); with time for every draw the order only breaks exact ties."""
 
 
@@ -67,7 +67,7 @@ def drawn(costs: StageCosts, m: int, act_limit: list[int] | None, deadlines: dic
     reason)``.
 
     [Note: draw order] The two streams are drawn in turns, so that a draw cut short by the
-    wall budget ([Note: kept budget] in ``solvers.schedule.budget``) holds the first of
+    wall budget ([Note: kept budget] in ``solvers.schedule.search.budget``) holds the first of
     both: on V placement the family orders are far from the greedy fused list schedule
     (DeepSeek-V3 pp 16 vpp 2, M 120, 72 GiB: zbv 85.6 s, dualpipev 67.6 s, greedy-fused
     41.9 s), which came ninth, after 1.2 s of drawing, so ``--time-limit 3`` planned

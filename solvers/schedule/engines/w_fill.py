@@ -3,7 +3,7 @@
 Any schedule (1F1B, interleaved, a zero-bubble order, a fused one) is first split:
 each full backward ``B`` becomes its input-gradient ``I`` and every W is taken out;
 fused ``(F;B)`` pairs keep their F and I part together. The event engine
-(``solvers.schedule.list_engine``) then replays the F/I order with the real per-stage costs and
+(``solvers.schedule.engines.list_engine``) then replays the F/I order with the real per-stage costs and
 puts each W back where the rank would otherwise idle (it fits before the next F/I can
 start), where memory forces it (a forward needs the bytes the W's ``act_w_bytes`` still
 hold) or where its deadline forces it; leftovers run at the end, before the optimizer
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from planner.core.schedule import OVERLAP, Action, ActionKind, Key, Schedule
 from planner.core.stage_costs import StageCosts
-from solvers.schedule.list_engine import run_engine
+from solvers.schedule.engines.list_engine import run_engine
 
 __all__ = ["fill_w", "split_order"]
 

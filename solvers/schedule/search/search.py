@@ -1,20 +1,20 @@
-"""The best schedule for given stage costs (families by name: ``solvers.schedule.families``).
+"""The best schedule for given stage costs (families by name: ``solvers.schedule.families.registry``).
 
 ``best_schedule`` adapts every applicable heuristic to the stage costs
-(``solvers.schedule.candidates``), optionally improves the best with CP-SAT, and returns
+(``solvers.schedule.search.candidates``), optionally improves the best with CP-SAT, and returns
 the fastest valid schedule with its lower bound and gap:
 
 1. every generator of the placement (``generate``), as drawn and with W tasks moved
-   into the real gaps (``solvers.schedule.w_fill.fill_w``), plus the planner's own start;
-2. the cost-aware greedy list scheduler (``solvers.schedule.list_scheduler``) under the memory
+   into the real gaps (``solvers.schedule.engines.w_fill.fill_w``), plus the planner's own start;
+2. the cost-aware greedy list scheduler (``solvers.schedule.engines.list_scheduler``) under the memory
    budget and under p and 2p microbatches of activations, fused and not;
 3. ``cpsat``: CP-SAT warm-started from the best of those (``solvers.schedule.cpsat.solve``);
    ``auto`` runs it too, within the same time limit, when the best heuristic is more
    than 1% above the lower bound.
 
 With ``objective="steady"`` the candidates are ranked by their steady-state period, the
-orders built for it (``solvers.schedule.steady_order``, [Note: steady tail]) join them,
-and the period search (``solvers.schedule.steady_search``, [Note: period search]) takes
+orders built for it (``solvers.schedule.search.steady_order``, [Note: steady tail]) join them,
+and the period search (``solvers.schedule.search.steady_search``, [Note: period search]) takes
 the place of CP-SAT unless the best is at ``steady_lower_bound`` already.
 
 Every candidate is simulated (per-rank activation budget, deadlines) and the fastest
@@ -33,14 +33,14 @@ from planner.core.schedule import Key, Schedule
 from planner.core.stage_costs import StageCosts
 from planner.core.steady import steady_state
 from planner.core.validate import validate
-from solvers.schedule.budget import Deadline, check_time_limit
-from solvers.schedule.deadlines import check_deadlines
-from solvers.schedule.lower_bound import step_lower_bound
-from solvers.schedule.memory_limit import MemoryLimit
-from solvers.schedule.steady_order import steady_lower_bound, steady_orders
-from solvers.schedule.steady_search import improve_period
-from solvers.schedule.candidates import clear_memo, from_start, limits, simulated, verdict
-from solvers.schedule.families import (EXACT_FAMILIES, SCHEDULE_CHOICES, SCHEDULES, ScheduleKind,
+from solvers.schedule.search.budget import Deadline, check_time_limit
+from solvers.schedule.search.deadlines import check_deadlines
+from solvers.schedule.search.lower_bound import step_lower_bound
+from solvers.schedule.engines.memory_limit import MemoryLimit
+from solvers.schedule.search.steady_order import steady_lower_bound, steady_orders
+from solvers.schedule.search.steady_search import improve_period
+from solvers.schedule.search.candidates import clear_memo, from_start, limits, simulated, verdict
+from solvers.schedule.families.registry import (EXACT_FAMILIES, SCHEDULE_CHOICES, SCHEDULES, ScheduleKind,
                                        candidate_schedules, check_schedule_option, fuses, generate)
 
 __all__ = ["ScheduleKind", "SCHEDULES", "SCHEDULE_CHOICES", "generate",
@@ -65,7 +65,7 @@ class ScheduleChoice:
     step_time: float
     """Simulated step time, seconds."""
     lower_bound: float
-    """``solvers.schedule.lower_bound.step_lower_bound`` for these costs and budget."""
+    """``solvers.schedule.search.lower_bound.step_lower_bound`` for these costs and budget."""
     gap: float
     """step_time / lower_bound - 1."""
     wall_s: float

@@ -20,7 +20,7 @@ as the simulator times it. The builder plays one step microbatch by microbatch, 
 sweep down the stages and an input-gradient sweep back up, so each task's inputs are
 placed before it and its start is exact in the simulator's model
 (``planner.core.simulate``: one stream per rank, P2P time per boundary). Unlike
-``solvers.schedule.w_fill`` (a W wherever a rank would idle), a W here waits when a
+``solvers.schedule.engines.w_fill`` (a W wherever a rank would idle), a W here waits when a
 gap is shorter than it and other ranks have idled more: the last stage then keeps
 feeding input-gradients back, and the Ws it defers fill the step's tail while the
 gradients travel to the first stage (p 4, M 16, F/I/W 1/1/2 ms, P2P 0.1 ms, memory 2p:

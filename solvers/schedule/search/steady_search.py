@@ -1,6 +1,6 @@
 """Local search over the per-rank order for the steady-state period.
 
-Every other candidate (``solvers.schedule.candidates``) is built for one step's makespan;
+Every other candidate (``solvers.schedule.search.candidates``) is built for one step's makespan;
 ``--objective steady`` only ranked them by their period ([Note: steady state] in
 ``planner.core.steady``). The period has its own optimum: the wait of the last rank
 between its last input-gradient of step k and its first forward of step k + 1 (the last
@@ -16,7 +16,7 @@ its rank still runs every same-rank dependency first and stays within its activa
 limit (the memory of one step: a rank starts step k + 1 empty); a move that deadlocks
 is rejected by the simulator. Draws come from ``random.Random(seed)`` and the search
 stops after a number of simulated actions, so the result is reproducible; a wall
-deadline ([Note: kept budget] in ``solvers.schedule.budget``) can cut it earlier. This
+deadline ([Note: kept budget] in ``solvers.schedule.search.budget``) can cut it earlier. This
 is the local-search reading of Zero Bubble's own search for the post-validation
 schedule, which minimises "the largest execution time of all stages" (Qi et al., ICLR
 2024, sec. 3.3), here scored by the simulator instead of its ILP.
@@ -31,7 +31,7 @@ from planner.core.compiled import DeadlockError
 from planner.core.schedule import Action, Schedule, predecessors, provides
 from planner.core.stage_costs import StageCosts
 from planner.core.steady import steady_state
-from solvers.schedule.budget import Deadline
+from solvers.schedule.search.budget import Deadline
 
 __all__ = ["REACH", "SteadySearch", "improve_period"]
 

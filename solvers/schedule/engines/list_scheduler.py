@@ -1,6 +1,6 @@
 """Cost-aware greedy schedule: zero-bubble style list scheduling under a memory budget.
 
-Each rank, whenever it is free, runs the ready task it prefers (``solvers.schedule.list_engine``
+Each rank, whenever it is free, runs the ready task it prefers (``solvers.schedule.engines.list_engine``
 does the timing, W filling, memory and deadlines):
 
 - input-gradients before forwards (they free memory and lie on the critical path),
@@ -22,8 +22,8 @@ from __future__ import annotations
 from planner.core.costs import P2PCost
 from planner.core.schedule import OVERLAP, Action, ActionKind, Key, Schedule
 from planner.core.stage_costs import StageCosts
-from solvers.schedule.list_engine import EngineResult, run_engine
-from solvers.schedule.memory_limit import rank_activation
+from solvers.schedule.engines.list_engine import EngineResult, run_engine
+from solvers.schedule.engines.memory_limit import rank_activation
 
 __all__ = ["list_schedule", "unit_costs", "unit_order", "rank_activation", "fused_pairs"]
 
@@ -100,7 +100,7 @@ def unit_costs(pp: int, ranks: list[int], *, fused_share: float = 0.75) -> Stage
     the in-flight limit until its weight-gradient is done. Counting it only until I would
     let the unit picture defer every W to the end of the step, an order whose real
     weight-gradient memory (M microbatches' worth) fits no realistic limit; where W
-    should land under real costs and memory is decided later by ``solvers.schedule.w_fill``."""
+    should land under real costs and memory is decided later by ``solvers.schedule.engines.w_fill``."""
     S = len(ranks)
     fused = {(a, b): 2 * fused_share for a in range(S) for b in range(S) if ranks[a] == ranks[b]}
     return StageCosts(f=(1.0,) * S, i=(1.0,) * S, w=(1.0,) * S, act_bytes=(1,) * S,

@@ -3,7 +3,7 @@
 ``generate`` draws a named order for the uniform picture (the planner's partition
 search needs an order before costs per stage exist); ``candidate_schedules`` lists the
 families ``auto`` screens for a shape. Choosing among them for real stage costs is
-``solvers.schedule.search.best_schedule``.
+``solvers.schedule.search.search.best_schedule``.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from planner.core.errors import InputError
 from planner.core.placement import stage_ranks
 from planner.core.schedule import Schedule
 from planner.core.stage_costs import StageCosts
-from solvers.schedule.dualpipev import dualpipev
-from solvers.schedule.dualpipev_exact import dualpipev_exact
-from solvers.schedule.generators import gpipe, interleaved_1f1b, one_f_one_b
-from solvers.schedule.zero_bubble import zb_h1, zb_h2, zb_v
+from solvers.schedule.families.dualpipev_list import dualpipev_list
+from solvers.schedule.families.dualpipev_exact import dualpipev_exact
+from solvers.schedule.families.generators import gpipe, interleaved_1f1b, one_f_one_b
+from solvers.schedule.families.zero_bubble import zb_h1, zb_h2, zb_v
 
 __all__ = ["ScheduleKind", "SCHEDULES", "SCHEDULE_CHOICES", "EXACT_FAMILIES", "generate", "applies",
            "candidate_schedules", "check_schedule_option", "placement_of", "fuses"]
@@ -59,7 +59,7 @@ SCHEDULES: dict[str, ScheduleKind] = {
     "zb-h2": ScheduleKind(_one_stage(zb_h2)),
     "zbv": ScheduleKind(_one_stage(zb_v), placement="v", vpp=(2,)),
     "dualpipev": ScheduleKind(_one_stage(dualpipev_exact), fused=True, placement="v", vpp=(2,)),
-    "dualpipev-list": ScheduleKind(_one_stage(dualpipev), fused=True, placement="v", vpp=(2,)),
+    "dualpipev-list": ScheduleKind(_one_stage(dualpipev_list), fused=True, placement="v", vpp=(2,)),
 }
 
 SCHEDULE_CHOICES = ("auto", *SCHEDULES, "cpsat")

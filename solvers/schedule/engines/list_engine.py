@@ -2,9 +2,9 @@
 
 One engine serves two passes:
 
-- ``solvers.schedule.w_fill.fill_w``: the F/I order of every rank is fixed (taken from a
+- ``solvers.schedule.engines.w_fill.fill_w``: the F/I order of every rank is fixed (taken from a
   generator) and only the W tasks move;
-- ``solvers.schedule.list_scheduler.list_schedule``: the F/I order is chosen greedily too
+- ``solvers.schedule.engines.list_scheduler.list_schedule``: the F/I order is chosen greedily too
   (input-gradients first, oldest microbatch first, forwards admitted while the
   activation budget allows), which adapts zero-bubble schedules to heterogeneous costs.
 
