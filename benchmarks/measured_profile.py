@@ -17,7 +17,7 @@ reduced width with a 2-rank expert-parallel gloo group, and reports
 
 CPU timings on a shared machine are noisy; the load average is recorded with them.
 
-    python benchmarks/profiler.py [--json] [--only MODEL] [--scale F] [--ep N] [--seq-len T] [--repeats R]
+    python benchmarks/measured_profile.py [--json] [--only MODEL] [--scale F] [--ep N] [--seq-len T] [--repeats R]
 
 Defaults: qwen3-next-80b-a3b at scale 1/16 (hidden 128), deepseek-v3 at 1/32 (hidden 224),
 EP 2, 1 x 256 tokens, 1 warm-up and 5 timed repeats.
