@@ -30,11 +30,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from planner.core.paths import SHIPPED_MODELS
+from planner.core.plan import without_wall_s
 
-from planner.core.paths import SHIPPED_MODELS  # noqa: E402
-from planner.core.plan import without_wall_s  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 FOUR = "examples/costs/four_stages.json"
 """Relative to the repository (where ``plan_hash`` runs): the plan records its profile's path,

@@ -50,8 +50,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("DS_ACCELERATOR", "cpu")  # DeepSpeed prints its detection to stdout, into the JSON
-# benchmarks/profiler.py would shadow the profiler package
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from planner.api import plan as api_plan  # noqa: E402
 from planner.core.errors import InfeasibleError, InputError  # noqa: E402

@@ -49,10 +49,6 @@ import traceback
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-# benchmarks/profiler.py would shadow the ``profiler`` package: drop the script's folder.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.getcwd()) != _HERE]
-
 MODELS = ("qwen3-next-80b-a3b", "deepseek-v3")
 SCALES = (1.0, 0.5, 0.25, 0.125, 0.0625)
 MEMORY_SHARE = 0.4

@@ -26,16 +26,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-from planner.api import plan  # noqa: E402
-from planner.core.errors import InfeasibleError  # noqa: E402
-from planner.core.plan import Plan  # noqa: E402
-from solvers.schedule.search import best_schedule  # noqa: E402
+from planner.api import plan
+from planner.core.errors import InfeasibleError
+from planner.core.plan import Plan
+from solvers.schedule.search import best_schedule
 
 CASES = [("qwen3-next-80b-a3b", 8, 1, None), ("qwen3-next-80b-a3b", 16, 1, None), ("deepseek-v3", 16, 1, None),
          ("qwen3-235b-a22b", 16, 2, None), ("qwen3-next-80b-a3b", 8, 1, "h200"),

@@ -31,11 +31,8 @@ import os
 import sys
 import time
 
-if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-    sys.path.pop(0)  # this script shares its name with the ``profiler`` package it imports
-
-from planner.core.hf_config import load_model  # noqa: E402
-from profiler.measured import ProfileRequest, measured_costs  # noqa: E402
+from planner.core.hf_config import load_model
+from profiler.measured import ProfileRequest, measured_costs
 
 MODELS = {"qwen3-next-80b-a3b": 1 / 16, "deepseek-v3": 1 / 32}
 """Model -> default width scale (hidden 128 and 224)."""

@@ -38,21 +38,16 @@ import itertools
 import json
 import sys
 import time
-from pathlib import Path
 
-# Run as a script, this folder comes first on sys.path and benchmarks/profiler.py would
-# shadow the ``profiler`` package the planner imports: drop it.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-from planner.api import plan, resolve_cluster  # noqa: E402
-from planner.core.costs import CostTable  # noqa: E402
-from planner.core.errors import InfeasibleError  # noqa: E402
-from planner.core.hf_config import load_model  # noqa: E402
-from planner.core.stage_costs import stage_costs  # noqa: E402
-from profiler.analytical import analytical_costs  # noqa: E402
-from solvers.schedule.memory_limit import MemoryLimit  # noqa: E402
-from solvers.partition.bound import partition_lower_bound  # noqa: E402
-from solvers.schedule.search import best_schedule  # noqa: E402
+from planner.api import plan, resolve_cluster
+from planner.core.costs import CostTable
+from planner.core.errors import InfeasibleError
+from planner.core.hf_config import load_model
+from planner.core.stage_costs import stage_costs
+from profiler.analytical import analytical_costs
+from solvers.schedule.memory_limit import MemoryLimit
+from solvers.partition.bound import partition_lower_bound
+from solvers.schedule.search import best_schedule
 
 CASES = [("qwen3-next-80b-a3b", 4, 1), ("qwen3-next-80b-a3b", 8, 1), ("qwen3-next-80b-a3b", 16, 1),
          ("qwen3-235b-a22b", 8, 1), ("qwen3-235b-a22b", 8, 2), ("qwen3-235b-a22b", 16, 1),

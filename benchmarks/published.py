@@ -45,15 +45,11 @@ import tempfile
 from multiprocessing import get_context
 from pathlib import Path
 
-# Run as a script, this folder comes first on sys.path and benchmarks/profiler.py would
-# shadow the profiler package: drop it, and load the two sibling modules by path.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-from planner.api import plan  # noqa: E402
-from planner.core.errors import InfeasibleError  # noqa: E402
-from planner.core.jsonio import read_yaml  # noqa: E402
-from profiler.cost_model.calibration import FITTED, Calibration, using_calibration  # noqa: E402
-from solvers.schedule.budget import DEFAULT_WORK  # noqa: E402
+from planner.api import plan
+from planner.core.errors import InfeasibleError
+from planner.core.jsonio import read_yaml
+from profiler.cost_model.calibration import FITTED, Calibration, using_calibration
+from solvers.schedule.budget import DEFAULT_WORK
 
 
 def _sibling(name: str):

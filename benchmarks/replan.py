@@ -36,20 +36,15 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-# Run as a script, this folder comes first on sys.path and benchmarks/profiler.py would
-# shadow the ``profiler`` package: drop it.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-from planner.api import plan as make_default_plan  # noqa: E402
-from planner.core.hf_config import load_model  # noqa: E402
-from planner.replanning import DEFAULT_MIN_GAIN, replan  # noqa: E402
-from planner.replanning.inputs import read_traces  # noqa: E402
-from planner.replanning.megatron_layout import megatron_layout  # noqa: E402
+from planner.api import plan as make_default_plan
+from planner.core.hf_config import load_model
+from planner.replanning import DEFAULT_MIN_GAIN, replan
+from planner.replanning.inputs import read_traces
+from planner.replanning.megatron_layout import megatron_layout
 
 ROUTING = Path(__file__).resolve().parent.parent / "examples" / "routing"
 CASES = (("balanced", "balanced.json", None), ("hot_early", "hot_early.jsonl", None),

@@ -37,20 +37,16 @@ import random
 import sys
 import time
 
-# Run as a script, this folder comes first on sys.path and benchmarks/profiler.py would
-# shadow the ``profiler`` package: drop it.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-from planner.core.costs import P2PCost  # noqa: E402
-from planner.core.stage_costs import StageCosts  # noqa: E402
-from solvers.schedule.memory_limit import MemoryLimit  # noqa: E402
-from planner.core.simulate import simulate  # noqa: E402
-from planner.core.steady import steady_state  # noqa: E402
-from solvers.schedule.budget import DEFAULT_WORK, WallBudget  # noqa: E402
-from solvers.schedule.search import best_schedule, clear_memo  # noqa: E402
-from solvers.schedule.steady_order import steady_lower_bound  # noqa: E402
-from solvers.schedule.w_fill import fill_w  # noqa: E402
-from solvers.schedule.zero_bubble import zb_h1, zb_h2  # noqa: E402
+from planner.core.costs import P2PCost
+from planner.core.stage_costs import StageCosts
+from solvers.schedule.memory_limit import MemoryLimit
+from planner.core.simulate import simulate
+from planner.core.steady import steady_state
+from solvers.schedule.budget import DEFAULT_WORK, WallBudget
+from solvers.schedule.search import best_schedule, clear_memo
+from solvers.schedule.steady_order import steady_lower_bound
+from solvers.schedule.w_fill import fill_w
+from solvers.schedule.zero_bubble import zb_h1, zb_h2
 
 SHAPES = [(4, 8), (8, 16), (8, 32), (16, 64), (16, 128)]
 QUICK = [(4, 8), (8, 32)]

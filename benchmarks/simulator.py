@@ -23,23 +23,18 @@ M in {64, 256, 1024}.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 import json
 import random
 import sys
 import time
 from collections.abc import Callable
 
-# Run as a script, this folder comes first on sys.path and benchmarks/profiler.py would
-# shadow the ``profiler`` package: drop it.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-from planner.core.costs import P2PCost  # noqa: E402
-from planner.core.placement import stage_ranks  # noqa: E402
-from planner.core.schedule import Schedule  # noqa: E402
-from planner.core.simulate import SimResult, compile_schedule, simulate, simulate_compiled  # noqa: E402
-from planner.core.stage_costs import StageCosts  # noqa: E402
-from solvers.schedule.generators import interleaved_1f1b, one_f_one_b  # noqa: E402
+from planner.core.costs import P2PCost
+from planner.core.placement import stage_ranks
+from planner.core.schedule import Schedule
+from planner.core.simulate import SimResult, compile_schedule, simulate, simulate_compiled
+from planner.core.stage_costs import StageCosts
+from solvers.schedule.generators import interleaved_1f1b, one_f_one_b
 
 TARGET = 1e6
 """Actions per second the issue asks for."""

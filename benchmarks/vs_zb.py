@@ -46,20 +46,16 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
-# Run as a script, this folder comes first on sys.path and benchmarks/profiler.py would
-# shadow the ``profiler`` package: drop it.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-from planner.core.costs import P2PCost  # noqa: E402
-from planner.core.placement import stage_ranks  # noqa: E402
-from planner.core.schedule import Schedule, parse_action  # noqa: E402
-from planner.core.simulate import simulate  # noqa: E402
-from planner.core.stage_costs import StageCosts  # noqa: E402
-from solvers.schedule.dualpipev_exact import dualpipev_exact  # noqa: E402
-from solvers.schedule.lower_bound import step_lower_bound  # noqa: E402
-from solvers.schedule.memory_limit import MemoryLimit, rank_activation  # noqa: E402
-from solvers.schedule.search import best_schedule, clear_memo  # noqa: E402
-from solvers.schedule.zb_greedy import zb_greedy_orders  # noqa: E402
+from planner.core.costs import P2PCost
+from planner.core.placement import stage_ranks
+from planner.core.schedule import Schedule, parse_action
+from planner.core.simulate import simulate
+from planner.core.stage_costs import StageCosts
+from solvers.schedule.dualpipev_exact import dualpipev_exact
+from solvers.schedule.lower_bound import step_lower_bound
+from solvers.schedule.memory_limit import MemoryLimit, rank_activation
+from solvers.schedule.search import best_schedule, clear_memo
+from solvers.schedule.zb_greedy import zb_greedy_orders
 
 PEER_FILES = "megatron/core/pipeline_parallel/zerobubble/scheduler"
 PEER_GRAPH_MODULE = "megatron.core.pipeline_parallel.zerobubble.scheduler.graph"

@@ -1,15 +1,25 @@
-"""The scripts under ``benchmarks/`` run as ``python benchmarks/X.py``, which puts their folder
-first on ``sys.path`` (https://docs.python.org/3/library/sys_path_init.html): no file there may
-share its name with a module the scripts or their libraries import."""
+"""The scripts under ``benchmarks/`` run as the pages document them, ``python benchmarks/X.py``,
+which puts their folder first on ``sys.path`` (https://docs.python.org/3/library/sys_path_init.html):
+no file there shares its name with a module, none rewrites ``sys.path``, and each documented
+script starts."""
 
 from __future__ import annotations
 
+import io
 import pkgutil
+import re
+import subprocess
 import sys
+import tokenize
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
+SYS_PATH_PENDING = {"overlap.py", "overlap_pairs.py", "replay.py", "frameworks.py"}
+"""Files that still name ``sys.path``: the overlap runtime's three (edited elsewhere) and
+frameworks.py's import roots for the modules torchtitan and Megatron-LM import by name."""
 
 
 def _importable_names() -> set[str]:
@@ -24,3 +34,33 @@ def _importable_names() -> set[str]:
 def test_no_benchmark_shadows_a_module():
     clashes = sorted({p.stem for p in BENCHMARKS.glob("*.py")} & _importable_names())
     assert not clashes, f"benchmarks/ files that shadow a module when run as scripts: {clashes}"
+
+
+def _sys_path_uses(path: Path) -> list[int]:
+    """Lines of ``path`` whose code (not strings or comments) names ``sys.path``."""
+    tokens = [t for t in tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+              if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE)]
+    return [a.start[0] for a, b, c in zip(tokens, tokens[1:], tokens[2:])
+            if (a.string, b.string, c.string) == ("sys", ".", "path")]
+
+
+def test_no_benchmark_rewrites_sys_path():
+    """Scripts import the installed packages and their sibling modules as Python finds them."""
+    uses = {p.name: _sys_path_uses(p) for p in sorted(BENCHMARKS.glob("*.py")) if p.name not in SYS_PATH_PENDING}
+    bad = {name: lines for name, lines in uses.items() if lines}
+    assert not bad, f"sys.path named in benchmarks/ (file: lines): {bad}"
+
+
+def _documented_scripts() -> list[str]:
+    """Every ``benchmarks/X.py`` a page or a claim's command runs."""
+    texts = [p.read_text(encoding="utf-8") for p in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+                                                      *sorted(BENCHMARKS.glob("claim*.py")))]
+    return sorted({m for t in texts for m in re.findall(r"python3? (benchmarks/\w+\.py)", t)})
+
+
+@pytest.mark.parametrize("script", _documented_scripts())
+def test_documented_benchmark_starts(script):
+    """``python benchmarks/X.py --help`` from the checkout, as the pages run it."""
+    assert (ROOT / script).exists(), f"{script} is documented but missing"
+    done = subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "usage:" in done.stdout, done.stderr[-2000:]
