@@ -1,4 +1,4 @@
-"""GPU check (issue 16): every CUDA path one GPU allows, in one process, one JSON file.
+"""GPU check: every CUDA path one GPU allows, in one process, one JSON file.
 
 For Qwen3-Next-80B-A3B and DeepSeek-V3, on one GPU (one H200: budget 8 minutes):
 

@@ -13,7 +13,7 @@ thread sits in native code, e.g. a CP-SAT solve). Cases:
 - plan, deepseek-v3 during its search;
 - profile, the tiny-scale measured profile of qwen3-next (torch kernels, a child process).
 
-    python benchmarks/interrupt.py --json           # every case, 3 repeats (about 1 min)
+    python benchmarks/interrupt.py --json           # every case, 3 repeats
     python benchmarks/interrupt.py --repeats 1
 
 Timings on a machine shared with other jobs are noisy; a loaded machine delays the

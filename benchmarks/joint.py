@@ -1,4 +1,4 @@
-"""Joint search (issue 8) against its parts: is choosing all three together worth it?
+"""Joint search against its parts: is choosing all three together worth it?
 
 For each case, predicted step time (one simulator) of:
 - ``joint``: the default ``ppplan plan`` (microbatches x schedule families x partitions,

@@ -1,4 +1,4 @@
-"""Measured profiler on the CPU: wall time, repeatability and hidden share per pair type (issue 5).
+"""Measured profiler on the CPU: wall time, repeatability and hidden share per pair type.
 
 For each model (default qwen3-next-80b-a3b and deepseek-v3) it runs the whole
 measured profile (``profiler.measured.measured_costs``: sample-token routing, link

@@ -1,4 +1,4 @@
-"""Overlap-aware partition vs the baselines, on the shipped models (issue 3's figures).
+"""Overlap-aware partition vs the baselines, on the shipped models.
 
 One row per case: predicted step time (same simulator, same schedule, same
 microbatch count) of ``uniform``, ``flops_balanced``, ``serial_balanced`` and the
@@ -24,7 +24,7 @@ Where a pp <= 4 plan ties serial_balanced, ``neighbourhood`` is the fastest of e
 partition within 2 layers of each of the plan's boundaries under every recomputation
 mode (best heuristic schedule each).
 
-Targets (issue 3): the plan is never slower than a baseline that fits memory;
+Targets: the plan is never slower than a baseline that fits memory;
 solve time < 10 s for pp <= 8 and < 60 s for qwen3-235b-a22b pp 16 vpp 2 (M = 128).
 Timings on a shared machine are noisy.
 

@@ -15,10 +15,10 @@ steps it re-plans for the routing it sees (``start.json``, balanced) and runs th
 - ``migration_bytes`` / ``migration_s`` / ``break_even_steps`` and the decision.
 
 The first row is the default plan re-planned for ``start.json`` (how the start plan
-was made). Targets (issue 9): the balanced trace -> keep; a hot layer range -> the
+was made). Targets: the balanced trace -> keep; a hot layer range -> the
 re-plan recovers most of the gap to the best plan for that routing.
 
-Megatron's own logs (issue 20): for every row, ``examples/routing/make_traces.py`` also
+Megatron's own logs: for every row, ``examples/routing/make_traces.py`` also
 writes the logs a Megatron run of the plan being re-planned would write for the same
 routing (``tokens_per_expert/rank<R>.jsonl``, one per global rank, rank-local layer
 indices, one row per microbatch; the single-file record's counts split at random over

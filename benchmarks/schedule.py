@@ -4,7 +4,7 @@ For (stages, microbatches) in (4, 8), (8, 16), (8, 32), (16, 64), (16, 128), mem
 of p and 2p microbatches of activations per rank, and uniform and heterogeneous
 per-stage costs (one stage per rank), it prints each heuristic's step time, the
 solver's (``--schedule cpsat``: CP-SAT warm-started from the best heuristic), the lower
-bound, the gap and the wall time. Targets (issue 4): the solver is never slower than the
+bound, the gap and the wall time. Targets: the solver is never slower than the
 best heuristic; within 2% of the lower bound when memory >= 2p and M >= 3 x stages;
 under 30 s for 16 x 64.
 
@@ -13,7 +13,7 @@ under 30 s for 16 x 64.
     python benchmarks/schedule.py --vs-zb --json    # side by side with the Zero Bubble reference
     python benchmarks/schedule.py --zb-setting --json  # the ZB paper's setting, planned as a user plans it
 
-``--vs-zb`` (issue 19): p 8 and 16, M = 3p, activation memory of 1p and 2p microbatches
+``--vs-zb``: p 8 and 16, M = 3p, activation memory of 1p and 2p microbatches
 per rank, homogeneous and 0.6-1.4x heterogeneous stages. The reference is Zero Bubble's
 own heuristic schedules as its paper defines them (Qi et al., ICLR 2024, sec. 3: ZB-H1
 keeps 1F1B's p - r microbatches in flight on rank r and is the 1p schedule, ZB-H2 keeps
