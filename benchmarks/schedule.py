@@ -1,31 +1,17 @@
 """Schedule solver figures: every heuristic, the CP-SAT solver, the lower bound and the gap.
 
-For (stages, microbatches) in (4, 8), (8, 16), (8, 32), (16, 64), (16, 128), memory limits
-of p and 2p microbatches of activations per rank, and uniform and heterogeneous
-per-stage costs (one stage per rank), it prints each heuristic's step time, the
-solver's (``--schedule cpsat``: CP-SAT warm-started from the best heuristic), the lower
-bound, the gap and the wall time. Targets: the solver is never slower than the
-best heuristic; within 2% of the lower bound when memory >= 2p and M >= 3 x stages;
-under 30 s for 16 x 64.
+Per (stages, microbatches) of ``SHAPES``, memory of p and 2p microbatches per rank, uniform
+and heterogeneous stage costs: each heuristic's step, the solver's (``--schedule cpsat``,
+warm-started from the best heuristic), the bound, the gap and the wall time. Targets: never
+slower than the best heuristic; within 2% of the bound when memory >= 2p and M >= 3 x
+stages; under 30 s for 16 x 64. ``--vs-zb`` sets ppplan beside Zero Bubble's ZB-H1 / ZB-H2
+as its paper defines them (Qi et al., ICLR 2024, sec. 3; ``zb_reference``), ``--zb-setting``
+plans the paper's setting as a user would. docs/schedule.md gives the figures.
 
     python benchmarks/schedule.py --json            # all 20 cases, --time-limit 5 each
     python benchmarks/schedule.py --quick --json    # 4 cases, --time-limit 1 (CI)
     python benchmarks/schedule.py --vs-zb --json    # side by side with the Zero Bubble reference
     python benchmarks/schedule.py --zb-setting --json  # the ZB paper's setting, planned as a user plans it
-
-``--vs-zb``: p 8 and 16, M = 3p, activation memory of 1p and 2p microbatches
-per rank, homogeneous and 0.6-1.4x heterogeneous stages. The reference is Zero Bubble's
-own heuristic schedules as its paper defines them (Qi et al., ICLR 2024, sec. 3: ZB-H1
-keeps 1F1B's p - r microbatches in flight on rank r and is the 1p schedule, ZB-H2 keeps
-2(p - r) - 1 and is the 2p one; both defer W into the bubbles, which its scheduler does by
-timing the order on the real costs: here ``fill_w`` on the same stage costs). Re-derived
-from the paper, not the reference repository's code. ppplan is ``best_schedule`` with
-``--time-limit 0.5`` (a wall budget, as ``ppplan plan`` gives it). Per case: makespan and steady-state period of both, time to plan,
-ppplan's time to its first plan (heuristics only) and its time to within 1% of the best
-it finds with 8 s (the smallest of the limits 0.1, 0.25, 0.5, 1, 2 s whose plan is
-within 1%, and the wall time of that run); and the period ppplan finds with
-``--objective steady`` at 0.5 s beside the steady-state lower bound
-(``solvers.schedule.steady_order.steady_lower_bound``).
 """
 
 from __future__ import annotations

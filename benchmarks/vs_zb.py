@@ -1,33 +1,13 @@
 """ppplan side by side with the Zero Bubble repository's own heuristic, and with DualPipeV.
 
 The peer is ``initial_solution`` of sail-sg/zero-bubble-pipeline-parallelism
-(``megatron/core/pipeline_parallel/zerobubble/scheduler/zb.py``, with its ``graph.py``):
-``Graph.manual_order`` under its eight hyperparameter settings. Its code is not part of
-ppplan and is not copied here: pass a local copy with ``--zb-dir`` (a clone of that
-repository, or a folder holding its ``zb.py`` and ``graph.py``); without it the benchmark
-says how to get one and exits 2.
-
-Per cost table (``CASES``: p 4-32, M 8-256, W-heavy F/I/W 1/1/2 ms and B-heavy 1/2/1 ms,
-uniform or +-30% per stage, activation memory p/2 to 3p microbatches, P2P 0.1 ms; none
-of them is in ``benchmarks/schedule.py``):
-
-- the peer: its eight orders, each converted to ppplan's text form (``0F3``, ``0I3``,
-  ``0W3``; its B is ppplan's I) and re-timed with ppplan's simulator on the same costs
-  (``planner.core.simulate``; an order over the memory budget is dropped); the best of
-  them, its own pick (by its per-stage span) and its CPU time for all eight (building the
-  graph included, as ``initial_solution`` does);
-- ppplan: ``best_schedule`` at its default work budget (makespan, CPU and wall time), its
-  time to a first valid plan (``polish=False``), and the new candidate
-  ``solvers.schedule.zb_greedy`` on its own (best of its eight variants; its CPU time includes
-  re-timing them, which the peer's does not);
-- the lower bound (``solvers.schedule.lower_bound.step_lower_bound``).
-
-The DualPipeV table (``--dualpipev-only`` runs it alone): V placement, p 4 N 20, p 8 N 32,
-p 16 N 64, F/I/W 1/1/1 ms, F beside I of any stage on the same rank 0.75 x (F + I), P2P
-0.1 ms, memory: DeepSeek's own peak (its largest rank's, in microbatches of a rank's
-activations) on every rank: DeepSeek's order (family ``dualpipev``, as drawn), ppplan's
-``--schedule dualpipev`` (that order and its W-filled versions), ``--schedule
-dualpipev-list`` and ``auto``, each at the default work budget.
+(``megatron/core/pipeline_parallel/zerobubble/scheduler/zb.py`` with its ``graph.py``):
+``Graph.manual_order`` under its eight settings, each order re-timed with ppplan's simulator
+on the same costs (``CASES``), beside ``best_schedule``, ``solvers.schedule.zb_greedy`` and
+the lower bound. Its code is not copied here: pass a clone with ``--zb-dir`` (without it the
+benchmark says how to get one and exits 2). ``--dualpipev-only`` runs the DualPipeV table
+alone (DeepSeek's order against ppplan's ``dualpipev``, ``dualpipev-list`` and ``auto``).
+docs/search-peers.md gives the method and the figures.
 
     python benchmarks/vs_zb.py --zb-dir /tmp/zb --json > result.json
     python benchmarks/vs_zb.py --zb-dir /tmp/zb --quick          # three cases, no DualPipeV
