@@ -79,7 +79,10 @@ WITHIN_LIMITS = (0.1, 0.25, 0.5, 1.0, 2.0)
 
 def zb_reference(costs: StageCosts, m: int, mem: int) -> tuple[float, float, float]:
     """Zero Bubble's heuristic at ``mem`` = p (ZB-H1) or 2p (ZB-H2) microbatches of memory:
-    (makespan, steady period, seconds to build it) on ``costs``."""
+    (makespan, steady period, seconds to build it) on ``costs``. Re-derived from the paper
+    (Qi et al., ICLR 2024, sec. 3), not the reference repository's code: ZB-H1 keeps 1F1B's
+    p - r microbatches in flight on rank r, ZB-H2 keeps 2(p - r) - 1; both defer W into the
+    bubbles, which its scheduler does by timing the order on the real costs, here ``fill_w``."""
     t0 = time.perf_counter()
     p = costs.num_ranks
     order = zb_h1(p, m) if mem <= p else zb_h2(p, m)
@@ -176,7 +179,11 @@ def zb_setting(args) -> int:
 
 
 def vs_zb(args) -> int:
-    """``--vs-zb``: the side-by-side table (see the module docstring)."""
+    """``--vs-zb``: p 8 and 16, M = 3p, activation memory of 1p and 2p microbatches per rank,
+    homogeneous and 0.6-1.4x heterogeneous stages. Per case (``zb_case``): makespan and
+    steady period of ZB and of ppplan (``best_schedule`` with a 0.5 s wall budget, as
+    ``ppplan plan`` gives it), time to plan, ppplan's first plan, its time to within 1% of its
+    8 s best (``WITHIN_LIMITS``) and its ``--objective steady`` period beside the bound."""
     rows = [zb_case(s, m, k * s, het, args.seed) for s, m in ZB_SHAPES for k in (1, 2) for het in (False, True)]
     summary = {"cases": len(rows), "never_slower_than_zb": all(r["not_slower_than_zb"] for r in rows),
                "max_first_plan_s": max(r["first_plan_s"] for r in rows),
