@@ -6,8 +6,8 @@ read the documented value from the page text and the measured value from the com
 output, and how to compare them: exactly for deterministic figures, as a ratio with a
 stated tolerance for wall-clock ones. Figures that need a GPU or far more than about two
 minutes are listed ``stale`` with the date their page gives. Each distinct command runs
-once, in a scratch folder that links the repository's files (so what it writes stays
-there), with this interpreter's folder first on ``PATH``.
+once on the checkout's own files, from a temporary folder that links each of them (so
+what it writes beside itself stays there), with this interpreter's folder first on ``PATH``.
 
     python benchmarks/claims.py --json               # every claim; exit 1 if any differs
     python benchmarks/claims.py --list               # the registry, nothing run
@@ -22,7 +22,6 @@ import importlib.util
 import json
 import os
 import resource
-import shutil
 import signal
 import subprocess
 import sys
@@ -42,8 +41,8 @@ _SKIP = {".git", ".pytest_cache", "__pycache__"}
 
 
 def _sibling(name: str) -> Any:
-    """A module of this folder by file path (the folder is not a package, and putting it on
-    ``sys.path`` would let ``benchmarks/profiler.py`` shadow the ``profiler`` package)."""
+    """A module of this folder by file path: the folder is not a package, and on ``sys.path``
+    only when this file runs as a script (the tests load it by path)."""
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
@@ -74,15 +73,12 @@ def registry() -> list:
 
 @contextmanager
 def scratch_folder(root: Path = ROOT) -> Iterator[Path]:
-    """A temporary folder holding a link to every top-level entry of the repository, and a
-    copy of ``benchmarks/`` (1 MB): a script run from a linked folder has its real folder on
-    ``sys.path`` but not in ``__file__``, which defeats the scripts that drop their own folder
-    from ``sys.path`` so that ``benchmarks/profiler.py`` does not shadow ``profiler``."""
+    """A temporary folder holding a link to every top-level entry of the repository: a page's
+    command (``python benchmarks/<name>.py``, ``ppplan plan``) runs the checkout's files in place,
+    and a file it writes in its working folder (``plan.json``) lands here, not in the checkout."""
     with tempfile.TemporaryDirectory(prefix="ppplan-claim-") as tmp:
         for entry in root.iterdir():
-            if entry.name == "benchmarks":
-                shutil.copytree(entry, Path(tmp) / entry.name, ignore=shutil.ignore_patterns(*_SKIP))
-            elif entry.name not in _SKIP:
+            if entry.name not in _SKIP:
                 (Path(tmp) / entry.name).symlink_to(entry)
         yield Path(tmp)
 
@@ -95,7 +91,8 @@ def child_env() -> dict[str, str]:
 
 
 def run_command(command: str, timeout: float = TIMEOUT_S) -> Any:
-    """Run ``command`` with bash in a scratch folder: a ``Run`` with the files it wrote there."""
+    """Run ``command`` with bash in a scratch folder, ended with its process group past
+    ``timeout``: a ``Run`` with the files it wrote there."""
     with scratch_folder() as folder:
         t0, cpu0 = time.perf_counter(), _children_cpu()
         proc = subprocess.Popen(["bash", "-c", command], cwd=folder, env=child_env(), stdout=subprocess.PIPE,

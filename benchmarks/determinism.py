@@ -1,18 +1,11 @@
 """Same question, same answer: the plan's hash idle and beside busy processes.
 
-Each case is planned the way a user plans it (``ppplan plan ... --out FILE --quiet`` in a
-subprocess, default ``--work``, no ``--time-limit``) twice: once as the machine is, once
-with ``--busy`` CPU-bound processes spinning beside it. The plan's hash covers the whole
-plan JSON except its ``wall_s`` timing fields (partition, schedule, predictions, the
-search trace, the budget record). The search spends a work budget, not wall time ([Note:
-work budget] in ``solvers.schedule.search.budget``), so the hashes must match.
-
-Cases: every shipped model's default plan, the degree search (``--gpus``: its screen and
-its full plans share the work budget, [Note: screen work] in ``planner.planning.degrees``)
-for Qwen3-30B-A3B on 16 GPUs and DeepSeek-V3 on 1024, and four cost tables (bring your own
-costs): the shipped ``examples/costs/four_stages.json`` under a memory limit and with
-CP-SAT, and two generated 16-layer tables (W-heavy, +-30% layer spread; one pp 8, one pp 4
-vpp 2 with the steady-state objective).
+Each case (``cases``: every shipped model's default plan, the degree search for two models,
+four cost tables) is planned as a user plans it (``ppplan plan ... --out FILE --quiet`` in a
+subprocess, default ``--work``) twice: as the machine is, and with ``--busy`` CPU-bound
+processes beside it. The hash covers the whole plan JSON but its ``wall_s`` fields; the
+search spends a work budget, not wall time ([Note: work budget] in
+``solvers.schedule.search.budget``), so the hashes must match. docs/search.md gives the figures.
 
     python benchmarks/determinism.py --json [--busy 2] [--only llama3-8b,table-pp8]
 """
@@ -30,11 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from planner.core.paths import SHIPPED_MODELS
+from planner.core.plan import without_wall_s
 
-from planner.core.paths import SHIPPED_MODELS  # noqa: E402
-from planner.core.plan import without_wall_s  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 FOUR = "examples/costs/four_stages.json"
 """Relative to the repository (where ``plan_hash`` runs): the plan records its profile's path,
@@ -67,7 +59,9 @@ profile's path (``cluster.source``), so hashes from two runs of the benchmark co
 
 
 def cases() -> dict[str, list[str]]:
-    """Case name -> ``ppplan plan`` arguments (before ``--out``)."""
+    """Case name -> ``ppplan plan`` arguments (before ``--out``). The ``--gpus`` cases cover the
+    degree search, whose screen and full plans share the work budget ([Note: screen work] in
+    ``planner.planning.degrees``); the generated tables are W-heavy with +-30% layer spread."""
     gen = GENERATED
     gen.parent.mkdir(parents=True, exist_ok=True)
     gen.write_text(json.dumps(_table(16, 7)))

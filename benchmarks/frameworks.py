@@ -1,29 +1,13 @@
 """Each framework's own code on ppplan's exports: accepted / total per framework and version.
 
-The plans are those of benchmarks/targets.py: for each shipped model and vpp 1 and 2,
-``planner.api.plan(model, target=T, vpp=v, work=W)`` for the framework's ``--target`` T.
-A model with an MTP layer is planned for torchtitan from its config.json with the MTP layer
-off (``num_nextn_predict_layers`` / ``mtp_num_hidden_layers`` 0): torchtitan runs MTP only
-without pipeline parallelism (``torchtitan/models/deepseek_v3/mtp.py``). A request the
-planner refuses (e.g. DeepSpeed with vpp 2) is listed with its reason, outside the total.
-Each export is then checked by the framework's own code:
-
-- Megatron-LM (with ``--megatron-lm DIR@LABEL``, its source being in no wheel): ``parse_args``,
-  ``validate_args`` and ``core_transformer_config_from_args`` on the exported arguments plus the
-  model's shape (``--hidden-size`` ... ``--position-embedding-type rope --no-rope-fusion``).
-- Megatron-Core 0.16.1: ``PipelineParallelLayerLayout(layout, pp).validate_layer_layout`` and
-  ``TransformerConfig(**exported values)`` (its ``__post_init__`` checks).
-- Megatron-Bridge 0.3.1: the ``--format megatron-bridge`` YAML merged over the model's Bridge
-  recipe (its ``cfg.model.* = literal`` assignments of the fields a plan decides, read from the
-  installed source), then Megatron-Core's ``TransformerConfig``; every section's field names
-  against Bridge's dataclasses in its source. ``ConfigContainer`` itself needs transformer-engine.
-- torchtitan 0.3.0: ``ConfigManager().parse_args(["--module", M, "--config", "ppplan_config"])``.
-- torchtitan main: the same ``ConfigManager`` on ``apply_plan(Config())`` with main's config
-  classes pinned in tests/fixtures/torchtitan_main (commit named there).
-- DeepSpeed 0.19.8: each rank's F/B order equals DeepSpeed's own ``TrainSchedule`` steps
-  (``deepspeed/runtime/pipe/schedule.py``); a real 2-process ``train_batch`` runs in
-  tests/test_export_deepspeed.py.
-- torch 2.13: ``_PipelineScheduleRuntime._load_csv``, ``_validate_schedule``, ``_add_send_recv``.
+The plans are benchmarks/targets.py's: each shipped model at vpp 1 and 2,
+``planner.api.plan(model, target=T, vpp=v, work=W)`` for the framework's ``--target`` T (a
+request the planner refuses is listed with its reason, outside the total). Each export then
+meets the framework's own code (``CHECKS``): Megatron-Core's layout and ``TransformerConfig``,
+Megatron-Bridge's recipe and dataclasses, torchtitan's ``ConfigManager`` (0.3.0, and main's
+config classes pinned in tests/fixtures/torchtitan_main), DeepSpeed's ``TrainSchedule``,
+torch's schedule runtime, and with ``--megatron-lm DIR@LABEL`` Megatron-LM's ``validate_args``
+(its source is in no wheel). docs/frameworks.md gives the table.
 
     python benchmarks/frameworks.py --json [--work 3] [--models llama3-8b,...] > results.json
     python benchmarks/frameworks.py --markdown [--megatron-lm DIR@core_v0.16.1]   # docs/frameworks.md
@@ -33,9 +17,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import copy
 import dataclasses
 import datetime
+import importlib.abc
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import itertools
@@ -44,14 +31,14 @@ import os
 import sys
 import tempfile
 import time
+import types
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
 os.environ.setdefault("DS_ACCELERATOR", "cpu")  # DeepSpeed prints its detection to stdout, into the JSON
-# benchmarks/profiler.py would shadow the profiler package
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from planner.api import plan as api_plan  # noqa: E402
 from planner.core.errors import InfeasibleError, InputError  # noqa: E402
@@ -73,6 +60,55 @@ PLAN_DECIDES = ("recompute_", "pipeline_model_parallel_", "virtual_pipeline_", "
 """Model fields a pipeline plan decides (name prefixes)."""
 
 
+def import_path(name: str, path: Path) -> types.ModuleType:
+    """``path`` imported as module ``name`` (a folder without ``__init__.py``: as a namespace
+    package) and kept in ``sys.modules``, where an import by name finds it, torchtitan's
+    ``--module name`` included (``importlib.import_module``, torchtitan/config/manager.py):
+    what a user's PYTHONPATH gives, without a folder in front of every later import."""
+    if name in sys.modules:
+        return sys.modules[name]
+    if path.is_dir():
+        spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        spec.submodule_search_locations = [str(path)]
+        module = sys.modules[name] = importlib.util.module_from_spec(spec)
+        return module
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+class _MegatronTree(importlib.abc.MetaPathFinder):
+    """``megatron.<package>`` from a Megatron-LM source tree where the installed ``megatron``
+    namespace (megatron-core, megatron-bridge) has no such package: ``training``, ``legacy``,
+    ``rl`` and ``post_training`` are in no wheel. Nothing else of the tree becomes importable."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = str(folder / "megatron")
+
+    def find_spec(self, name: str, path, target=None):
+        if not name.startswith("megatron.") or name.count(".") != 1:
+            return None
+        if importlib.machinery.PathFinder.find_spec(name, path) is not None:
+            return None  # installed
+        return importlib.machinery.PathFinder.find_spec(name, [self.folder])
+
+
+@contextlib.contextmanager
+def megatron_lm_tree(folder: Path) -> Iterator[None]:
+    """Megatron-LM's packages importable from ``folder`` (it holds ``megatron/training`` ...)."""
+    finder = _MegatronTree(folder)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+
+
 def _transformer_config(model: str, values: dict):
     """Megatron-Core's ``TransformerConfig`` with the model's shape and ``values`` (its checks run)."""
     import torch
@@ -90,6 +126,8 @@ def _transformer_config(model: str, values: dict):
 
 
 def check_megatron_core(plan: Plan, tmp: Path) -> None:
+    """``PipelineParallelLayerLayout(layout, pp).validate_layer_layout`` and
+    ``TransformerConfig(**exported values)`` (its ``__post_init__`` checks)."""
     from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
 
     s = megatron_args(plan).settings
@@ -104,9 +142,7 @@ def check_megatron_core(plan: Plan, tmp: Path) -> None:
 def check_megatron_lm(plan: Plan, tmp: Path) -> None:
     """Megatron-LM's ``parse_args``, ``validate_args`` and ``core_transformer_config_from_args``
     (``megatron/training/arguments.py``) on the exported arguments plus the model's shape."""
-    import contextlib
     import io
-    import types
 
     import torch
 
@@ -165,6 +201,10 @@ def _recipe_values(model: str) -> dict:
 
 
 def check_megatron_bridge(plan: Plan, tmp: Path) -> None:
+    """The ``--format megatron-bridge`` YAML merged over the model's Bridge recipe (its
+    ``cfg.model.* = literal`` assignments of the fields a plan decides, read from the installed
+    source), then ``TransformerConfig``; each section's field names against Bridge's
+    dataclasses in its source (``ConfigContainer`` itself needs transformer-engine)."""
     import yaml
 
     text = export_plan(plan, "megatron-bridge").files["megatron_bridge_overrides.yaml"]
@@ -188,7 +228,6 @@ def _titan_module(plan: Plan, tmp: Path, name: str) -> None:
 def _load_config(args: list[str]):
     """torchtitan's ``ConfigManager().parse_args(args)``; its refusal (tyro prints it, then exits)
     as a ValueError carrying the message."""
-    import contextlib
     import io
 
     from torchtitan.config import ConfigManager
@@ -208,28 +247,38 @@ already imported under a name is returned as it is, so a later check could read 
 
 
 def check_torchtitan_0_3(plan: Plan, tmp: Path) -> None:
+    """``ConfigManager().parse_args(["--module", M, "--config", "ppplan_config"])`` on the export."""
     name = f"tt_{next(_MODULES)}"
     _titan_module(plan, tmp, name)
     if "def ppplan_config" not in (tmp / f"{name}.py").read_text():
         raise ValueError(f"torchtitan ships no {plan.model['name']} model (torchtitan/models/): "
                          "the export has apply_plan for the user's own config, no ppplan_config")
+    import_path(name, tmp / f"{name}.py")
     config = _load_config(["--module", name, "--config", "ppplan_config"])
     if config.parallelism.pipeline_parallel_degree != plan.pp:
         raise ValueError("pipeline_parallel_degree did not read back")
 
 
 def check_torchtitan_main(plan: Plan, tmp: Path) -> None:
+    """The same ``ConfigManager`` on ``apply_plan(Config())`` with torchtitan main's config
+    classes (tests/fixtures/torchtitan_main names the commit)."""
     name = f"ttm_{next(_MODULES)}"
     _titan_module(plan, tmp, name)
     (tmp / f"{name}_probe.py").write_text(f"from torchtitan_main.trainer_config import Config\n"
                                           f"from {name} import apply_plan\n\n\ndef main_config():\n"
                                           f"    return apply_plan(Config())\n")
+    import_path("torchtitan_main", FIXTURES / "torchtitan_main")
+    import_path(name, tmp / f"{name}.py")
+    import_path(f"{name}_probe", tmp / f"{name}_probe.py")
     config = _load_config(["--module", f"{name}_probe", "--config", "main_config"])
     if config.parallelism.num_pp_microbatches != plan.num_microbatches:
         raise ValueError("num_pp_microbatches did not read back")
 
 
 def check_deepspeed(plan: Plan, tmp: Path) -> None:
+    """Each rank's F/B order equals DeepSpeed's own ``TrainSchedule`` steps
+    (``deepspeed/runtime/pipe/schedule.py``); tests/test_export_deepspeed.py runs a real
+    2-process ``train_batch``."""
     from deepspeed.runtime.pipe.schedule import BackwardPass, ForwardPass, TrainSchedule
 
     export_plan(plan, "deepspeed")
@@ -249,9 +298,10 @@ def check_deepspeed(plan: Plan, tmp: Path) -> None:
 
 
 def check_torch(plan: Plan, tmp: Path) -> None:
+    """``_PipelineScheduleRuntime._load_csv``, ``_validate_schedule`` and ``_add_send_recv``
+    on the exported CSV."""
     import csv
     import io
-    import types
 
     from torch.distributed.pipelining.schedules import (_Action, _add_send_recv, _PipelineScheduleRuntime,
                                                         _validate_schedule)
@@ -280,7 +330,8 @@ CHECKS: list[tuple[str, str, str, str, Callable[[Plan, Path], None]]] = [
 
 
 def _no_mtp_source(model: str, tmp: Path) -> str:
-    """The model's config with its MTP layer off, in a folder named after the model."""
+    """The model's config with its MTP layer off, in a folder named after the model: torchtitan
+    runs MTP only without pipeline parallelism (``torchtitan/models/deepseek_v3/mtp.py``)."""
     cfg = json.loads(resolve_model_path(model).read_text())
     for key in ("num_nextn_predict_layers", "mtp_num_hidden_layers"):
         if cfg.get(key):
@@ -311,17 +362,15 @@ def run(models: list[str], work: float, megatron_lm: str | None = None) -> dict:
     """Every check on every plan; JSON-ready. ``megatron_lm``: "DIR@LABEL", a folder holding
     Megatron-LM's ``megatron/training`` (and ``legacy``, ``rl``, ``post_training``) of the release
     LABEL, whose ``validate_args`` then runs too (Megatron-LM is in no wheel)."""
-    sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
     checks = list(CHECKS)
-    if megatron_lm:
-        folder, _, label = megatron_lm.partition("@")
-        sys.path.insert(0, folder)
-        checks.insert(0, ("Megatron-LM", f"={label}", "megatron", "parse_args + validate_args + "
-                          "core_transformer_config_from_args", check_megatron_lm))
     out = []
-    with tempfile.TemporaryDirectory() as name:
-        tmp = Path(name)
-        sys.path.insert(0, str(tmp))
+    with contextlib.ExitStack() as stack:
+        if megatron_lm:
+            folder, _, label = megatron_lm.partition("@")
+            stack.enter_context(megatron_lm_tree(Path(folder)))
+            checks.insert(0, ("Megatron-LM", f"={label}", "megatron", "parse_args + validate_args + "
+                              "core_transformer_config_from_args", check_megatron_lm))
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         plans = {t: _plans(t, models, work, tmp) for t in {c[2] for c in checks}}
         for framework, package, target, check, fn in checks:
             made, refused = plans[target]
@@ -374,7 +423,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--megatron-lm", metavar="DIR@LABEL",
                     help="also run Megatron-LM's validate_args from DIR (its megatron/ packages at release LABEL)")
     args = ap.parse_args(argv)
-    import contextlib
 
     with contextlib.redirect_stdout(sys.stderr):  # the frameworks' own logs; stdout is the result
         result = run(args.models.split(","), args.work, args.megatron_lm)

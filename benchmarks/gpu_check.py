@@ -1,36 +1,15 @@
-"""GPU check (issue 16): every CUDA path one GPU allows, in one process, one JSON file.
+"""GPU check: every CUDA path one GPU allows, in one process, one JSON file.
 
-For Qwen3-Next-80B-A3B and DeepSeek-V3, on one GPU (one H200: budget 8 minutes):
-
-1. *measured profile on cuda* of every layer type (``profiler.measure_worker.measure_types``:
-   F, I, W per segment, and every type pair overlapped and serial), at full width where
-   memory allows (``_pick_scale``: the largest of 1, 1/2, 1/4, ... whose layer types, FP32
-   weights and gradients, fit in ``MEMORY_SHARE`` of the GPU). NCCL refuses two ranks on
-   one GPU, so the expert-parallel all-to-all is a ``SideStreamLink``: a device-to-device
-   copy of the same bytes on a side stream, which costs memory bandwidth and can
-   overlap compute the way NCCL's own stream would (every figure it feeds is labelled);
-2. *plans* from that profile: the overlap-aware partition and the serially balanced one
-   (``ppplan plan --profile --partition overlap|serial --schedule 1f1b-overlap``);
-3. *fused-pair timings of their stages* (``profiler.pairs.measure_stage_pairs``): for
-   each stage, F of layer s+j beside I of layer e-1-j, overlapped and serial, summed
-   over the stage, beside what the table predicts for the stage (sum of OV, sum of
-   serial pairs);
-4. ``ppplan simulate`` of both plans (``planner.simulation.simulate_plan``: the plans'
-   stage costs are the measured profile's);
-5. the *analytical* profile of the same layer types (the model's shipped cluster, full
-   width, BF16 peak) beside the measured one;
-6. the MoE layer types again in Megatron's *padded capacity mode* (capacity factor 1.0,
-   ``profiler.layers.moe_capacity``): no host sync, the local experts as one batched GEMM,
-   beside the dropless loop of 1. (skipped once ``--budget-s`` is spent);
-7. when transformers is installed, every layer type again built from transformers' own
-   classes (``profiler.hf``: the family's decoder layer, experts as one grouped GEMM pair),
-   beside the native modules of 1. (``measured_transformers``, with each type's class).
-
-``--dry-run`` runs the same code on the CPU at a tiny width (a test runs it in CI).
-
-On an H200 (torch 2.11) the Qwen3-Next profile alone took 340 s at full width with 5
-repeats: the profiler's MoE runs its 512 local experts in a Python loop, launch-bound on a
-GPU (README, GPU check); hence 3 repeats and ``--budget-s``.
+For Qwen3-Next-80B-A3B and DeepSeek-V3 on one GPU, each section written as it ends:
+1. the measured profile on cuda of every layer type at the largest width that fits
+   (``_pick_scale``); NCCL refuses two ranks on one GPU, so the expert-parallel all-to-all
+   is a side-stream copy of the same bytes (``SideStreamLink``, labelled in the JSON);
+2. plans from it with the overlap-aware and the serially balanced partition;
+3. the fused-pair timings of their stages (``_stage_pairs``); 4. ``ppplan simulate`` of both;
+5. the analytical profile beside the measured one; 6. the MoE types in padded capacity mode;
+7. with transformers installed, every type built from transformers' classes.
+docs/gpu.md gives what one H200 measured; ``--dry-run`` runs the same code on the CPU at a
+tiny width (tests/test_gpu_check.py).
 
     python benchmarks/gpu_check.py --out benchmarks/results/gpu_check_h200.json
     python benchmarks/gpu_check.py --dry-run --out /tmp/gpu_check.json
@@ -48,10 +27,6 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, replace
 from typing import Any
-
-# benchmarks/profiler.py would shadow the ``profiler`` package: drop the script's folder.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.getcwd()) != _HERE]
 
 MODELS = ("qwen3-next-80b-a3b", "deepseek-v3")
 SCALES = (1.0, 0.5, 0.25, 0.125, 0.0625)
@@ -85,6 +60,8 @@ class Settings:
 
 
 GPU = Settings(device="cuda", scale=None, seq_len=4096, warmup=1, repeats=3, pp=4, microbatches=8, time_limit=10.0)
+"""The GPU run: 3 repeats and ``--budget-s`` because the profiler's MoE runs its local experts
+in a Python loop, launch-bound on a GPU (docs/gpu.md gives what the full-width profile took)."""
 DRY = Settings(device="cpu", scale=0.01, seq_len=16, warmup=1, repeats=1, pp=2, microbatches=4, time_limit=0.5)
 
 
@@ -154,7 +131,9 @@ def _transformers_section(model: Any, scale: float, settings: Settings) -> dict[
 
 
 def _stage_pairs(plan: Any, table: Any, built: Any, model: Any, settings: Settings) -> list[dict[str, Any]]:
-    """Measured and predicted fused time of every stage of ``plan`` (see the module doc, 3)."""
+    """Measured and predicted fused time of every stage of ``plan``: F of layer s+j beside I of
+    layer e-1-j, overlapped and serial, summed over the stage (``profiler.pairs.measure_stage_pairs``),
+    beside the table's sums of OV and of serial pairs."""
     import torch
 
     from profiler.pairs import measure_stage_pairs

@@ -1,23 +1,14 @@
 """Ctrl-C latency: time from SIGINT to the exit of ``ppplan`` in each long phase.
 
-Each case starts a ``ppplan`` child process, waits until it is inside the phase named
-(a fixed delay measured beforehand on the same machine), sends SIGINT and measures the
-wall time until the process has exited. Expected: exit code 130, the single line
-``interrupted; no output written`` on stderr, no output file, latency under about a
-second (the watchdog of ``planner/cli/interrupt.py`` exits after 0.5 s when the main
-thread sits in native code, e.g. a CP-SAT solve). Cases:
+Each case starts a ``ppplan`` child, waits a fixed delay until it is inside the phase named
+(the heuristic search, a CP-SAT polish, DeepSeek-V3's search, a measured profile), sends
+SIGINT and times the exit. Expected: exit 130, the one line ``interrupted; no output
+written``, no output file, under about a second (the watchdog of ``planner/cli/interrupt.py``
+exits 0.5 s after the signal when the main thread is in native code). docs/errors.md gives
+the figures.
 
-- plan, default model (qwen3-next-80b-a3b) during its heuristic search (pure Python);
-- plan, qwen3-30b-a3b with ``--schedule cpsat --work 30`` (inside the CP-SAT polish: llama3-8b's
-  solve, the case before, now ends within the delay);
-- plan, deepseek-v3 during its search;
-- profile, the tiny-scale measured profile of qwen3-next (torch kernels, a child process).
-
-    python benchmarks/interrupt.py --json           # every case, 3 repeats (about 1 min)
+    python benchmarks/interrupt.py --json           # every case, 3 repeats
     python benchmarks/interrupt.py --repeats 1
-
-Timings on a machine shared with other jobs are noisy; a loaded machine delays the
-child's start, so the delays are generous.
 """
 
 from __future__ import annotations
@@ -41,6 +32,8 @@ CASES: list[tuple[str, list[str], float]] = [
     ("profile qwen3-next (measuring, torch)", ["profile", "qwen3-next-80b-a3b", "--scale", "0.02",
                                                "--no-links", "--quiet"], 6.0),
 ]
+"""The delays are generous: a loaded machine delays the child's start. The CP-SAT case plans
+qwen3-30b-a3b because llama3-8b's solve now ends within the delay."""
 
 
 def run_case(args: list[str], delay: float) -> dict:

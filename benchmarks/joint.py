@@ -1,23 +1,12 @@
-"""Joint search (issue 8) against its parts: is choosing all three together worth it?
+"""Joint search against its parts: is choosing all three together worth it?
 
-For each case, predicted step time (one simulator) of:
-- ``joint``: the default ``ppplan plan`` (microbatches x schedule families x partitions,
-  alternated, CP-SAT polish of the winner);
-- ``a_overlap_1f1b``: the overlap-aware partition with plain 1F1B (``--schedule 1f1b``);
-- ``b_overlap_best_heuristic``: that same partition with the best heuristic schedule
-  for its stage costs (every family, W-filled and greedy; no CP-SAT);
-- ``c_serial_best_heuristic``: the serially balanced partition (``--partition serial``)
-  with the best heuristic schedule for its stage costs (as (b)); ``c_serial_planned``,
-  for information, is that plan as the planner finishes it (CP-SAT polish included);
-plus the joint plan's lower bound and gap, whether memory allows 2p microbatches in
-flight on every rank, and the joint search's wall time. Every plan chooses its
-recomputation mode (``recompute: auto``, the default). The H200 rows keep the shipped
-cluster but give each GPU 141 GB, where 2p microbatches in flight fit.
-
-Targets: joint <= each of (a)-(c) in every row; within 3% of the lower bound where
-memory allows 2p in flight; under 60 s per row on 2 cores. Where memory allows 2p, the
-joint plan is also made with ``--work 60`` (``long_*``): the window search keeps
-improving with time there.
+Per case, the predicted step of ``joint`` (the default ``ppplan plan``) beside (a) the
+overlap-aware partition with plain 1F1B, (b) that partition with the best heuristic schedule
+and (c) the serially balanced partition with the best heuristic schedule (``run_case``),
+plus the lower bound and gap, whether 2p microbatches in flight fit, and the wall time;
+every plan chooses its recomputation (``recompute: auto``); the H200 rows keep the shipped
+cluster on the ``h200`` GPU preset, where 2p fit. Targets: joint <= (a)-(c) in every row; within 3% of the bound where 2p fit (also
+planned with ``LONG_LIMIT_S``); under 60 s per row on 2 cores. docs/joint.md gives the figures.
 
     python benchmarks/joint.py [--json] [--only MODEL] [--work S]
 """
@@ -26,16 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-from planner.api import plan  # noqa: E402
-from planner.core.errors import InfeasibleError  # noqa: E402
-from planner.core.plan import Plan  # noqa: E402
-from solvers.schedule.search.search import best_schedule  # noqa: E402
+from planner.api import plan
+from planner.core.errors import InfeasibleError
+from planner.core.plan import Plan
+from solvers.schedule.search.search import best_schedule
 
 CASES = [("qwen3-next-80b-a3b", 8, 1, None), ("qwen3-next-80b-a3b", 16, 1, None), ("deepseek-v3", 16, 1, None),
          ("qwen3-235b-a22b", 16, 2, None), ("qwen3-next-80b-a3b", 8, 1, "h200"),

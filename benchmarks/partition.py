@@ -1,32 +1,13 @@
-"""Overlap-aware partition vs the baselines, on the shipped models (issue 3's figures).
+"""Overlap-aware partition vs the baselines, on the shipped models.
 
-One row per case: predicted step time (same simulator, same schedule, same
-microbatch count) of ``uniform``, ``flops_balanced``, ``serial_balanced`` and the
-plan, the plan's speedup over each, the solve time (``planner.api.plan`` wall clock,
-everything included) and the memory margin (limit minus the busiest rank's peak).
-
-Cases: qwen3-next-80b-a3b pp 4/8/16, qwen3-235b-a22b pp 8/16 x vpp 1/2,
-deepseek-v3 pp 8/16, llama3-8b pp 4; dp follows from pp (pp x tp x dp = GPUs of the
-model's shipped cluster). Each case runs twice: ``memory: default`` (the cluster's
-limit, GPU memory minus headroom) and ``memory: relaxed`` (4096 GiB), which isolates
-the partition choice from the memory limit: with the default limit the fused
-(F&B-overlapped) schedule, which holds about twice the microbatches in flight, often
-does not fit without recomputation. Every case plans with ``recompute: auto`` (the
-default): the planner also tries selective and full recomputation and keeps the
-fastest plan that fits; the row says which mode won, and every baseline is simulated
-with that mode, schedule and microbatch count.
-
-For vpp 1 rows each row also carries ``any_partition_bound_s``: per recomputation mode,
-a lower bound on the step of *every* partition (``solvers.partition.bound``), and how far
-serial_balanced and the plan are above it under the plan's mode: where serial_balanced is
-within a few per cent of it, no partition can beat serial_balanced by more than that.
-Where a pp <= 4 plan ties serial_balanced, ``neighbourhood`` is the fastest of every
-partition within 2 layers of each of the plan's boundaries under every recomputation
-mode (best heuristic schedule each).
-
-Targets (issue 3): the plan is never slower than a baseline that fits memory;
-solve time < 10 s for pp <= 8 and < 60 s for qwen3-235b-a22b pp 16 vpp 2 (M = 128).
-Timings on a shared machine are noisy.
+Per case (``CASES``; dp follows from pp on the model's shipped cluster) and memory limit
+(``default``: the cluster's; ``relaxed``: ``RELAXED_GIB``, which isolates the partition
+choice from memory), the predicted step of ``uniform``, ``flops_balanced``,
+``serial_balanced`` and the plan (same simulator, schedule, microbatches and the
+recomputation mode the plan chose), the plan's speedup, its solve time and memory margin;
+for vpp 1 the bound on every partition (``any_partition_bounds``) and, where a pp <= 4 plan
+ties serial_balanced, ``neighbourhood_sweep``. Targets: the plan is never slower than a
+baseline that fits memory, and ``solve_target_s``. docs/partition.md gives the figures.
 
     python benchmarks/partition.py [--json] [--only MODEL] [--memory default|relaxed|both]
 """
@@ -38,21 +19,16 @@ import itertools
 import json
 import sys
 import time
-from pathlib import Path
 
-# Run as a script, this folder comes first on sys.path and benchmarks/profiler.py would
-# shadow the ``profiler`` package the planner imports: drop it.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-from planner.api import plan, resolve_cluster  # noqa: E402
-from planner.core.costs import CostTable  # noqa: E402
-from planner.core.errors import InfeasibleError  # noqa: E402
-from planner.core.hf_config import load_model  # noqa: E402
-from planner.core.stage_costs import stage_costs  # noqa: E402
-from profiler.analytical import analytical_costs  # noqa: E402
-from solvers.schedule.engines.memory_limit import MemoryLimit  # noqa: E402
-from solvers.partition.bound import partition_lower_bound  # noqa: E402
-from solvers.schedule.search.search import best_schedule  # noqa: E402
+from planner.api import plan, resolve_cluster
+from planner.core.costs import CostTable
+from planner.core.errors import InfeasibleError
+from planner.core.hf_config import load_model
+from planner.core.stage_costs import stage_costs
+from profiler.analytical import analytical_costs
+from solvers.schedule.engines.memory_limit import MemoryLimit
+from solvers.partition.bound import partition_lower_bound
+from solvers.schedule.search.search import best_schedule
 
 CASES = [("qwen3-next-80b-a3b", 4, 1), ("qwen3-next-80b-a3b", 8, 1), ("qwen3-next-80b-a3b", 16, 1),
          ("qwen3-235b-a22b", 8, 1), ("qwen3-235b-a22b", 8, 2), ("qwen3-235b-a22b", 16, 1),
@@ -64,7 +40,7 @@ GIB = 2 ** 30
 
 
 def solve_target_s(pp: int, vpp: int) -> float | None:
-    """The issue's solve-time target for a case (None where it sets none)."""
+    """The solve-time target of a case: 10 s for pp <= 8, 60 s for pp 16 vpp 2 (None elsewhere)."""
     if pp <= 8:
         return 10.0
     return 60.0 if vpp == 2 else None

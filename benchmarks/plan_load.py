@@ -15,19 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from planner.api import plan  # noqa: E402
-from planner.core.plan import load_plan_file  # noqa: E402
-from planner.core.schedule import format_schedule  # noqa: E402
-from planner.simulation import validate_plan  # noqa: E402
-from solvers.schedule.families.generators import one_f_one_b  # noqa: E402
+from planner.api import plan
+from planner.core.plan import load_plan_file
+from planner.core.schedule import format_schedule
+from planner.simulation import validate_plan
+from solvers.schedule.families.generators import one_f_one_b
 
 
 def big_plan_file(actions: int, path: Path) -> int:

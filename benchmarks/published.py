@@ -1,34 +1,13 @@
 """Published training runs predicted through the user's path: ``ppplan plan MODEL --cluster FILE``.
 
-Rows (``benchmarks/published_rows.py``): ``benchmarks/data/published_runs.json`` and
-``benchmarks/data/published/*.json``: Megatron-Bridge / NeMo performance summaries,
-torchtitan benchmarks, NeMo AutoModel, the Megatron-MoE ModelZoo and technical reports;
-each row cites its page and table and names its source ``family``. Each row names the
-cluster file a user would write for it (``benchmarks/data/clusters/<row>.yaml``: every
-setting its source states), the ``--target`` it runs on and, where the run trained another
-model than a shipped config, the config it trained (``model_config``, under
-``benchmarks/data/models/``) and, where the run's schedule was fixed (torchtitan's 1F1B), the
-``ppplan plan`` options that fix it too (``ppplan_options``, e.g. ``--schedule 1f1b``). Each row is planned exactly as ``ppplan plan MODEL --cluster
-FILE --target T`` plans it (through ``planner.api.plan``, the function the CLI calls), in
-three ways:
-
-- ``careful``: the row's cluster file;
-- ``plain``: the same file cut to GPUs, degrees, batch and sequence length;
-- ``recipe``: the plain file plus the precision it trains in and ``recipe: <framework>``
-  (``planner.core.recipes``): the framework recipe's dispatcher, CUDA graphs, FSDP, kernels,
-  attention kernel, loss, FP8 recipe and recomputation fill what the file leaves out.
-
-Validation held out by source (``held_out``, the default; ``--no-held-out`` skips it): for
-each source family, the fitted constants (``profiler.cost_model.calibration.BOUNDS``) are
-fitted on the other families' rows only (L1 in ln, ``benchmarks/published_fit.py``) and the
-family's rows are planned again with those constants, careful files. Per model with at
-least four rows: Spearman's rank correlation of predicted and published tokens/s/GPU. Per
-row that publishes a peak: the predicted figure of the same quantity (allocated or
-reserved). ``--fit`` prints the constants fitted on every row (what ``FITTED`` holds).
-
-Per row and way it prints what ``ppplan plan`` prints (schedule step, optimizer step, MFU,
-largest per-rank peak) and tokens/s/GPU = global batch tokens / optimizer step / GPUs
-against the published figure.
+Each row of ``benchmarks/published_rows.py`` (its page and table cited, the cluster file a
+user would write for it under ``benchmarks/data/clusters/``) is planned through
+``planner.api.plan``, the function the CLI calls, three ways: ``careful`` (the row's file),
+``plain`` (GPUs, degrees, batch, sequence length) and ``recipe`` (plain plus the precision
+and ``recipe: <framework>``, ``planner.core.recipes``); predicted against published
+tokens/s/GPU, and held out by source family (constants refitted on the other families'
+rows, ``benchmarks/published_fit.py``). docs/published-user-path.md and
+docs/published-validation.md give the method and the figures.
 
     python benchmarks/published.py [--json] [--work W] [--rows ID,ID] [--ways careful,plain,recipe]
                                    [--no-held-out] [--fit] [--jobs N]
@@ -45,15 +24,11 @@ import tempfile
 from multiprocessing import get_context
 from pathlib import Path
 
-# Run as a script, this folder comes first on sys.path and benchmarks/profiler.py would
-# shadow the profiler package: drop it, and load the two sibling modules by path.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-from planner.api import plan  # noqa: E402
-from planner.core.errors import InfeasibleError  # noqa: E402
-from planner.core.jsonio import read_yaml  # noqa: E402
-from profiler.cost_model.calibration import FITTED, Calibration, using_calibration  # noqa: E402
-from solvers.schedule.search.budget import DEFAULT_WORK  # noqa: E402
+from planner.api import plan
+from planner.core.errors import InfeasibleError
+from planner.core.jsonio import read_yaml
+from profiler.cost_model.calibration import FITTED, Calibration, using_calibration
+from solvers.schedule.search.budget import DEFAULT_WORK
 
 
 def _sibling(name: str):

@@ -1,34 +1,16 @@
 """Re-planning after routing drift on the shipped traces (examples/routing/).
 
-Scenario: a team plans qwen3-next-80b-a3b on its default cluster (pp 8, dp 8, EP 8,
-H100) with ``ppplan plan``, which assumes perfectly balanced routing; after the first
-steps it re-plans for the routing it sees (``start.json``, balanced) and runs that
-*start plan*. Later traces show the router's load moving; each is given to
-``replan(start_plan, trace)``. Per trace the benchmark reports:
-
-- ``old_step_s``: the start plan's step time under the new routing (same simulator);
-  ``old_fits_memory``: whether it still fits;
-- ``new_step_s``: the recommended re-plan (move-penalised search), ``best_step_s`` the
-  fastest plan found ignoring the penalty, ``front_door_step_s`` what ``make_plan``
-  alone returns, with the layers each moves;
-- ``gain`` = (old - new) / old; ``gap_recovered`` = (old - new) / (old - best);
-- ``migration_bytes`` / ``migration_s`` / ``break_even_steps`` and the decision.
-
-The first row is the default plan re-planned for ``start.json`` (how the start plan
-was made). Targets (issue 9): the balanced trace -> keep; a hot layer range -> the
-re-plan recovers most of the gap to the best plan for that routing.
-
-Megatron's own logs (issue 20): for every row, ``examples/routing/make_traces.py`` also
-writes the logs a Megatron run of the plan being re-planned would write for the same
-routing (``tokens_per_expert/rank<R>.jsonl``, one per global rank, rank-local layer
-indices, one row per microbatch; the single-file record's counts split at random over
-the 32 microbatches), and the row is re-planned again from that folder. ``megatron``
-reports whether the per-layer counts equal the single-file trace's exactly and whether
-the decision, gain, step times and new partition are the same.
+Scenario: qwen3-next-80b-a3b on its default cluster, planned with balanced routing, re-planned
+for ``start.json`` (the first row: the start plan); each later trace goes to
+``replan(start_plan, trace)``, and the row (``_row``) gives the start plan's step under the
+new routing, the recommended, best and front-door re-plans, gain, gap recovered, migration
+and the decision. Targets: the balanced trace keeps the plan; a hot layer range recovers
+most of the gap to the best plan. Unless ``--no-megatron``, each row is re-planned again
+from the Megatron logs ``examples/routing/make_traces.py`` writes for the same routing
+(``_megatron``: same counts, same decision). Step times are simulator predictions; only
+``wall_s`` depends on the machine. docs/replan.md gives the figures.
 
     python benchmarks/replan.py [--json] [--min-gain 0.03] [--no-megatron]
-
-Times are simulator predictions (deterministic); only ``wall_s`` depends on the machine.
 """
 
 from __future__ import annotations
@@ -36,20 +18,15 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-# Run as a script, this folder comes first on sys.path and benchmarks/profiler.py would
-# shadow the ``profiler`` package: drop it.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-from planner.api import plan as make_default_plan  # noqa: E402
-from planner.core.hf_config import load_model  # noqa: E402
-from planner.replanning import DEFAULT_MIN_GAIN, replan  # noqa: E402
-from planner.replanning.inputs import read_traces  # noqa: E402
-from planner.replanning.megatron_layout import megatron_layout  # noqa: E402
+from planner.api import plan as make_default_plan
+from planner.core.hf_config import load_model
+from planner.replanning import DEFAULT_MIN_GAIN, replan
+from planner.replanning.inputs import read_traces
+from planner.replanning.megatron_layout import megatron_layout
 
 ROUTING = Path(__file__).resolve().parent.parent / "examples" / "routing"
 CASES = (("balanced", "balanced.json", None), ("hot_early", "hot_early.jsonl", None),

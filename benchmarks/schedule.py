@@ -1,31 +1,17 @@
 """Schedule solver figures: every heuristic, the CP-SAT solver, the lower bound and the gap.
 
-For (stages, microbatches) in (4, 8), (8, 16), (8, 32), (16, 64), (16, 128), memory limits
-of p and 2p microbatches of activations per rank, and uniform and heterogeneous
-per-stage costs (one stage per rank), it prints each heuristic's step time, the
-solver's (``--schedule cpsat``: CP-SAT warm-started from the best heuristic), the lower
-bound, the gap and the wall time. Targets (issue 4): the solver is never slower than the
-best heuristic; within 2% of the lower bound when memory >= 2p and M >= 3 x stages;
-under 30 s for 16 x 64.
+Per (stages, microbatches) of ``SHAPES``, memory of p and 2p microbatches per rank, uniform
+and heterogeneous stage costs: each heuristic's step, the solver's (``--schedule cpsat``,
+warm-started from the best heuristic), the bound, the gap and the wall time. Targets: never
+slower than the best heuristic; within 2% of the bound when memory >= 2p and M >= 3 x
+stages; under 30 s for 16 x 64. ``--vs-zb`` sets ppplan beside Zero Bubble's ZB-H1 / ZB-H2
+as its paper defines them (Qi et al., ICLR 2024, sec. 3; ``zb_reference``), ``--zb-setting``
+plans the paper's setting as a user would. docs/schedule.md gives the figures.
 
     python benchmarks/schedule.py --json            # all 20 cases, --time-limit 5 each
     python benchmarks/schedule.py --quick --json    # 4 cases, --time-limit 1 (CI)
     python benchmarks/schedule.py --vs-zb --json    # side by side with the Zero Bubble reference
     python benchmarks/schedule.py --zb-setting --json  # the ZB paper's setting, planned as a user plans it
-
-``--vs-zb`` (issue 19): p 8 and 16, M = 3p, activation memory of 1p and 2p microbatches
-per rank, homogeneous and 0.6-1.4x heterogeneous stages. The reference is Zero Bubble's
-own heuristic schedules as its paper defines them (Qi et al., ICLR 2024, sec. 3: ZB-H1
-keeps 1F1B's p - r microbatches in flight on rank r and is the 1p schedule, ZB-H2 keeps
-2(p - r) - 1 and is the 2p one; both defer W into the bubbles, which its scheduler does by
-timing the order on the real costs: here ``fill_w`` on the same stage costs). Re-derived
-from the paper, not the reference repository's code. ppplan is ``best_schedule`` with
-``--time-limit 0.5`` (a wall budget, as ``ppplan plan`` gives it). Per case: makespan and steady-state period of both, time to plan,
-ppplan's time to its first plan (heuristics only) and its time to within 1% of the best
-it finds with 8 s (the smallest of the limits 0.1, 0.25, 0.5, 1, 2 s whose plan is
-within 1%, and the wall time of that run); and the period ppplan finds with
-``--objective steady`` at 0.5 s beside the steady-state lower bound
-(``solvers.schedule.search.steady_order.steady_lower_bound``).
 """
 
 from __future__ import annotations
@@ -37,20 +23,16 @@ import random
 import sys
 import time
 
-# Run as a script, this folder comes first on sys.path and benchmarks/profiler.py would
-# shadow the ``profiler`` package: drop it.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-from planner.core.costs import P2PCost  # noqa: E402
-from planner.core.stage_costs import StageCosts  # noqa: E402
-from solvers.schedule.engines.memory_limit import MemoryLimit  # noqa: E402
-from planner.core.simulate import simulate  # noqa: E402
-from planner.core.steady import steady_state  # noqa: E402
-from solvers.schedule.search.budget import DEFAULT_WORK, WallBudget  # noqa: E402
-from solvers.schedule.search.search import best_schedule, clear_memo  # noqa: E402
-from solvers.schedule.search.steady_order import steady_lower_bound  # noqa: E402
-from solvers.schedule.engines.w_fill import fill_w  # noqa: E402
-from solvers.schedule.families.zero_bubble import zb_h1, zb_h2  # noqa: E402
+from planner.core.costs import P2PCost
+from planner.core.stage_costs import StageCosts
+from solvers.schedule.engines.memory_limit import MemoryLimit
+from planner.core.simulate import simulate
+from planner.core.steady import steady_state
+from solvers.schedule.search.budget import DEFAULT_WORK, WallBudget
+from solvers.schedule.search.search import best_schedule, clear_memo
+from solvers.schedule.search.steady_order import steady_lower_bound
+from solvers.schedule.engines.w_fill import fill_w
+from solvers.schedule.families.zero_bubble import zb_h1, zb_h2
 
 SHAPES = [(4, 8), (8, 16), (8, 32), (16, 64), (16, 128)]
 QUICK = [(4, 8), (8, 32)]
@@ -97,12 +79,15 @@ WITHIN_LIMITS = (0.1, 0.25, 0.5, 1.0, 2.0)
 
 def zb_reference(costs: StageCosts, m: int, mem: int) -> tuple[float, float, float]:
     """Zero Bubble's heuristic at ``mem`` = p (ZB-H1) or 2p (ZB-H2) microbatches of memory:
-    (makespan, steady period, seconds to build it) on ``costs``."""
+    (makespan, steady period, seconds to build it) on ``costs``. Re-derived from the paper
+    (Qi et al., ICLR 2024, sec. 3), not the reference repository's code: ZB-H1 keeps 1F1B's
+    p - r microbatches in flight on rank r, ZB-H2 keeps 2(p - r) - 1; both defer W into the
+    bubbles, which its scheduler does by timing the order on the real costs, here ``fill_w``."""
     t0 = time.perf_counter()
     p = costs.num_ranks
     order = zb_h1(p, m) if mem <= p else zb_h2(p, m)
-    budget = MemoryLimit(microbatches=mem).activation_limit(costs)
-    sched = fill_w(order, costs, activation_limit=budget) or order
+    budget = MemoryLimit(microbatches=mem).act_budget(costs)
+    sched = fill_w(order, costs, act_budget=budget) or order
     wall = time.perf_counter() - t0
     return simulate(sched, costs).step_time, steady_state(sched, costs, m).period_s, wall
 
@@ -194,7 +179,11 @@ def zb_setting(args) -> int:
 
 
 def vs_zb(args) -> int:
-    """``--vs-zb``: the side-by-side table (see the module docstring)."""
+    """``--vs-zb``: p 8 and 16, M = 3p, activation memory of 1p and 2p microbatches per rank,
+    homogeneous and 0.6-1.4x heterogeneous stages. Per case (``zb_case``): makespan and
+    steady period of ZB and of ppplan (``best_schedule`` with a 0.5 s wall budget, as
+    ``ppplan plan`` gives it), time to plan, ppplan's first plan, its time to within 1% of its
+    8 s best (``WITHIN_LIMITS``) and its ``--objective steady`` period beside the bound."""
     rows = [zb_case(s, m, k * s, het, args.seed) for s, m in ZB_SHAPES for k in (1, 2) for het in (False, True)]
     summary = {"cases": len(rows), "never_slower_than_zb": all(r["not_slower_than_zb"] for r in rows),
                "max_first_plan_s": max(r["first_plan_s"] for r in rows),

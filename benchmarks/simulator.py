@@ -1,21 +1,11 @@
 """Simulator throughput: actions per second of ``simulate`` and of re-timing alone.
 
-The issue's target is at least 1 million actions per second. Figures per case:
-
-- ``full``: ``simulate(schedule, costs)``: compilation (numbering, dependency
-  resolution), the topological order with the timing in one pass (deadlock check
-  included), busy time and peak memory per rank. The memory trace and the critical
-  path are computed when first read ([Note: detail on read] in ``planner.core.simulate``);
-- ``full_detail``: the same, then reading ``memory`` and ``critical_path``;
-- ``retime``: ``simulate_compiled`` on an already compiled schedule (its re-timing
-  table built beforehand), what a solver pays per candidate partition when the
-  schedule shape is fixed;
-- ``compile``: ``compile_schedule`` alone.
-
-Each figure is the best of ``--repeat`` runs (timings on a shared machine are noisy).
-Schedules: 1F1B with split W (I and W separate), interleaved 1F1B with vpp 2 (B
-actions), and fused 1F1B-overlap (OVERLAP_F_B actions), for pp in {8, 16, 32} and
-M in {64, 256, 1024}.
+Per case (1F1B with split W, interleaved 1F1B vpp 2, fused 1F1B-overlap; pp 8-32, M 64-1024),
+the best of ``--repeat`` runs of: ``full`` (``simulate``: compilation and one timing pass;
+memory trace and critical path computed when first read, [Note: detail on read] in
+``planner.core.simulate``), ``full_detail`` (the same, then reading both), ``retime``
+(``simulate_compiled``: what a solver pays per candidate partition of a fixed schedule
+shape) and ``compile`` alone. The target is ``TARGET``; docs/simulator.md gives the figures.
 
     python benchmarks/simulator.py [--json] [--quick] [--repeat N] [--clock wall|cpu]
 """
@@ -23,26 +13,21 @@ M in {64, 256, 1024}.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 import json
 import random
 import sys
 import time
 from collections.abc import Callable
 
-# Run as a script, this folder comes first on sys.path and benchmarks/profiler.py would
-# shadow the ``profiler`` package: drop it.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-from planner.core.costs import P2PCost  # noqa: E402
-from planner.core.placement import stage_ranks  # noqa: E402
-from planner.core.schedule import Schedule  # noqa: E402
-from planner.core.simulate import SimResult, compile_schedule, simulate, simulate_compiled  # noqa: E402
-from planner.core.stage_costs import StageCosts  # noqa: E402
-from solvers.schedule.families.generators import interleaved_1f1b, one_f_one_b  # noqa: E402
+from planner.core.costs import P2PCost
+from planner.core.placement import stage_ranks
+from planner.core.schedule import Schedule
+from planner.core.simulate import SimResult, compile_schedule, simulate, simulate_compiled
+from planner.core.stage_costs import StageCosts
+from solvers.schedule.families.generators import interleaved_1f1b, one_f_one_b
 
 TARGET = 1e6
-"""Actions per second the issue asks for."""
+"""Actions per second the simulator is to reach."""
 
 SHAPES: dict[str, tuple[int, Callable[[int, int], Schedule]]] = {
     "1f1b-splitw": (1, lambda pp, m: one_f_one_b(pp, m, split_w=True)),
@@ -86,7 +71,7 @@ def run_case(shape: str, pp: int, m: int, repeat: int, clock: str = "wall") -> d
     costs = stage_costs_for(pp, vpp)
     n_actions = sum(len(v) for v in sched.values())
     comp = compile_schedule(sched, costs.num_stages, costs.ranks)
-    simulate_compiled(comp, costs)  # warm-up: the first timing after compiling
+    simulate_compiled(comp, costs)  # the first re-timing builds comp.steps, once per compiled schedule
     t_compile = _best(lambda: compile_schedule(sched, costs.num_stages, costs.ranks), repeat, clock)
     t_retime = _best(lambda: simulate_compiled(comp, costs), repeat, clock)
     t_full = _best(lambda: simulate(sched, costs), repeat, clock)

@@ -17,16 +17,12 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
-# benchmarks/profiler.py would shadow the profiler package
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-from planner.api import plan as api_plan  # noqa: E402
-from planner.core.errors import InfeasibleError, InputError  # noqa: E402
-from planner.core.targets import TARGET_NAMES  # noqa: E402
-from planner.export import export_plan  # noqa: E402
-from planner.export.schedule import ExportError  # noqa: E402
+from planner.api import plan as api_plan
+from planner.core.errors import InfeasibleError, InputError
+from planner.core.targets import TARGET_NAMES
+from planner.export import export_plan
+from planner.export.schedule import ExportError
 
 MODELS = ("llama3-8b", "qwen3-30b-a3b", "qwen3-235b-a22b", "qwen3-next-80b-a3b", "deepseek-v3")
 

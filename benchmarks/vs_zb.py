@@ -1,33 +1,13 @@
 """ppplan side by side with the Zero Bubble repository's own heuristic, and with DualPipeV.
 
 The peer is ``initial_solution`` of sail-sg/zero-bubble-pipeline-parallelism
-(``megatron/core/pipeline_parallel/zerobubble/scheduler/zb.py``, with its ``graph.py``):
-``Graph.manual_order`` under its eight hyperparameter settings. Its code is not part of
-ppplan and is not copied here: pass a local copy with ``--zb-dir`` (a clone of that
-repository, or a folder holding its ``zb.py`` and ``graph.py``); without it the benchmark
-says how to get one and exits 2.
-
-Per cost table (``CASES``: p 4-32, M 8-256, W-heavy F/I/W 1/1/2 ms and B-heavy 1/2/1 ms,
-uniform or +-30% per stage, activation memory p/2 to 3p microbatches, P2P 0.1 ms; none
-of them is in ``benchmarks/schedule.py``):
-
-- the peer: its eight orders, each converted to ppplan's text form (``0F3``, ``0I3``,
-  ``0W3``; its B is ppplan's I) and re-timed with ppplan's simulator on the same costs
-  (``planner.core.simulate``; an order over the memory budget is dropped); the best of
-  them, its own pick (by its per-stage span) and its CPU time for all eight (building the
-  graph included, as ``initial_solution`` does);
-- ppplan: ``best_schedule`` at its default work budget (makespan, CPU and wall time), its
-  time to a first valid plan (``polish=False``), and the new candidate
-  ``solvers.schedule.engines.zb_greedy`` on its own (best of its eight variants; its CPU time includes
-  re-timing them, which the peer's does not);
-- the lower bound (``solvers.schedule.search.lower_bound.step_lower_bound``).
-
-The DualPipeV table (``--dualpipev-only`` runs it alone): V placement, p 4 N 20, p 8 N 32,
-p 16 N 64, F/I/W 1/1/1 ms, F beside I of any stage on the same rank 0.75 x (F + I), P2P
-0.1 ms, memory: DeepSeek's own peak (its largest rank's, in microbatches of a rank's
-activations) on every rank: DeepSeek's order (family ``dualpipev``, as drawn), ppplan's
-``--schedule dualpipev`` (that order and its W-filled versions), ``--schedule
-dualpipev-list`` and ``auto``, each at the default work budget.
+(``megatron/core/pipeline_parallel/zerobubble/scheduler/zb.py`` with its ``graph.py``):
+``Graph.manual_order`` under its eight settings, each order re-timed with ppplan's simulator
+on the same costs (``CASES``), beside ``best_schedule``, ``solvers.schedule.engines.zb_greedy`` and
+the lower bound. Its code is not copied here: pass a clone with ``--zb-dir`` (without it the
+benchmark says how to get one and exits 2). ``--dualpipev-only`` runs the DualPipeV table
+alone (DeepSeek's order against ppplan's ``dualpipev``, ``dualpipev-list`` and ``auto``).
+docs/search-peers.md gives the method and the figures.
 
     python benchmarks/vs_zb.py --zb-dir /tmp/zb --json > result.json
     python benchmarks/vs_zb.py --zb-dir /tmp/zb --quick          # three cases, no DualPipeV
@@ -46,20 +26,16 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
-# Run as a script, this folder comes first on sys.path and benchmarks/profiler.py would
-# shadow the ``profiler`` package: drop it.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-from planner.core.costs import P2PCost  # noqa: E402
-from planner.core.placement import stage_ranks  # noqa: E402
-from planner.core.schedule import Schedule, parse_action  # noqa: E402
-from planner.core.simulate import simulate  # noqa: E402
-from planner.core.stage_costs import StageCosts  # noqa: E402
-from solvers.schedule.families.dualpipev_exact import dualpipev_exact  # noqa: E402
-from solvers.schedule.search.lower_bound import step_lower_bound  # noqa: E402
-from solvers.schedule.engines.memory_limit import MemoryLimit, rank_activation  # noqa: E402
-from solvers.schedule.search.search import best_schedule, clear_memo  # noqa: E402
-from solvers.schedule.engines.zb_greedy import zb_greedy_orders  # noqa: E402
+from planner.core.costs import P2PCost
+from planner.core.placement import stage_ranks
+from planner.core.schedule import Schedule, parse_action
+from planner.core.simulate import simulate
+from planner.core.stage_costs import StageCosts
+from solvers.schedule.families.dualpipev_exact import dualpipev_exact
+from solvers.schedule.search.lower_bound import step_lower_bound
+from solvers.schedule.engines.memory_limit import MemoryLimit, rank_activation
+from solvers.schedule.search.search import best_schedule, clear_memo
+from solvers.schedule.engines.zb_greedy import zb_greedy_orders
 
 PEER_FILES = "megatron/core/pipeline_parallel/zerobubble/scheduler"
 PEER_GRAPH_MODULE = "megatron.core.pipeline_parallel.zerobubble.scheduler.graph"
@@ -207,7 +183,7 @@ def zb_case(case: Case, peer, work: float | None) -> dict:
     """One row of the side-by-side table."""
     costs = case_costs(case)
     limit = MemoryLimit(microbatches=case.mem)
-    budget = limit.activation_limit(costs)
+    budget = limit.act_budget(costs)
     runs, peer_cpu = peer_orders(*peer, costs, case.m, budget)
     for run in runs:
         run["makespan_s"] = _timed(costs, run.pop("schedule"), budget) if "schedule" in run else None
@@ -220,7 +196,7 @@ def zb_case(case: Case, peer, work: float | None) -> dict:
     zg = min((t for _, t in mine if t is not None), default=None)
     first, first_cpu, first_wall = _ppplan(costs, case.m, limit, work, polish=False)
     ours, cpu, wall = _ppplan(costs, case.m, limit, work, polish=True)
-    lb = step_lower_bound(costs, case.m, activation_limit=budget)
+    lb = step_lower_bound(costs, case.m, act_budget=budget)
     peer_best = min((r["makespan_s"] for r in valid), default=None)
     return {"p": case.p, "microbatches": case.m, "kind": case.kind, "spread": case.spread,
             "memory_microbatches": case.mem, "lower_bound_s": lb,
@@ -260,7 +236,7 @@ def dv_case(p: int, m: int, work: float | None) -> dict:
     peak_mb = max(x / a for x, a in zip(sim.peak_act_bytes, act))
     limit = MemoryLimit(microbatches=peak_mb)
     row = {"p": p, "microbatches": m, "deepseek_s": sim.step_time, "deepseek_peak_mb": peak_mb,
-           "lower_bound_s": step_lower_bound(costs, m, activation_limit=limit.activation_limit(costs))}
+           "lower_bound_s": step_lower_bound(costs, m, act_budget=limit.act_budget(costs))}
     kw = {} if work is None else {"time_limit": work}
     for method in ("dualpipev", "dualpipev-list", "auto"):
         clear_memo()

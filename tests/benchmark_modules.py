@@ -1,5 +1,4 @@
-"""Load a script under ``benchmarks/`` as a module: the folder is not a package, and run as a
-script it would put ``benchmarks/profiler.py`` in front of the ``profiler`` package."""
+"""Load a script under ``benchmarks/`` as a module: the folder is not a package."""
 
 from __future__ import annotations
 

@@ -1,26 +1,14 @@
-"""Measured profiler on the CPU: wall time, repeatability and hidden share per pair type (issue 5).
+"""Measured profiler on the CPU: wall time, repeatability and hidden share per pair type.
 
-For each model (default qwen3-next-80b-a3b and deepseek-v3) it runs the whole
-measured profile (``profiler.measured.measured_costs``: sample-token routing, link
-benchmarks, one layer per type, every pair of types overlapped and serial) at a
-reduced width with a 2-rank expert-parallel gloo group, and reports
+Per model (``MODELS``, at a reduced width), the whole measured profile
+(``profiler.measured.measured_costs``: routing, links, one layer per type, every pair of
+types overlapped and serial) on a 2-rank expert-parallel gloo group: its wall time (target
+``TARGET_S``), per type the median F, I, W and all-to-all with their coefficients of
+variation, per pair the hidden share ``1 - OV / serial``, and the pairs with an all-to-all
+against those without (whose spread is the measurement's noise floor, ``_summary``).
+docs/profiler.md gives the figures.
 
-- ``wall_s``: wall time of the whole profile, process start-up included
-  (target: under 60 s per model on 2 cores);
-- per layer type: median F, I, W and exposed all-to-all (ms) and the coefficient of
-  variation of each over the repeats;
-- per pair type (F of a beside I of b): overlapped and serial time, the hidden share
-  ``1 - OV / serial`` (median of back-to-back ratios) and the CV of OV;
-- a summary: hidden share of the pairs with an all-to-all on either side against the
-  pairs with none, which have nothing to hide; the spread of the latter is the noise
-  floor of the measurement.
-
-CPU timings on a shared machine are noisy; the load average is recorded with them.
-
-    python benchmarks/profiler.py [--json] [--only MODEL] [--scale F] [--ep N] [--seq-len T] [--repeats R]
-
-Defaults: qwen3-next-80b-a3b at scale 1/16 (hidden 128), deepseek-v3 at 1/32 (hidden 224),
-EP 2, 1 x 256 tokens, 1 warm-up and 5 timed repeats.
+    python benchmarks/measured_profile.py [--json] [--only MODEL] [--scale F] [--ep N] [--seq-len T] [--repeats R]
 """
 
 from __future__ import annotations
@@ -31,11 +19,8 @@ import os
 import sys
 import time
 
-if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-    sys.path.pop(0)  # this script shares its name with the ``profiler`` package it imports
-
-from planner.core.hf_config import load_model  # noqa: E402
-from profiler.measured import ProfileRequest, measured_costs  # noqa: E402
+from planner.core.hf_config import load_model
+from profiler.measured import ProfileRequest, measured_costs
 
 MODELS = {"qwen3-next-80b-a3b": 1 / 16, "deepseek-v3": 1 / 32}
 """Model -> default width scale (hidden 128 and 224)."""
