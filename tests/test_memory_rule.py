@@ -132,8 +132,8 @@ def test_w_filling_keeps_a_fused_pair_whole_where_its_split_would_not_fit():
     order meets, W filling keeps such pairs whole instead of giving up."""
     from schedule_fixtures import make_costs
     from planner.core.schedule import OVERLAP, ActionKind
-    from solvers.schedule.families import generate
-    from solvers.schedule.w_fill import fill_w
+    from solvers.schedule.families.registry import generate
+    from solvers.schedule.engines.w_fill import fill_w
 
     costs = make_costs(4, fused_share=0.8)
     sched = generate("1f1b-overlap", pp=4, vpp=1, microbatches=8)
