@@ -19,7 +19,7 @@ three ways:
   attention kernel, loss, FP8 recipe and recomputation fill what the file leaves out.
 
 Validation held out by source (``held_out``, the default; ``--no-held-out`` skips it): for
-each source family, the fitted constants (``profiler.cost_model.calibration.BOUNDS``) are
+each source family, the fitted constants (``profiler.cost_model.fitted.BOUNDS``) are
 fitted on the other families' rows only (L1 in ln, ``benchmarks/published_fit.py``) and the
 family's rows are planned again with those constants, careful files. Per model with at
 least four rows: Spearman's rank correlation of predicted and published tokens/s/GPU. Per
@@ -52,7 +52,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 from planner.api import plan  # noqa: E402
 from planner.core.errors import InfeasibleError  # noqa: E402
 from planner.core.jsonio import read_yaml  # noqa: E402
-from profiler.cost_model.calibration import FITTED, Calibration, using_calibration  # noqa: E402
+from profiler.cost_model.fitted import FITTED, FittedConstants, using_constants  # noqa: E402
 from solvers.schedule.budget import DEFAULT_WORK  # noqa: E402
 
 
@@ -106,13 +106,13 @@ def figures(result) -> dict:
             "recompute": result.cluster.get("training", {}).get("recompute", "")}
 
 
-def plan_row(row: dict, way: str, *, work: float, folder: Path, calibration: Calibration | None = None) -> dict:
+def plan_row(row: dict, way: str, *, work: float, folder: Path, calibration: FittedConstants | None = None) -> dict:
     """Plan ``row`` the ``way`` way from a cluster file, as ``ppplan plan`` does (with the
     cost model's ``calibration``: the shipped constants unless a held-out fold gives others)."""
     path = folder / f"{row['id']}.{way}.yaml"
     path.write_text(json.dumps(cluster_data(row, way), indent=1))  # JSON is YAML
     try:
-        with using_calibration(calibration):
+        with using_constants(calibration):
             result = plan(row_model(row), cluster=str(path), target=row["target"], work=work,
                           **row.get("ppplan_options", {}))
     except InfeasibleError as exc:  # e.g. no partition fits memory: recorded, not hidden
@@ -127,10 +127,10 @@ def _plan_task(task: tuple) -> tuple[str, str, dict]:
     row, way, work, cal = task
     with tempfile.TemporaryDirectory() as tmp:
         return row["id"], way, plan_row(row, way, work=work, folder=Path(tmp),
-                                        calibration=None if cal is None else Calibration.from_tuple(cal))
+                                        calibration=None if cal is None else FittedConstants.from_tuple(cal))
 
 
-def plan_many(tasks: list[tuple[dict, str, Calibration | None]], *, work: float, jobs: int) -> list[dict]:
+def plan_many(tasks: list[tuple[dict, str, FittedConstants | None]], *, work: float, jobs: int) -> list[dict]:
     """``plan_row`` for each (row, way, constants), in order, on ``jobs`` processes (the plans
     are deterministic: the same figures on any number)."""
     packed = [(row, way, work, None if cal is None else cal.as_tuple()) for row, way, cal in tasks]

@@ -92,15 +92,15 @@ def _table(n: int) -> CostTable:
 
 
 def test_reprediction_models_full_backward_and_torch_first_stage(tmp_path):
-    from planner.replay.predict import REPREDICTED, repredict
+    from planner.replay.predict import REPREDICTED, simulate_on_table
 
     table = _table(7)
-    pred_b, sim_b = repredict(_plan(tmp_path, one_f_one_b(2, 4)), table)
+    pred_b, sim_b = simulate_on_table(_plan(tmp_path, one_f_one_b(2, 4)), table)
     assert pred_b["source"] == REPREDICTED
     # B actions take the measured full backward (3 x 2.4 + 1.0 on stage 0), not I + W
     assert pred_b["busy_s"][0] == pytest.approx(4 * (4.0 + 3 * 2.4 + 1.0))
     assert pred_b["busy_s"][1] == pytest.approx(4 * (3.0 + 3 * 2.4))
-    pred_iw, _ = repredict(_plan(tmp_path, one_f_one_b(2, 4, split_w=True)), table)
+    pred_iw, _ = simulate_on_table(_plan(tmp_path, one_f_one_b(2, 4, split_w=True)), table)
     # split: stage 1 runs I + W; stage 0's W is torch's full backward ([Note: torch first stage])
     assert pred_iw["busy_s"][0] == pytest.approx(4 * (4.0 + 3 * 2.4 + 1.0))
     assert pred_iw["busy_s"][1] == pytest.approx(4 * (3.0 + 3 * 3.0))

@@ -38,7 +38,7 @@ On GPU (no machine-wide clock for the ranks' spans) only the alone scale is meas
 no slowdown, no split of the gaps.
 
 Means, not medians, for the per-action terms: a step is a sum of many actions, and
-its mean is the sum of their means. Using it (``predict``): stage costs become alone
+its mean is the sum of their means. Using it (``simulate_with_calibration``): stage costs become alone
 durations (``calibrated_costs``) and ``contention.simulate_shared`` re-times the
 schedule with the slowdown; the step overhead is added to its step. Every figure is
 measured on the calibration replay (the line is a fit to its actions), never on the
@@ -62,8 +62,8 @@ from planner.replay.contention import simulate_shared
 from planner.replay.decompose import Sample, rank_samples
 from planner.replay.measure import action_timeline
 
-__all__ = ["Calibration", "measure_calibration", "calibrated_costs", "predict", "calibrated_plan", "torch_first_stage",
-           "with_split_kinds", "splits_stage0", "KINDS"]
+__all__ = ["Calibration", "measure_calibration", "calibrated_costs", "simulate_with_calibration", "calibrated_plan",
+           "torch_first_stage", "with_split_kinds", "splits_stage0", "KINDS"]
 
 KINDS = COMPUTE_KINDS
 _F, _I, _W, _B = ActionKind.F, ActionKind.I, ActionKind.W, ActionKind.B
@@ -235,8 +235,9 @@ def calibrated_costs(sc: StageCosts, cal: Calibration, *, w0_full: bool = False)
     return replace(sc, f=f, i=i, w=w, b=b, fused=fused, p2p=p2p)
 
 
-def predict(schedule: Schedule, sc: StageCosts, cal: Calibration) -> tuple[float, SimResult]:
-    """(predicted step, timeline) of ``schedule`` with uncalibrated stage costs ``sc``."""
+def simulate_with_calibration(schedule: Schedule, sc: StageCosts, cal: Calibration) -> tuple[float, SimResult]:
+    """(step, timeline) of ``schedule`` simulated on uncalibrated stage costs ``sc`` corrected
+    by ``cal``: alone durations, the measured slowdown while ranks share, step overhead."""
     slowdown = {k: cal.shared(k) for k in (*KINDS, OVERLAP)}
     w0_full = splits_stage0(schedule) and sc.i[0] == 0  # torch_first_stage applied
     sim = simulate_shared(schedule, calibrated_costs(sc, cal, w0_full=w0_full), slowdown)
@@ -249,8 +250,9 @@ def splits_stage0(schedule: Schedule) -> bool:
 
 
 def torch_first_stage(sc: StageCosts, schedule: Schedule) -> StageCosts:
-    """Stage costs as torch's runtime executes them ([Note: torch first stage] in ``predict``):
-    when ``schedule`` splits stage 0's backward, its I is a no-op and its W the whole backward."""
+    """Stage costs as torch's runtime executes them ([Note: torch first stage] in
+    ``planner.replay.predict``): when ``schedule`` splits stage 0's backward, its I is a
+    no-op and its W the whole backward."""
     if not splits_stage0(schedule) or sc.i[0] == 0:
         return sc
     moved = sc.i[0]
@@ -265,7 +267,7 @@ def calibrated_plan(plan: Plan, cal: Calibration) -> Plan:
     calibrated timeline runs them as torch does (``torch_first_stage``), as the
     calibration's per-kind fit saw them."""
     schedule = plan.parsed_schedule()
-    step, sim = predict(schedule, torch_first_stage(plan.parsed_stage_costs(), schedule), cal)
+    step, sim = simulate_with_calibration(schedule, torch_first_stage(plan.parsed_stage_costs(), schedule), cal)
     predicted = {**plan.predicted, "step_time_s": step, "busy_s": sim.busy,
                  "bubble_fraction": sim.bubble_fraction,
                  "uncalibrated_step_time_s": plan.predicted.get("step_time_s")}

@@ -29,7 +29,7 @@ from planner.replay.calibrate import Calibration, calibrated_plan, with_split_ki
 from planner.replay.launch import replay_interleaved
 from planner.replay.measure import relative_error
 from planner.replay.options import ReplayOptions, ReplayResult
-from planner.replay.predict import repredict
+from planner.replay.predict import simulate_on_table
 
 __all__ = ["calibration_plans", "replay_calibrated", "CALIBRATION_SOURCE"]
 
@@ -82,7 +82,7 @@ def _calibrated_step(plan: Plan, result: ReplayResult, cal: Calibration) -> floa
     if result.table is None:
         return calibrated_plan(plan, cal).predicted["step_time_s"]
     table = result.table
-    pred, _ = repredict(plan, replace(table, meta={**table.meta, "calibration": cal.to_dict()}))
+    pred, _ = simulate_on_table(plan, replace(table, meta={**table.meta, "calibration": cal.to_dict()}))
     return pred["step_time_s"]
 
 

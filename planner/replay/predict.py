@@ -4,7 +4,7 @@ A prediction only means something for the same model size on the same device. A
 plan made from a profile measured on this device at the replay's width and sequence
 length (``plan.costs``: source ``measured``, ``device``, ``scale``, ``seq_len``),
 replayed with the real link, is replayed exactly: its schedule is simulated again on
-its own stage costs (``plan_prediction``; ``planner.core.simulate``, the simulator
+its own stage costs (``simulate_plan_as_run``; ``planner.core.simulate``, the simulator
 ``ppplan simulate`` runs). Its recorded ``predicted`` is never copied: a plan whose
 order was changed after planning (another framework's order placed in it, fused pairs
 split by hand) would be judged against the prediction of an order that never ran.
@@ -30,7 +30,7 @@ as the full backward (``StageCosts.b_time``), which is what the engine executes.
 ``meta["calibration"]``, holds a ``calibrate.Calibration`` (measured by a separate
 calibration replay, see [Note: runtime calibration]) is predicted with it: alone
 durations, the measured slowdown while ranks share cores, P2P latency and step
-overhead (``calibrate.predict``), after the adjustment above.
+overhead (``calibrate.simulate_with_calibration``), after the adjustment above.
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ from planner.core.costs import CostTable
 from planner.core.plan import Plan
 from planner.core.simulate import SimResult, simulate
 from planner.core.stage_costs import StageCosts, stage_costs
-from planner.replay.calibrate import Calibration, predict, torch_first_stage
+from planner.replay.calibrate import Calibration, simulate_with_calibration, torch_first_stage
 
-__all__ = ["is_exact_replay", "plan_prediction", "repredict", "REPREDICTED", "SIMULATED"]
+__all__ = ["is_exact_replay", "simulate_plan_as_run", "simulate_on_table", "REPREDICTED", "SIMULATED"]
 
 REPREDICTED = "re-predicted from a profile measured here"
 SIMULATED = "the plan's schedule simulated on its stage costs (profile measured on this device at this scale)"
@@ -68,12 +68,12 @@ def _timeline(plan: Plan, sc: StageCosts, cal: dict | None) -> tuple[float, SimR
     """(step seconds, timeline) of ``plan``'s schedule on ``sc``: calibrated when ``cal`` is
     given ([Note: calibrated prediction]), else the core simulator's."""
     if cal:
-        return predict(plan.parsed_schedule(), sc, Calibration.from_dict(cal))
+        return simulate_with_calibration(plan.parsed_schedule(), sc, Calibration.from_dict(cal))
     sim = simulate(plan.parsed_schedule(), sc)
     return sim.step_time, sim
 
 
-def plan_prediction(plan: Plan) -> tuple[dict[str, Any], SimResult]:
+def simulate_plan_as_run(plan: Plan) -> tuple[dict[str, Any], SimResult]:
     """The simulation of ``plan``'s schedule, the order that runs, on its own stage costs as
     torch executes them ([Note: torch first stage]), calibrated when the plan carries a
     calibration; ``ppplan simulate``'s figure and the plan's recorded one beside it."""
@@ -98,7 +98,7 @@ def _torch_first_stage(sc: StageCosts, plan: Plan) -> StageCosts:
     return torch_first_stage(sc, plan.parsed_schedule())
 
 
-def repredict(plan: Plan, table: CostTable) -> tuple[dict[str, Any], SimResult]:
+def simulate_on_table(plan: Plan, table: CostTable) -> tuple[dict[str, Any], SimResult]:
     """Same partition and schedule, costs measured here; the plan's own figures kept aside."""
     sc = stage_costs(table, plan.bounds(), plan.ranks())
     sc = _torch_first_stage(sc, plan)

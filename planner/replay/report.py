@@ -13,7 +13,7 @@ from planner.replay.gradcheck import compare_grads, reference_step
 from planner.replay.measure import action_timeline, relative_error, summarize
 from planner.replay.options import ReplayOptions, ReplayResult
 from planner.replay.peak import replay_peak
-from planner.replay.predict import plan_prediction, repredict
+from planner.replay.predict import simulate_plan_as_run, simulate_on_table
 from planner.replay.trace import chrome_trace
 from profiler.layers.moe_capacity import describe
 
@@ -61,9 +61,9 @@ def assemble(plan: Plan, opts: ReplayOptions, out: dict[str, Any]) -> ReplayResu
     """The report and trace from what ``worker.run_rank`` returned on rank 0."""
     rm, gathered = out["rm"], out["ranks"]
     if out["table"] is None:
-        predicted, sim = plan_prediction(plan)
+        predicted, sim = simulate_plan_as_run(plan)
     else:
-        predicted, sim = repredict(plan, out["table"])
+        predicted, sim = simulate_on_table(plan, out["table"])
     peak = replay_peak(out["torch_device"], opts.profile)
     measured, errors, rep = summarize(plan, rm, gathered, predicted, peak_flops=peak.flops_per_s, peak_label=peak.label)
     if predicted.get("recorded_matches") is False:
