@@ -27,10 +27,10 @@ MoE layers, and the emulated link beside them, are a different share of each sta
 on the GPU (the link scale is fitted on one layer's forward timed alone, the replay's
 layers run beside another rank), so each plan's step is also predicted here: the
 replay's re-prediction, made from costs measured in the replay's own processes before
-and after its timed steps (``costs_here``: F, I, W, B per layer type, recomputing as the
+and after its timed steps (``planner.replay.costs``: F, I, W, B per layer type, recomputing as the
 plan does; ``planner.replay.worker`` [Note: table around the steps]), the emulated
 link's own times and, for each pair type the plan fuses, the link time the pair hides,
-measured there through the runtime (``planner.replay.pairs_here`` [Note: pairs measured
+measured there through the runtime (``planner.replay.costs`` [Note: pairs measured
 here]; ``planner.replay.link`` [Note: re-prediction with the link]). No measured step
 enters it.
 
@@ -172,7 +172,7 @@ def _link_share(results: list) -> dict[str, float]:
 
 def _shares(result: Any) -> dict[str, dict[str, float]]:
     """Per fused pair type of the first plan: the share of its link time the pair hides,
-    measured here ([Note: pairs measured here] in ``planner.replay.pairs_here``) beside the
+    measured here ([Note: pairs measured here] in ``planner.replay.costs``) beside the
     GPU model's share that was carried over before."""
     link = result.report["predicted"]["costs"]["link"]
     here = link.get("hidden_share_of_link_measured_here", {})

@@ -185,7 +185,7 @@ def test_reprediction_table_recomputes_as_the_plan_does(tmp_path, monkeypatch):
     """A full recomputation's backward runs the forward again: the table a re-prediction uses
     must be timed with the layers recomputing as the replayed plan's do."""
     import planner.runtime as runtime
-    from planner.replay.costs_here import measure_layer_costs
+    from planner.replay.costs import measure_layer_costs
     from planner.replay.model import replay_model
     from profiler.timing import Clock
 

@@ -1,5 +1,5 @@
 """Replay ranks on cores of their own (``planner.replay.binding``) and the garbage
-collector held off during timed steps (``planner.replay.manual_gc``)."""
+collector held off during timed steps (``profiler.timing``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import weakref
 import pytest
 
 from planner.replay.binding import bind_rank
-from planner.replay.manual_gc import collector_off
+from profiler.timing import collector_off
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs os.sched_setaffinity")
 

@@ -25,7 +25,7 @@ def _plan(tmp_path, *, ep: int = 2):
 
 
 def _here(rm) -> CostTable:
-    """Compute times per layer as ``costs_here`` measures them (no all-to-all)."""
+    """Compute times per layer as ``planner.replay.costs`` measures them (no all-to-all)."""
     layers = tuple(LayerCost(type=l.type_key, role=l.role, f=1e-3, i=2e-3, w=1e-3, b=2.5e-3) for l in rm.spec.layers)
     return CostTable(model="tiny", source="measured", layers=layers, seq_len=SEQ)
 

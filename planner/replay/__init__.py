@@ -8,7 +8,7 @@ gradient check against a single-process run, and a trace. Modules: ``lowering``
 ``worker`` (one rank), ``launch`` (processes), ``measure``/``predict``/``report``
 (figures), ``peak`` (MFU's fixed denominator), ``decompose`` (where measured and predicted
 differ), ``calibrate`` (runtime costs a per-layer table misses), ``calibrated`` (``ppplan
-replay --calibrate``), ``gradcheck``, ``costs_here`` (re-prediction costs),
+replay --calibrate``), ``gradcheck``, ``costs`` (re-prediction costs, timed by the profiler),
 ``trace``. ``replay_interleaved`` replays several plans with their steps alternating.
 """
 

@@ -1,7 +1,7 @@
 """What a per-layer cost table misses about the runtime, measured by one replay, and its use.
 
 [Note: runtime calibration] A cost table times each layer type by itself
-(``costs_here``: every rank at once, so with the cores as busy as they were then);
+(``planner.replay.costs``: every rank at once, so with the cores as busy as they were then);
 the pipeline runtime runs whole stages one action at a time, with Python work of
 its own between actions, messages between ranks, and (on CPU) ranks that share the
 machine's cores with each other and with other jobs. Measured on one machine, the

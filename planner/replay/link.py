@@ -19,7 +19,7 @@ runs those through this link itself (``planner.runtime.recompute``). So a backwa
 link time totals the table's ``a2a_b`` in every mode, as ``link_table`` counts it.
 
 [Note: re-prediction with the link] A replay with this link re-predicts with the layer
-times measured here (``costs_here``, no all-to-all) plus each layer's link time
+times measured here (``planner.replay.costs``, no all-to-all) plus each layer's link time
 (``a2a_f``, ``a2a_b`` scaled as above) and, for each fused pair type, the planner's own
 overlap model (``profiler.overlap_dag`` through the analytical table) carried over as
 the share of the pair's all-to-all time it hides: ``(serial_pair - ov) / (a2a_f of a +
@@ -33,7 +33,7 @@ next segment; where compute is short beside the link (1/32 width on a CPU), the 
 halves' exchange chains overlap each other and a MoE/MoE pair hides about half its link
 time, against the GPU model's 0.84. So the replay measures the plan's fused pair types
 here, through the same link and the runtime's turns, and their measured seconds replace
-the carried-over share (``planner.replay.pairs_here`` [Note: pairs measured here]);
+the carried-over share (``planner.replay.costs`` [Note: pairs measured here]);
 the share is carried over only for a pair type not measured. The report keeps both
 shares (``predicted.costs.link``).
 
@@ -42,7 +42,7 @@ replay's bytes (1.9 us an exchange at 1/32 width), against CPU compute thousands
 slower than the GPU's: nothing to hide. So the scale is set by a share instead: the
 exchanges of the model's MoE layers take ``share`` of those layers' time, their F and
 full backward measured here (the replay's own table, timed through a zero-time link:
-``costs_here`` [Note: link path]) plus the exchanges:
+``planner.replay.costs`` [Note: link path]) plus the exchanges:
 ``scale = share x compute / ((1 - share) x link at scale 1)``, summed over the MoE
 layers. The default share is the one the analytical model gives the same layers on the
 plan's cluster (the GPU's), so the replay sees the exchanges as large, relative to
@@ -108,7 +108,7 @@ def link_table(here: CostTable, plan: Plan, rm: Any, *, scale: float,
                hidden: dict[tuple[str, str, bool], float] | None = None) -> CostTable:
     """``here`` (layer times measured here, no all-to-all) with the emulated link's times and,
     for every fused pair type, the seconds it hides: measured here where ``hidden`` has the
-    pair (``planner.replay.pairs_here`` [Note: pairs measured here]; the full-backward
+    pair (``planner.replay.costs`` [Note: pairs measured here]; the full-backward
     measurement where both kinds were), else the planner's hidden share carried over
     ([Note: re-prediction with the link])."""
     gpu = _analytical(plan)

@@ -12,7 +12,7 @@ When the recorded figure differs from the simulation, the report keeps both.
 
 Any other plan (analytical, measured elsewhere, or replayed with ``--link emulated``,
 whose link the plan's costs do not hold) keeps its partition and schedule, and its
-step is re-predicted: a cost table measured here (``costs_here``) -> stage costs for
+step is re-predicted: a cost table measured here (``planner.replay.costs``) -> stage costs for
 the same partition -> ``planner.core.simulate``. With ``--link emulated`` the table
 also holds the link's times and the planner's hiding of fused pairs
 (``planner.replay.link`` [Note: re-prediction with the link]).

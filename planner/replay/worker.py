@@ -40,13 +40,13 @@ from planner.core.schedule import ActionKind
 from planner.replay import device as dev
 from planner.replay.binding import bind_rank
 from planner.replay.lowering import to_torch_actions
-from planner.replay.manual_gc import collector_off, freeze_setup
 from planner.replay.model import ReplayModel, build_stage, loss_fn, make_batch, replay_model
 from planner.replay.expert_parallel import Layout, make_layout, merge_ranks, release_layout, sync_gradients
 from planner.replay.fused_pairs import attach_timed
 from planner.replay.link import link_options
 from planner.replay.options import ReplayOptions
 from planner.replay.timing import Clock, Recorder, TimedRuntime, TimedStage
+from profiler.timing import collector_off, freeze_setup
 
 __all__ = ["run_rank", "resolve_shape"]
 
@@ -86,11 +86,12 @@ def _inject(opts: ReplayOptions, rank: int) -> None:
         time.sleep(3600)
 
 
-def _measure_table(rm: ReplayModel, device: torch.device, rank: int, recompute: str, link: str) -> Any:
+def _measure_table(rm: ReplayModel, device: torch.device, recompute: str, link: str) -> Any:
     """A cost table measured here, for a re-prediction (every rank measures at once, see
-    ``costs_here``), with the layers recomputing as the replayed plan's do and, with the
-    emulated link, exchanging through a zero-time one (``costs_here`` [Note: link path])."""
-    from planner.replay.costs_here import measure_layer_costs, measure_p2p
+    ``planner.replay.costs``), with the layers recomputing as the replayed plan's do and, with
+    the emulated link, exchanging through a zero-time one ([Note: link path] there)."""
+    from planner.replay.costs import measure_layer_costs
+    from profiler.comm import p2p_cost
     from profiler.layers.program import EmulatedLink
 
     zero = EmulatedLink(seconds={})
@@ -98,7 +99,7 @@ def _measure_table(rm: ReplayModel, device: torch.device, rank: int, recompute: 
                                 ep_group=(lambda k: zero) if link == "emulated" else None)
     if dist.get_world_size() > 1:
         nbytes = rm.microbatch_size * rm.seq_len * rm.spec.hidden * 4
-        table = replace(table, p2p=measure_p2p(rank, nbytes, device))
+        table = replace(table, p2p=p2p_cost(device=device, nbytes=nbytes))
     return table
 
 
@@ -196,7 +197,7 @@ class _Run:
     """Key of its cost table measured here (``tables``), None for an exact replay."""
     pairs_key: tuple | None = None
     """Key of its fused pairs measured here (``tables``), None when none are
-    ([Note: pairs measured here] in ``planner.replay.pairs_here``)."""
+    ([Note: pairs measured here] in ``planner.replay.costs``)."""
     table: Any = None
     """The re-prediction's table, set after the timed steps ([Note: table around the steps])."""
     opts: ReplayOptions | None = None
@@ -284,7 +285,7 @@ def _prepare(plan: Plan, opts: ReplayOptions, layout: Layout, device: torch.devi
     if not _exact(plan, rm, device, opts.link):  # every rank takes the same branches: same plans everywhere
         key = (rm.spec.name, rm.scale, rm.seq_len, rm.microbatch_size, recompute_mode(plan))
         if key not in tables:
-            tables[key] = _measure_table(rm, device, layout.rank, recompute_mode(plan), opts.link)
+            tables[key] = _measure_table(rm, device, recompute_mode(plan), opts.link)
         opts = link_options(opts, tables[key], plan, rm)  # [Note: link share] in planner.replay.link
         pairs_key = _pairs_key(plan, rm, opts, key)
         if pairs_key is not None and pairs_key not in tables:
@@ -299,8 +300,8 @@ def _prepare(plan: Plan, opts: ReplayOptions, layout: Layout, device: torch.devi
 
 def _pairs_key(plan: Plan, rm: ReplayModel, opts: ReplayOptions, key: tuple) -> tuple | None:
     """Key of the plan's fused pair types to measure here: only with the emulated link (with
-    every expert local a pair has no all-to-all to hide, ``costs_here``)."""
-    from planner.replay.pairs_here import fused_type_pairs
+    every expert local a pair has no all-to-all to hide, ``planner.replay.costs``)."""
+    from planner.replay.costs import fused_type_pairs
 
     pairs = fused_type_pairs(plan, rm) if opts.link == "emulated" else []
     # the link's times follow from the plan's cluster and parallelism (``planner.replay.link``)
@@ -310,7 +311,7 @@ def _pairs_key(plan: Plan, rm: ReplayModel, opts: ReplayOptions, key: tuple) -> 
 
 def _measure_pairs(plan: Plan, rm: ReplayModel, opts: ReplayOptions, layout: Layout, device: torch.device,
                    pairs_key: tuple) -> dict:
-    from planner.replay.pairs_here import measure_hidden
+    from planner.replay.costs import measure_hidden
 
     return measure_hidden(rm, list(pairs_key[-1]), device, Clock(device), link=_ep_group(plan, rm, opts, layout),
                           recompute=recompute_mode(plan))
@@ -360,11 +361,11 @@ def _replay(plans: list[Plan], opts: ReplayOptions, layout: Layout, device: torc
     for _ in range(opts.warmup):
         for run in runs:
             _step(run.runtime, run.rank_args, run.target, run.mods)
-    freeze_setup()  # [Note: manual gc] in planner.replay.manual_gc
+    freeze_setup()  # [Note: manual gc] in profiler.timing
     for _ in range(opts.steps):
         for run in runs:
             _timed_step(run, device, opts, backend)
-    after = {key: _measure_table(run.rm, device, rank, key[-1], opts.link) for key, run in
+    after = {key: _measure_table(run.rm, device, key[-1], opts.link) for key, run in
              {r.table_key: r for r in runs if r.table_key is not None}.items()}
     after.update({key: _measure_pairs(run.plan, run.rm, run.opts, layout, device, key) for key, run in
                   {r.pairs_key: r for r in runs if r.pairs_key is not None}.items()})
