@@ -8,10 +8,11 @@ after ``sync()``. Everything else in the profiler is the same on both devices.
 been allocated, in whichever thread allocates, and a full collection walks every tracked
 object of the process; in a replay rank (plans, cost tables, layer programs, autograd
 bookkeeping) one collection stalls whichever action is running (figures: docs/overlap.md,
-"Python's garbage collector"). Training loops hold it off for the same reason: Megatron-LM's ``--manual-gc`` (``gc.disable()``, a
-``gc.collect()`` every ``--manual-gc-interval`` steps, megatron/training/training.py) and
-torchtitan's ``GarbageCollection`` (``gc.disable()``, ``gc.collect(1)`` every ``gc_freq``
-steps, torchtitan/tools/utils.py). So: everything built before the timings is collected
+"Python's garbage collector"). Training loops hold it off for the same reason:
+Megatron-LM's ``--manual-gc`` (``gc.disable()``, a ``gc.collect()`` every
+``--manual-gc-interval`` steps, megatron/training/training.py) and torchtitan's
+``GarbageCollection`` (``gc.disable()``, ``gc.collect(1)`` every ``gc_freq`` steps,
+torchtitan/tools/utils.py). So: everything built before the timings is collected
 once and frozen (``freeze_setup``: later collections skip it), the collector is off
 inside a timing and a collection runs after it, untimed (``collector_off``).
 """

@@ -1,4 +1,4 @@
-"""The re-prediction of a replay with the emulated link (``planner.replay.link``): the link's
+"""The re-prediction of a replay with the emulated link (``planner.replay.costs``): the link's
 time per exchange and the table the replay predicts with, built on the tiny model.
 Structural checks only: nothing here is timed."""
 
@@ -11,8 +11,8 @@ import torch
 
 from planner.core.costs import CostTable, LayerCost
 from planner.core.hardware import gpu_from_config
-from planner.replay.link import emulated_links, link_table
-from planner.replay.model import replay_model
+from planner.replay.costs import emulated_links, link_table
+from planner.replay.lowering import replay_model
 from planner.replay.costs import fused_type_pairs, measure_hidden
 
 from test_replay_run import SEQ, make_plan, tiny_config  # noqa: E402  (same tests folder)

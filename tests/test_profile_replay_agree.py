@@ -12,7 +12,7 @@ import torch
 
 from planner.core.hf_config import load_model
 from planner.core.schedule import ActionKind
-from planner.replay.model import ReplayModel, build_stage
+from planner.replay.lowering import ReplayModel, build_stage
 from profiler.layers import build_layer, layer_input, scaled_model
 from profiler.measure_worker import representatives
 from profiler.measured import default_threads

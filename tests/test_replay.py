@@ -52,7 +52,7 @@ def test_options_are_checked():
 
 def test_model_too_large_for_memory_names_scale(tmp_path):
     from planner.replay import ReplayOptions
-    from planner.replay.fit import check_fits
+    from planner.replay.options import check_fits
 
     plan = _plan(tmp_path)
     plan.model = {"name": "deepseek-v3", "num_layers": 64}
@@ -61,7 +61,7 @@ def test_model_too_large_for_memory_names_scale(tmp_path):
 
 
 def test_compare_grads_passes_equal_and_flags_a_difference():
-    from planner.replay.gradcheck import compare_grads
+    from planner.replay.report import compare_grads
 
     ref = {"a": torch.ones(3), "b": torch.zeros(2)}
     ok = compare_grads({k: v.clone() for k, v in ref.items()}, [1.0], ref, [1.0])
@@ -126,7 +126,7 @@ def test_exact_replay_only_for_a_profile_of_this_device_and_shape(tmp_path):
 
 def test_trace_has_measured_and_predicted_rows(tmp_path):
     from planner.core.simulate import simulate
-    from planner.replay.trace import chrome_trace
+    from planner.replay.report import chrome_trace
 
     plan = _plan(tmp_path, one_f_one_b(2, 1))
     sim = simulate(plan.parsed_schedule(), plan.parsed_stage_costs())
@@ -186,7 +186,7 @@ def test_reprediction_table_recomputes_as_the_plan_does(tmp_path, monkeypatch):
     must be timed with the layers recomputing as the replayed plan's do."""
     import planner.runtime as runtime
     from planner.replay.costs import measure_layer_costs
-    from planner.replay.model import replay_model
+    from planner.replay.lowering import replay_model
     from profiler.timing import Clock
 
     seen = []

@@ -51,7 +51,7 @@ def _gathered(sim, steps=3):
     (one_f_one_b(2, 4, split_w=True), [(0, 4), (4, 7)]),
     (interleaved_1f1b(2, 2, 4), [(0, 2), (2, 4), (4, 5), (5, 7)])])
 def test_shared_simulation_without_slowdown_is_the_simulator(tmp_path, schedule, bounds):
-    from planner.replay.contention import simulate_shared
+    from planner.replay.calibrate import simulate_shared
 
     sc = make_plan(tiny_config(tmp_path), schedule, bounds).parsed_stage_costs()
     base, shared = simulate(schedule, sc), simulate_shared(schedule, sc, {"F": 1.0, "B": 1.0})
@@ -60,7 +60,7 @@ def test_shared_simulation_without_slowdown_is_the_simulator(tmp_path, schedule,
 
 
 def test_shared_simulation_slows_actions_only_while_another_rank_computes(tmp_path):
-    from planner.replay.contention import simulate_shared
+    from planner.replay.calibrate import simulate_shared
 
     plan = _plan(tmp_path)
     sc = plan.parsed_stage_costs()
@@ -124,7 +124,7 @@ def test_slowdown_is_measured_from_shared_and_alone_actions():
 
 def test_decomposition_terms_add_up_to_the_error(tmp_path):
     from planner.replay.calibrate import simulate_with_calibration
-    from planner.replay.decompose import decompose
+    from planner.replay.measure import decompose
     from planner.replay.measure import action_timeline
 
     plan = _plan(tmp_path)

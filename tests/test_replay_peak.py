@@ -29,7 +29,7 @@ STORED = {"flops_per_s": 4.0e10, "threads": 1, "method": "best FP32 512x512 matm
 
 
 def test_the_stored_cpu_peak_is_the_denominator_and_says_where_it_came_from(tmp_path):
-    from planner.replay.peak import replay_peak
+    from planner.replay.device import replay_peak
 
     path = _profile(tmp_path, {"cpu_peak": STORED})
     peak = replay_peak(torch.device("cpu"), path)

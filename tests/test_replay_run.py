@@ -118,7 +118,7 @@ def test_replay_matches_single_process_gradients(tmp_path, name):
     m = rep["measured"]
     assert m["step_time_s"] > 0 and len(m["busy_s"]) == 2
     assert all(0 < b <= m["step_time_s"] * 1.001 for b in m["busy_s"])
-    assert m["mfu"] is None  # no stored CPU peak given (planner.replay.peak)
+    assert m["mfu"] is None  # no stored CPU peak given (planner.replay.device)
     simulated = simulate_plan_as_run(plan)[0]["step_time_s"]  # the order that ran, simulated again
     assert rep["predicted"]["step_time_s"] == pytest.approx(simulated)
     assert rep["prediction_error"]["step_time"] == pytest.approx(m["step_time_s"] / simulated - 1)
