@@ -241,7 +241,7 @@ def _gemms(settings: Settings) -> list[dict[str, Any]]:
     beside the cost model's ``gemm_efficiency`` for the same shape (``profiler.cost_model``)."""
     import torch
 
-    from profiler.cost_model.calibration import FITTED
+    from profiler.cost_model.fitted import FITTED
     from profiler.cost_model.gemm import gemm_efficiency
 
     device = torch.device(settings.device)

@@ -1,7 +1,7 @@
 """Does the overlap runtime hide what the planner says it hides? (issue 16)
 
 Measured on this machine with gloo and an EMULATED expert-parallel link (each
-all-to-all is a local copy of the same rows held to a set time, ``planner.replay.link``,
+all-to-all is a local copy of the same rows held to a set time, ``planner.replay.costs``,
 ``profiler.layers.program.EmulatedLink``), scaled so that the all-to-alls are the share
 of each MoE layer that the analytical profile gives them on the GPU. Compute is real.
 
@@ -27,11 +27,11 @@ MoE layers, and the emulated link beside them, are a different share of each sta
 on the GPU (the link scale is fitted on one layer's forward timed alone, the replay's
 layers run beside another rank), so each plan's step is also predicted here: the
 replay's re-prediction, made from costs measured in the replay's own processes before
-and after its timed steps (``costs_here``: F, I, W, B per layer type, recomputing as the
+and after its timed steps (``planner.replay.costs``: F, I, W, B per layer type, recomputing as the
 plan does; ``planner.replay.worker`` [Note: table around the steps]), the emulated
 link's own times and, for each pair type the plan fuses, the link time the pair hides,
-measured there through the runtime (``planner.replay.pairs_here`` [Note: pairs measured
-here]; ``planner.replay.link`` [Note: re-prediction with the link]). No measured step
+measured there through the runtime (``planner.replay.costs`` [Note: pairs measured
+here]; ``planner.replay.costs`` [Note: re-prediction with the link]). No measured step
 enters it.
 
     python benchmarks/overlap.py [--json] [--scale 0.03125] [--seq-len 64] [--steps 20]
@@ -95,10 +95,10 @@ def _link_scale(spec: Any, table: Any, plan: Any, scale: float, seq: int) -> tup
     """``--link-scale`` giving the emulated link the GPU share of a linear+moe layer here,
     and the forward compute time it was fitted on."""
     from overlap_pairs import compute_only
-    from planner.replay.link import bytes_factor
-    from planner.replay.model import replay_model
+    from planner.replay.costs import bytes_factor
+    from planner.replay.lowering import replay_model
 
-    rm = replay_model(plan, scale=scale, seq_len=seq)  # the replay's model, as planner.replay.link scales it
+    rm = replay_model(plan, scale=scale, seq_len=seq)  # the replay's model, as planner.replay.costs scales it
     c_f, _ = compute_only(spec, 1, scale, seq, reps=7, batch=rm.microbatch_size)
     factor = bytes_factor(plan, rm, spec.hidden)
     return (c_f / table.layers[1].f) / factor, c_f
@@ -106,7 +106,7 @@ def _link_scale(spec: Any, table: Any, plan: Any, scale: float, seq: int) -> tup
 
 @contextmanager
 def _one_core() -> Iterator[None]:
-    """(a) on one core, as each replay rank is (``planner.replay.binding`` [Note: core
+    """(a) on one core, as each replay rank is (``planner.replay.device`` [Note: core
     binding]): unbound, the fused pair's two threads hand over across cores and each turn
     starts with the other core's caches. Measured, (a) four times at 9 repetitions: bound,
     every MoE/MoE pair within 0.091 of the prediction (mostly within 0.04); unbound, 0.036-0.19
@@ -172,7 +172,7 @@ def _link_share(results: list) -> dict[str, float]:
 
 def _shares(result: Any) -> dict[str, dict[str, float]]:
     """Per fused pair type of the first plan: the share of its link time the pair hides,
-    measured here ([Note: pairs measured here] in ``planner.replay.pairs_here``) beside the
+    measured here ([Note: pairs measured here] in ``planner.replay.costs``) beside the
     GPU model's share that was carried over before."""
     link = result.report["predicted"]["costs"]["link"]
     here = link.get("hidden_share_of_link_measured_here", {})

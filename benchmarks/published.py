@@ -27,7 +27,7 @@ from pathlib import Path
 from planner.api import plan
 from planner.core.errors import InfeasibleError
 from planner.core.jsonio import read_yaml
-from profiler.cost_model.calibration import FITTED, Calibration, using_calibration
+from profiler.cost_model.fitted import FITTED, FittedConstants, using_constants
 from solvers.schedule.search.budget import DEFAULT_WORK
 
 
@@ -81,13 +81,13 @@ def figures(result) -> dict:
             "recompute": result.cluster.get("training", {}).get("recompute", "")}
 
 
-def plan_row(row: dict, way: str, *, work: float, folder: Path, calibration: Calibration | None = None) -> dict:
+def plan_row(row: dict, way: str, *, work: float, folder: Path, calibration: FittedConstants | None = None) -> dict:
     """Plan ``row`` the ``way`` way from a cluster file, as ``ppplan plan`` does (with the
     cost model's ``calibration``: the shipped constants unless a held-out fold gives others)."""
     path = folder / f"{row['id']}.{way}.yaml"
     path.write_text(json.dumps(cluster_data(row, way), indent=1))  # JSON is YAML
     try:
-        with using_calibration(calibration):
+        with using_constants(calibration):
             result = plan(row_model(row), cluster=str(path), target=row["target"], work=work,
                           **row.get("ppplan_options", {}))
     except InfeasibleError as exc:  # e.g. no partition fits memory: recorded, not hidden
@@ -102,10 +102,10 @@ def _plan_task(task: tuple) -> tuple[str, str, dict]:
     row, way, work, cal = task
     with tempfile.TemporaryDirectory() as tmp:
         return row["id"], way, plan_row(row, way, work=work, folder=Path(tmp),
-                                        calibration=None if cal is None else Calibration.from_tuple(cal))
+                                        calibration=None if cal is None else FittedConstants.from_tuple(cal))
 
 
-def plan_many(tasks: list[tuple[dict, str, Calibration | None]], *, work: float, jobs: int) -> list[dict]:
+def plan_many(tasks: list[tuple[dict, str, FittedConstants | None]], *, work: float, jobs: int) -> list[dict]:
     """``plan_row`` for each (row, way, constants), in order, on ``jobs`` processes (the plans
     are deterministic: the same figures on any number)."""
     packed = [(row, way, work, None if cal is None else cal.as_tuple()) for row, way, cal in tasks]

@@ -5,7 +5,7 @@ prediction is a full plan through the user's path (``planner.api.plan``), second
 so the fit works on a linear surrogate: per row, ``ln pred`` as a linear function of
 ``ln c`` for each fitted constant c, its slopes measured by planning the row once more with
 each constant moved by ``STEP`` (``slopes``). The L1 fit on the surrogate is a linear
-programme (GLOP), inside the constants' physical ranges (``calibration.BOUNDS``). A row's
+programme (GLOP), inside the constants' physical ranges (``fitted.BOUNDS``). A row's
 reported figure is never the surrogate's: the benchmark plans every held-out row again with
 the constants its fold fitted.
 """
@@ -17,12 +17,12 @@ from dataclasses import replace
 
 from ortools.linear_solver import pywraplp
 
-from profiler.cost_model.calibration import BOUNDS, Calibration
+from profiler.cost_model.fitted import BOUNDS, FittedConstants
 
 __all__ = ["FIT_NAMES", "STEP", "moved", "fit_l1", "spearman", "median"]
 
 FIT_NAMES = tuple(BOUNDS)
-"""The fitted constants (``gemm_dim_half`` is measured: ``calibration.GEMM_DIM_HALF``)."""
+"""The fitted constants (``gemm_dim_half`` is measured: ``fitted.GEMM_DIM_HALF``)."""
 STEP = math.log(1.15)
 """Each constant is moved by 15% (in ln) to measure the slopes: large enough that the
 planner's discrete choices (schedule, recomputation) do not make them noise, small enough
@@ -32,13 +32,13 @@ RIDGE = 1e-3
 depends on (the MoE ones when a fold holds no MoE row) stays where it was."""
 
 
-def moved(cal: Calibration, name: str, step: float = STEP) -> Calibration:
+def moved(cal: FittedConstants, name: str, step: float = STEP) -> FittedConstants:
     """``cal`` with ``name`` multiplied by e^step."""
     return replace(cal, **{name: getattr(cal, name) * math.exp(step)})
 
 
-def fit_l1(base: Calibration, ln0: dict[str, float], slope: dict[str, dict[str, float]],
-           rows: list[str]) -> Calibration:
+def fit_l1(base: FittedConstants, ln0: dict[str, float], slope: dict[str, dict[str, float]],
+           rows: list[str]) -> FittedConstants:
     """Constants minimising sum over ``rows`` of |ln0[r] + sum_c slope[r][c] x_c| (+ RIDGE
     sum |x_c|), x_c = ln(c / base.c), each c inside its ``BOUNDS``."""
     solver = pywraplp.Solver.CreateSolver("GLOP")

@@ -12,13 +12,13 @@ measured step time and MFU with the prediction, on the path a user follows.
    backward], and where B costs less than I + W the planner's own choice runs full
    backwards);
 3. *replay* the judged plans with ``ppplan replay --calibrate``'s path
-   (``planner.replay.calibrated.replay_calibrated``): two *calibration plans* on the
+   (``planner.replay.predict.replay_calibrated``): two *calibration plans* on the
    first judged plan's partition, 1F1B with full backwards and with backwards split into
    I and W (merged by ``calibrate.with_split_kinds``: torch's full backward is one
    autograd pass and costs less than its I + W), replayed in one launch with the judged
    plans, their timed steps alternating (CAL CAL' A B C, CAL CAL' A B C, ...), so that load
    from other jobs falls on every plan alike; MFU divides by the CPU peak the profile
-   stored (``--profile``, ``planner.replay.peak``);
+   stored (``--profile``, ``planner.replay.device``);
 4. compare each judged plan's measured mean step with its *uncalibrated* prediction
    (its schedule simulated on its stage costs, made from the profile) and with the
    prediction *calibrated* by the calibration plans' replay (``planner.replay.calibrate``,
@@ -158,7 +158,7 @@ def run_case(pp: int, args: argparse.Namespace) -> dict[str, Any]:
     import tempfile
 
     from planner.replay import ReplayOptions
-    from planner.replay.calibrated import replay_calibrated
+    from planner.replay.predict import replay_calibrated
 
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ppplan-replay-bench-") as work:

@@ -17,7 +17,7 @@ Per layer and microbatch on one GPU (the parts live in ``profiler.cost_model``):
   across nodes, per-node deduplication and node-limited routing with DeepEP/HybridEP,
   FP8 dispatch and BF16 combine); expert tensor parallelism adds an all-gather and a
   reduce-scatter of the expert tokens in the etp group. A fixed per-layer overhead
-  (router, permutation bookkeeping, host syncs: ``Calibration.moe_layer_overhead_s``)
+  (router, permutation bookkeeping, host syncs: ``FittedConstants.moe_layer_overhead_s``)
   is charged in forward and in backward, unless the router and preprocessing run in
   CUDA graphs (``training.cuda_graphs``).
 - Tensor parallelism with sequence parallelism: ``CostContext.tp_comm``, exposed.
@@ -45,7 +45,7 @@ from planner.core.cluster import ClusterSpec
 from planner.core.costs import CostTable, LayerCost, P2PCost
 from planner.core.layer_math import ParamCount, layer_forward_flops, layer_params
 from planner.core.model import LayerSpec, ModelSpec
-from profiler.cost_model.calibration import Calibration, active_calibration
+from profiler.cost_model.fitted import FittedConstants, active_constants
 from profiler.cost_model.context import CostContext
 from profiler.cost_model.mixer import mixer_cost
 from profiler.overlap_dag import LayerTasks, overlapped_time
@@ -215,7 +215,7 @@ def analytical_costs(model: ModelSpec, cluster: ClusterSpec, *,
                      imbalance: list[float] | None = None,
                      contention: float | None = None,
                      size_curve_sizes: tuple[int, ...] = (1, 2, 4, 8),
-                     calibration: Calibration | None = None, pairs: bool = True) -> CostTable:
+                     constants: FittedConstants | None = None, pairs: bool = True) -> CostTable:
     """Cost table for ``model`` on ``cluster`` at its micro-batch size.
 
     A table is for one recomputation mode; ``recompute: auto`` (the planner's choice, made
@@ -224,19 +224,19 @@ def analytical_costs(model: ModelSpec, cluster: ClusterSpec, *,
     ``imbalance[l]`` (busiest EP rank load / mean, default 1) scales layer l's expert
     compute and all-to-all volume; layers with imbalance != 1 get their own type key.
     ``contention`` (slowdown of compute overlapped with communication) defaults to the
-    cluster dispatcher's SM share; ``calibration`` to the active constants
-    (``profiler.cost_model.calibration.active_calibration``). ``pairs=False`` skips the overlap pair costs (a
+    cluster dispatcher's SM share; ``constants`` to the active fitted constants
+    (``profiler.cost_model.fitted.active_constants``). ``pairs=False`` skips the overlap pair costs (a
     screening table: ``ov`` falls back to serial).
     """
     if cluster.training.recompute == "auto":
         cluster = cluster.with_recompute("none")
-    calibration = calibration or active_calibration()
+    constants = constants or active_constants()
     if contention is None:
         contention = cluster.network.kind.sm_share
     mbs = cluster.training.micro_batch_size
-    table = _table(model, cluster, mbs, imbalance, contention, calibration, pairs=pairs)
+    table = _table(model, cluster, mbs, imbalance, contention, constants, pairs=pairs)
     base = _serial_total(table)
-    curve = tuple((s, _serial_total(_table(model, cluster, s, imbalance, contention, calibration,
+    curve = tuple((s, _serial_total(_table(model, cluster, s, imbalance, contention, constants,
                                            pairs=False)) / base)
                   for s in sorted(set(size_curve_sizes) | {mbs}))
     return replace(table, size_curve=curve)
@@ -262,7 +262,7 @@ def capacity_load(imbalance: float, cluster: ClusterSpec) -> float:
 
 
 def _table(model: ModelSpec, cluster: ClusterSpec, mbs: int, imbalance: list[float] | None,
-           contention: float, cal: Calibration, pairs: bool = True) -> CostTable:
+           contention: float, cal: FittedConstants, pairs: bool = True) -> CostTable:
     ctx = CostContext(model, cluster, mbs * cluster.training.seq_len / cluster.parallel.cp, cal)
     imb = imbalance or layer_imbalance(model, None)
     layers, tasks = [], {}

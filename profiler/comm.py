@@ -9,6 +9,10 @@ Each size runs ``warmup + repeats`` times; the medians are fitted by ordinary le
 squares ``t = latency + bytes / bandwidth`` (numpy ``lstsq``). A non-positive slope
 (noise swamping a fast link) falls back to the best measured bytes / second and a
 negative intercept to zero latency, so the fit never predicts negative times.
+
+``p2p_cost`` is the point-to-point fit as a cost table's ``P2PCost``, known on every rank
+(the replay's re-prediction: latency from a 4-byte message, bandwidth from one pipeline
+message of ``nbytes``).
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from planner.core.costs import P2PCost
 from profiler.timing import Clock
 
-__all__ = ["LinkFit", "fit_link", "p2p_benchmark", "all_to_all_benchmark", "DEFAULT_SIZES"]
+__all__ = ["LinkFit", "fit_link", "p2p_benchmark", "p2p_cost", "all_to_all_benchmark", "DEFAULT_SIZES"]
 
 DEFAULT_SIZES = (4 << 10, 64 << 10, 512 << 10, 2 << 20)
 """Message sizes in bytes (per rank for the all-to-all)."""
@@ -87,6 +92,16 @@ def p2p_benchmark(*, device: torch.device, sizes=DEFAULT_SIZES, warmup: int = 2,
 
         points.append((size, _median_time(ping, clock, warmup, repeats) / 2))
     return fit_link(points) if rank == 0 else None
+
+
+def p2p_cost(*, device: torch.device, nbytes: int, repeats: int = 20) -> P2PCost:
+    """``p2p_benchmark`` of a 4-byte message and one of ``nbytes``, broadcast from rank 0 so
+    that every rank returns the same cost (every rank of the group calls it)."""
+    fit = p2p_benchmark(device=device, sizes=(4, max(8, nbytes)), repeats=repeats)
+    obj: list[Any] = [(fit.latency_s, fit.bandwidth) if fit is not None else None]
+    dist.broadcast_object_list(obj, src=0)
+    latency, bandwidth = obj[0]
+    return P2PCost(latency_s=latency, bandwidth=bandwidth)
 
 
 def all_to_all_benchmark(*, device: torch.device, group: Any = None, sizes=DEFAULT_SIZES,

@@ -13,6 +13,12 @@ Memory is measured on a separate, untimed forward:
   requiring gradients minus saved bytes with weights frozen (autograd saves a matmul's
   input only when the weight needs a gradient, see derivatives.yaml for ``mm``);
 - ``param_bytes``: this rank's parameters; ``out_bytes``: the output activation.
+
+``time_layer_calls`` times a layer the other way, called whole as torch's pipeline
+runtime calls a stage (``torch.distributed.pipelining._backward``: ``stage_backward_input``
+for I, ``stage_backward_weight`` for W, ``autograd.backward`` for B), with the collector
+held off ([Note: manual gc] in ``profiler.timing``): what the replay's re-prediction needs,
+since its stages run that way and not segment by segment.
 """
 
 from __future__ import annotations
@@ -20,14 +26,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import statistics
+
 import torch
 from torch import nn
+from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
 
 from profiler.layers.program import Exchange, group_rank
 from profiler.measure_run import LayerRun, Task, run_serial
-from profiler.timing import Clock, Stat, summarize
+from profiler.timing import Clock, Stat, collector_off, summarize
 
-__all__ = ["LayerTiming", "measure_layer", "saved_bytes", "grad_seed"]
+__all__ = ["LayerTiming", "measure_layer", "saved_bytes", "grad_seed", "time_layer_calls", "Sample"]
+
+Sample = Callable[[], tuple[torch.Tensor, torch.Tensor, "list[torch.Tensor] | None"]]
+"""``() -> (input, output or loss, output gradients or None)``: one fresh forward of one
+microbatch (``None`` gradients: the output is a loss, the root of the backward)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,3 +177,34 @@ def _saved_once(module: nn.Module, x: torch.Tensor, params: list[nn.Parameter],
             if task.comm:
                 pending.wait()
     return sum(seen.values())
+
+
+def time_layer_calls(module: nn.Module, forward: Sample, clock: Clock, *, repeats: int,
+                     warmup: int = 2) -> tuple[float, float, float, float]:
+    """Median (F, I, W, B) seconds of one microbatch through ``module`` called whole, as
+    torch's pipeline runtime calls a stage (see the module doc); ``forward`` runs it."""
+    with collector_off():
+        rows = [_call_sample(module, forward, clock) for _ in range(warmup + repeats)][warmup:]
+    return tuple(statistics.median(r[j] for r in rows) for j in range(4))  # type: ignore[return-value]
+
+
+def _call_sample(module: nn.Module, forward: Sample, clock: Clock) -> tuple[float, float, float, float]:
+    """One (F, I, W, B) sample: F, then I and W on that forward's graph; B on a fresh one."""
+    t0 = clock.mark()
+    x, out, grads = forward()
+    t1 = clock.mark()
+    if x.requires_grad:
+        _, groups = stage_backward_input([out], grads, [x], module.parameters())
+        t2 = clock.mark()
+        stage_backward_weight(module.parameters(), groups)
+    else:  # token ids: torch's first stage skips I and runs the full backward as W
+        t2 = clock.mark()
+        torch.autograd.backward([out], grads)
+    t3 = clock.mark()
+    x, out, grads = forward()
+    t4 = clock.mark()
+    torch.autograd.backward([out], grads)  # B: torch's stage_backward is autograd.backward
+    t5 = clock.mark()
+    module.zero_grad(set_to_none=True)
+    sec = clock.seconds
+    return sec(t0, t1), sec(t1, t2), sec(t2, t3), sec(t4, t5)

@@ -15,6 +15,11 @@ Each repeat times the interleaved run and, back to back, the same two task lists
 one after the other (``F[a] + A_F[a] + I[b] + A_B[b]``), alternating which goes first,
 so the hidden share ``1 - OV / serial`` compares runs that saw the same machine
 state. Its median over repeats is the figure the cost table uses.
+
+``time_pair_calls`` is the same alternation for a forward and a backward called whole, run
+fused by a runner the caller gives (the replay and ``benchmarks/overlap_pairs.py`` pass
+``planner.runtime``'s turn-taking ``run_pair``, which the replay's fused actions run):
+one pair timer for the profiler, the replay's re-prediction and the benchmark.
 """
 
 from __future__ import annotations
@@ -28,9 +33,9 @@ from torch import nn
 
 from profiler.measure import grad_seed
 from profiler.measure_run import LayerRun, Task, run_serial
-from profiler.timing import Clock, Stat, summarize
+from profiler.timing import Clock, Stat, collector_off, summarize
 
-__all__ = ["PairTiming", "run_overlapped", "measure_pair", "measure_stage_pairs"]
+__all__ = ["PairTiming", "run_overlapped", "measure_pair", "measure_stage_pairs", "time_pair_calls", "alternate"]
 
 
 def _advance(queue: deque[Task], pending: list[Any], side: int) -> None:
@@ -77,6 +82,27 @@ class PairTiming:
     """The same two task lists run one after the other, each all-to-all waited on."""
     ratio: Stat
     """Per-repeat OV / serial (1 - hidden share), the two measured back to back."""
+    hidden: Stat
+    """Per-repeat serial - OV seconds (negative when fused costs more than serial)."""
+
+
+def alternate(timed: Callable[[bool], float], *, warmup: int, repeats: int) -> PairTiming:
+    """``timed(overlapped)`` seconds, overlapped and serial each repeat, alternating which
+    runs first so that both see the same machine state; the first ``warmup`` repeats dropped."""
+    ov, serial = [], []
+    for r in range(warmup + repeats):
+        order = (True, False) if r % 2 else (False, True)
+        t = {o: timed(o) for o in order}
+        if r >= warmup:
+            ov.append(t[True])
+            serial.append(t[False])
+    return _timing(ov, serial)
+
+
+def _timing(ov: list[float], serial: list[float]) -> PairTiming:
+    ratios = [o / s for o, s in zip(ov, serial) if s > 0] or [1.0]
+    return PairTiming(ov=summarize(ov), serial=summarize(serial), ratio=summarize(ratios),
+                      hidden=summarize([s - o for o, s in zip(ov, serial)]))
 
 
 def _timed_pair(a: nn.Module, x_a: torch.Tensor, b: nn.Module, x_b: torch.Tensor, clock: Clock,
@@ -100,17 +126,10 @@ def measure_pair(a: nn.Module, x_a: torch.Tensor, b: nn.Module, x_b: torch.Tenso
                  loss_a: Callable[[torch.Tensor], torch.Tensor] | None = None,
                  loss_b: Callable[[torch.Tensor], torch.Tensor] | None = None,
                  seed: int = 0) -> PairTiming:
-    """F(a, x_a) beside I(b, x_b), overlapped and serial, alternating which runs first
-    so both see the same machine state; b's forward runs untimed before each."""
-    ov, serial = [], []
-    for r in range(warmup + repeats):
-        order = (True, False) if r % 2 else (False, True)
-        t = {o: _timed_pair(a, x_a, b, x_b, clock, (loss_a, loss_b), seed, o) for o in order}
-        if r >= warmup:
-            ov.append(t[True])
-            serial.append(t[False])
-    ratios = [o / s for o, s in zip(ov, serial) if s > 0] or [1.0]
-    return PairTiming(ov=summarize(ov), serial=summarize(serial), ratio=summarize(ratios))
+    """F(a, x_a) beside I(b, x_b), overlapped and serial (``alternate``); b's forward runs
+    untimed before each."""
+    return alternate(lambda o: _timed_pair(a, x_a, b, x_b, clock, (loss_a, loss_b), seed, o),
+                     warmup=warmup, repeats=repeats)
 
 
 Member = tuple[nn.Module, torch.Tensor, "Callable | None"]
@@ -133,5 +152,26 @@ def measure_stage_pairs(pairs: list[tuple[Member, Member]], *, clock: Clock, rep
                 sums[o] += _timed_pair(a, x_a, b, x_b, clock, (loss_a, loss_b), seed, o)
         ov.append(sums[True])
         serial.append(sums[False])
-    ratios = [o / s for o, s in zip(ov, serial) if s > 0] or [1.0]
-    return PairTiming(ov=summarize(ov), serial=summarize(serial), ratio=summarize(ratios))
+    return _timing(ov, serial)
+
+
+def time_pair_calls(forward: Callable[[], Any], backward: Callable[[], Callable[[], Any]], *,
+                    fuse: Callable[[Callable[[], Any], Callable[[], Any]], Any], clock: Clock,
+                    repeats: int, warmup: int = 2, reset: Callable[[], None] = lambda: None) -> PairTiming:
+    """A forward beside a backward, both called whole: one after the other, then fused
+    (``fuse(forward, back)``), alternating (``alternate``), the collector held off
+    ([Note: manual gc] in ``profiler.timing``). ``backward()`` runs, untimed, the forward
+    the backward needs and returns the backward; ``reset`` (untimed) clears gradients."""
+    def timed(fused: bool) -> float:
+        back = backward()
+        t0 = clock.mark()
+        if fused:
+            fuse(forward, back)
+        else:
+            forward()
+            back()
+        t1 = clock.mark()
+        reset()
+        return clock.seconds(t0, t1)
+    with collector_off():
+        return alternate(timed, warmup=warmup, repeats=repeats)

@@ -3,18 +3,32 @@
 A ``Clock`` hands out marks: ``time.perf_counter()`` values on the CPU, recorded CUDA
 events on a GPU (so a mark does not synchronise the device). ``elapsed(a, b)`` is read
 after ``sync()``. Everything else in the profiler is the same on both devices.
+
+[Note: manual gc] Python's cyclic collector runs whenever enough container objects have
+been allocated, in whichever thread allocates, and a full collection walks every tracked
+object of the process; in a replay rank (plans, cost tables, layer programs, autograd
+bookkeeping) one collection stalls whichever action is running (figures: docs/overlap.md,
+"Python's garbage collector"). Training loops hold it off for the same reason:
+Megatron-LM's ``--manual-gc`` (``gc.disable()``, a ``gc.collect()`` every
+``--manual-gc-interval`` steps, megatron/training/training.py) and torchtitan's
+``GarbageCollection`` (``gc.disable()``, ``gc.collect(1)`` every ``gc_freq`` steps,
+torchtitan/tools/utils.py). So: everything built before the timings is collected
+once and frozen (``freeze_setup``: later collections skip it), the collector is off
+inside a timing and a collection runs after it, untimed (``collector_off``).
 """
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
-__all__ = ["Clock", "Stat", "summarize"]
+__all__ = ["Clock", "Stat", "summarize", "collector_off", "freeze_setup"]
 
 
 class Clock:
@@ -64,3 +78,22 @@ def summarize(values: list[float]) -> Stat:
     mean = statistics.fmean(values)
     cv = statistics.stdev(values) / mean if len(values) > 1 and mean > 0 else 0.0
     return Stat(median=statistics.median(values), cv=cv, samples=len(values))
+
+
+def freeze_setup() -> None:
+    """Collect once and move every object that survives out of later collections."""
+    gc.collect()
+    gc.freeze()
+
+
+@contextmanager
+def collector_off() -> Iterator[None]:
+    """No automatic collection inside the block; one collection after it (untimed)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+        gc.collect()

@@ -39,7 +39,7 @@ def _spec():
 
 def build(layers: tuple[int, ...], group: Any, recompute: str = "none") -> torch.nn.Module:
     """A stage of ``layers`` (global indices), MoE exchanges over ``group``."""
-    from planner.replay.model import StageModule
+    from planner.replay.lowering import StageModule
     from planner.runtime import apply_recompute
     from profiler.layers import build_layer
 

@@ -17,7 +17,7 @@ from planner.core.layer_math import layer_params
 from planner.core.stage_costs import stage_costs
 from planner.planning.estimate import estimate_step
 from profiler.analytical import analytical_costs
-from profiler.cost_model.calibration import FITTED, Calibration
+from profiler.cost_model.fitted import FITTED, FittedConstants
 from profiler.cost_model.comm import a2a_seconds, remote_nodes_per_token
 from profiler.cost_model.context import EAGER_SLOWDOWN
 from profiler.cost_model.gemm import gemm_efficiency
@@ -45,7 +45,7 @@ def _moe_layer(table, spec):
 
 
 def test_narrow_gemms_are_less_efficient_than_wide_ones():
-    for cal in (FITTED, Calibration(gemm_eff_max=0.7, gemm_dim_half=512.0, grouped_gemm_eff=1.0,
+    for cal in (FITTED, FittedConstants(gemm_eff_max=0.7, gemm_dim_half=512.0, grouped_gemm_eff=1.0,
                                     moe_layer_overhead_s=0.0)):
         wide = gemm_efficiency(4096, 14336, 4096, cal)
         narrow = gemm_efficiency(4096, 768, 2048, cal)
@@ -132,8 +132,8 @@ def test_memory_matches_every_published_peak_within_10_percent():
             assert est.peak_memory_bytes == estimate_step(spec, cluster, overlap=False).peak_memory_bytes
 
 
-def test_calibration_round_trips():
-    assert Calibration.from_tuple(FITTED.as_tuple()) == FITTED
+def test_fitted_constants_round_trip():
+    assert FittedConstants.from_tuple(FITTED.as_tuple()) == FITTED
 
 
 def test_eager_kernels_slow_compute_by_the_measured_compile_ratio_and_run_flash_attention_2():
@@ -147,9 +147,9 @@ def test_eager_kernels_slow_compute_by_the_measured_compile_ratio_and_run_flash_
 
 def test_cuda_graphs_drop_the_per_moe_layer_host_overhead():
     spec = load_model("qwen3-30b-a3b")
-    cal = Calibration(gemm_eff_max=0.6, gemm_dim_half=500.0, grouped_gemm_eff=1.0, moe_layer_overhead_s=1e-3)
-    eager = _moe_layer(analytical_costs(spec, _cluster(), calibration=cal, size_curve_sizes=()), spec)
-    graphs = _moe_layer(analytical_costs(spec, _cluster(training__cuda_graphs=True), calibration=cal,
+    cal = FittedConstants(gemm_eff_max=0.6, gemm_dim_half=500.0, grouped_gemm_eff=1.0, moe_layer_overhead_s=1e-3)
+    eager = _moe_layer(analytical_costs(spec, _cluster(), constants=cal, size_curve_sizes=()), spec)
+    graphs = _moe_layer(analytical_costs(spec, _cluster(training__cuda_graphs=True), constants=cal,
                                          size_curve_sizes=()), spec)
     assert eager.f - graphs.f == pytest.approx(1e-3) and eager.i - graphs.i == pytest.approx(1e-3)
 

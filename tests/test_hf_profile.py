@@ -79,8 +79,8 @@ def test_replay_stages_and_reference_are_built_from_transformers(tmp_path):
     transformers' decoder layers, whose expert weights the EP gradient merge recognises."""
     import torch
 
-    from planner.replay.expert_parallel import is_expert_param
-    from planner.replay.model import build_stage, replay_model
+    from planner.replay.lowering import is_expert_param
+    from planner.replay.lowering import build_stage, replay_model
     from profiler.hf.layers import HfDecoderLayer
     from solvers.schedule.families.generators import one_f_one_b
 

@@ -1,4 +1,4 @@
-"""The re-prediction of a replay with the emulated link (``planner.replay.link``): the link's
+"""The re-prediction of a replay with the emulated link (``planner.replay.costs``): the link's
 time per exchange and the table the replay predicts with, built on the tiny model.
 Structural checks only: nothing here is timed."""
 
@@ -11,9 +11,9 @@ import torch
 
 from planner.core.costs import CostTable, LayerCost
 from planner.core.hardware import gpu_from_config
-from planner.replay.link import emulated_links, link_table
-from planner.replay.model import replay_model
-from planner.replay.pairs_here import fused_type_pairs, measure_hidden
+from planner.replay.costs import emulated_links, link_table
+from planner.replay.lowering import replay_model
+from planner.replay.costs import fused_type_pairs, measure_hidden
 
 from test_replay_run import SEQ, make_plan, tiny_config  # noqa: E402  (same tests folder)
 from solvers.schedule.families.generators import one_f_one_b
@@ -28,7 +28,7 @@ def _plan(tmp_path, recompute: str, *, fuse: bool = False):
 
 
 def _here(rm) -> CostTable:
-    """Unit compute times per layer, no all-to-all: what ``costs_here`` measures."""
+    """Unit compute times per layer, no all-to-all: what ``planner.replay.costs`` measures."""
     layers = tuple(LayerCost(type=l.type_key, role=l.role, f=1e-3, i=2e-3, w=1e-3, b=2.5e-3) for l in rm.spec.layers)
     return CostTable(model="tiny", source="measured", layers=layers, seq_len=SEQ)
 
@@ -91,16 +91,16 @@ def test_emulated_link_replay_repredicts_with_the_link_and_the_table_around_the_
 
 
 def test_table_for_an_emulated_link_is_timed_through_the_link_path(tmp_path, monkeypatch):
-    """``costs_here`` [Note: link path]: the layers are built with the group the replay uses."""
-    import planner.replay.costs_here as costs_here
+    """``planner.replay.costs`` [Note: link path]: the layers are built with the group the replay uses."""
+    import planner.replay.costs as replay_costs
     from profiler.layers.program import EmulatedLink
     from profiler.timing import Clock
 
-    seen, real = [], costs_here.build_stage
-    monkeypatch.setattr(costs_here, "build_stage", lambda *a, **kw: (seen.append(kw.get("ep_group")), real(*a, **kw))[1])
+    seen, real = [], replay_costs.build_stage
+    monkeypatch.setattr(replay_costs, "build_stage", lambda *a, **kw: (seen.append(kw.get("ep_group")), real(*a, **kw))[1])
     zero = EmulatedLink(seconds={})
     rm = replay_model(_plan(tmp_path, "none"), scale=1.0, seq_len=SEQ)
-    costs_here.measure_layer_costs(rm, torch.device("cpu"), Clock(torch.device("cpu")), label="cpu", reps=1,
+    replay_costs.measure_layer_costs(rm, torch.device("cpu"), Clock(torch.device("cpu")), label="cpu", reps=1,
                                    ep_group=lambda k: zero)
     assert seen and all(g is not None and g(1) is zero for g in seen)
 
@@ -147,7 +147,7 @@ def test_measured_pair_overlaps_its_halves_and_reports_each_pair(tmp_path):
     gives a finite figure for the pair."""
     import math
 
-    from planner.replay.costs_here import first_of_type, layer_module, sampler
+    from planner.replay.costs import first_of_type, layer_module, sampler
     from planner.runtime.baton import run_pair
     from planner.runtime.trace import PairTrace
     from profiler.layers.program import EmulatedLink, set_wait_hook

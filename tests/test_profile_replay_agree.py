@@ -12,7 +12,7 @@ import torch
 
 from planner.core.hf_config import load_model
 from planner.core.schedule import ActionKind
-from planner.replay.model import ReplayModel, build_stage
+from planner.replay.lowering import ReplayModel, build_stage
 from profiler.layers import build_layer, layer_input, scaled_model
 from profiler.measure_worker import representatives
 from profiler.measured import default_threads
@@ -52,14 +52,14 @@ def test_profile_threads_are_a_replay_ranks_share():
     assert default_threads("cpu", 4) == max(1, cores // 4)
 
 
-def test_plan_prediction_runs_stage_0_backward_in_w(tmp_path):
+def test_simulate_plan_as_run_runs_stage_0_backward_in_w(tmp_path):
     """torch makes I a no-op on stage 0 and runs its whole backward in W; the timeline the
     calibration fits per kind must do the same, or W looks slower than the profile by the
     share I + W / W (what the issue's 9.7x was partly made of)."""
-    from planner.replay.predict import plan_prediction
+    from planner.replay.predict import simulate_plan_as_run
 
     plan = make_plan(tiny_config(tmp_path), one_f_one_b(2, 4, split_w=True), [(0, 4), (4, 7)])
-    _, sim = plan_prediction(plan)
+    _, sim = simulate_plan_as_run(plan)
     for n, action in enumerate(sim.actions):
         if action.stage == 0 and action.kind == ActionKind.I:
             assert sim.end[n] == sim.start[n]

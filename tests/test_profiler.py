@@ -252,3 +252,53 @@ def test_interrupted_profile_writes_nothing(tmp_path, monkeypatch):
     out = tmp_path / "p.json"
     assert _in_process(["profile", QWEN, "--scale", str(TINY), "--quiet", "--out", str(out)]) == 130
     assert list(tmp_path.iterdir()) == []
+
+
+def test_pair_timer_alternates_which_runs_first_and_pairs_the_differences():
+    """``profiler.pairs.alternate``: overlapped and serial each repeat, the first of the two
+    alternating, warm-ups dropped; ``hidden`` is the per-repeat serial - overlapped."""
+    from profiler.pairs import alternate
+
+    calls = []
+    timing = alternate(lambda o: (calls.append(o), 1.0 if o else 3.0)[1], warmup=1, repeats=3)
+    assert calls == [False, True, True, False, False, True, True, False]
+    assert timing.ov.samples == timing.serial.samples == 3
+    assert timing.hidden.median == 2.0 and timing.ratio.median == pytest.approx(1 / 3)
+
+
+def test_pair_calls_run_fused_through_the_runner_given_and_alone_one_after_the_other():
+    """``profiler.pairs.time_pair_calls`` (the replay's and the overlap benchmark's pair timer):
+    the backward's forward prepared untimed before each run, ``fuse`` only for the fused runs."""
+    from profiler.pairs import time_pair_calls
+
+    log = []
+
+    def prepare():
+        log.append("prepare")
+        return lambda: log.append("b")
+    timing = time_pair_calls(lambda: log.append("f"), prepare, fuse=lambda f, b: (log.append("fused"), f(), b()),
+                             clock=CPU, repeats=2, warmup=1, reset=lambda: log.append("reset"))
+    alone, fused = ["prepare", "f", "b", "reset"], ["prepare", "fused", "f", "b", "reset"]
+    assert log == alone + fused + fused + alone + alone + fused
+    assert timing.ov.samples == 2
+
+
+def test_layer_calls_time_forward_input_weight_and_full_backward():
+    """``profiler.measure.time_layer_calls``: F, torch's I and W, and the full backward B of
+    one microbatch through a module called whole; a layer whose input needs no gradient (token
+    ids) has no I, its whole backward in W, as torch's first stage runs it."""
+    from profiler.measure import time_layer_calls
+
+    torch.manual_seed(0)
+    lin = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Tanh(), torch.nn.Linear(64, 64))
+
+    def sample(grad_x: bool):
+        def forward():
+            x = torch.randn(32, 64).requires_grad_(grad_x)
+            out = lin(x)
+            return x, out, [torch.ones_like(out)]
+        return forward
+    f, i, w, b = time_layer_calls(lin, sample(True), CPU, repeats=3)
+    assert min(f, i, w, b) > 0 and all(p.grad is None for p in lin.parameters())
+    f0, i0, w0, b0 = time_layer_calls(lin, sample(False), CPU, repeats=3)
+    assert i0 < min(i, w0) and w0 > 0 and b0 > 0

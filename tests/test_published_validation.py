@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from benchmark_modules import load_benchmark
-from profiler.cost_model.calibration import BOUNDS, FITTED, active_calibration, using_calibration
+from profiler.cost_model.fitted import BOUNDS, FITTED, active_constants, using_constants
 
 fit = load_benchmark("published_fit", "t_published_fit")
 rows_mod = load_benchmark("published_rows", "t_published_rows")
@@ -40,11 +40,11 @@ def test_spearman_ranks_with_ties_and_refuses_too_few_points():
     assert fit.spearman([1], [1]) is None
 
 
-def test_using_calibration_sets_the_constants_the_cost_model_reads_and_restores_them():
+def test_using_constants_sets_the_constants_the_cost_model_reads_and_restores_them():
     other = replace(FITTED, gemm_eff_max=0.7)
-    with using_calibration(other):
-        assert active_calibration() is other
-    assert active_calibration() is FITTED
+    with using_constants(other):
+        assert active_constants() is other
+    assert active_constants() is FITTED
 
 
 def test_rows_have_unique_ids_a_family_and_more_than_thirty_new_published_measurements():

@@ -52,7 +52,7 @@ def test_options_are_checked():
 
 def test_model_too_large_for_memory_names_scale(tmp_path):
     from planner.replay import ReplayOptions
-    from planner.replay.fit import check_fits
+    from planner.replay.options import check_fits
 
     plan = _plan(tmp_path)
     plan.model = {"name": "deepseek-v3", "num_layers": 64}
@@ -61,7 +61,7 @@ def test_model_too_large_for_memory_names_scale(tmp_path):
 
 
 def test_compare_grads_passes_equal_and_flags_a_difference():
-    from planner.replay.gradcheck import compare_grads
+    from planner.replay.report import compare_grads
 
     ref = {"a": torch.ones(3), "b": torch.zeros(2)}
     ok = compare_grads({k: v.clone() for k, v in ref.items()}, [1.0], ref, [1.0])
@@ -92,15 +92,15 @@ def _table(n: int) -> CostTable:
 
 
 def test_reprediction_models_full_backward_and_torch_first_stage(tmp_path):
-    from planner.replay.predict import REPREDICTED, repredict
+    from planner.replay.predict import REPREDICTED, simulate_on_table
 
     table = _table(7)
-    pred_b, sim_b = repredict(_plan(tmp_path, one_f_one_b(2, 4)), table)
+    pred_b, sim_b = simulate_on_table(_plan(tmp_path, one_f_one_b(2, 4)), table)
     assert pred_b["source"] == REPREDICTED
     # B actions take the measured full backward (3 x 2.4 + 1.0 on stage 0), not I + W
     assert pred_b["busy_s"][0] == pytest.approx(4 * (4.0 + 3 * 2.4 + 1.0))
     assert pred_b["busy_s"][1] == pytest.approx(4 * (3.0 + 3 * 2.4))
-    pred_iw, _ = repredict(_plan(tmp_path, one_f_one_b(2, 4, split_w=True)), table)
+    pred_iw, _ = simulate_on_table(_plan(tmp_path, one_f_one_b(2, 4, split_w=True)), table)
     # split: stage 1 runs I + W; stage 0's W is torch's full backward ([Note: torch first stage])
     assert pred_iw["busy_s"][0] == pytest.approx(4 * (4.0 + 3 * 2.4 + 1.0))
     assert pred_iw["busy_s"][1] == pytest.approx(4 * (3.0 + 3 * 3.0))
@@ -126,7 +126,7 @@ def test_exact_replay_only_for_a_profile_of_this_device_and_shape(tmp_path):
 
 def test_trace_has_measured_and_predicted_rows(tmp_path):
     from planner.core.simulate import simulate
-    from planner.replay.trace import chrome_trace
+    from planner.replay.report import chrome_trace
 
     plan = _plan(tmp_path, one_f_one_b(2, 1))
     sim = simulate(plan.parsed_schedule(), plan.parsed_stage_costs())
@@ -185,8 +185,8 @@ def test_reprediction_table_recomputes_as_the_plan_does(tmp_path, monkeypatch):
     """A full recomputation's backward runs the forward again: the table a re-prediction uses
     must be timed with the layers recomputing as the replayed plan's do."""
     import planner.runtime as runtime
-    from planner.replay.costs_here import measure_layer_costs
-    from planner.replay.model import replay_model
+    from planner.replay.costs import measure_layer_costs
+    from planner.replay.lowering import replay_model
     from profiler.timing import Clock
 
     seen = []

@@ -1,5 +1,5 @@
-"""Replay ranks on cores of their own (``planner.replay.binding``) and the garbage
-collector held off during timed steps (``planner.replay.manual_gc``)."""
+"""Replay ranks on cores of their own (``planner.replay.device``) and the garbage
+collector held off during timed steps (``profiler.timing``)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import weakref
 
 import pytest
 
-from planner.replay.binding import bind_rank
-from planner.replay.manual_gc import collector_off
+from planner.replay.device import bind_rank
+from profiler.timing import collector_off
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs os.sched_setaffinity")
 
@@ -27,7 +27,7 @@ def test_each_rank_gets_its_own_cores_when_there_are_enough():
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         pytest.skip("needs 2 cores")
-    code = ("import os; from planner.replay.binding import bind_rank; "
+    code = ("import os; from planner.replay.device import bind_rank; "
             "print(bind_rank({r}, 2, 1), sorted(os.sched_getaffinity(0)))")
     for r in (0, 1):
         said = _in_child(code.format(r=r))

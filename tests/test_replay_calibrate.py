@@ -51,7 +51,7 @@ def _gathered(sim, steps=3):
     (one_f_one_b(2, 4, split_w=True), [(0, 4), (4, 7)]),
     (interleaved_1f1b(2, 2, 4), [(0, 2), (2, 4), (4, 5), (5, 7)])])
 def test_shared_simulation_without_slowdown_is_the_simulator(tmp_path, schedule, bounds):
-    from planner.replay.contention import simulate_shared
+    from planner.replay.calibrate import simulate_shared
 
     sc = make_plan(tiny_config(tmp_path), schedule, bounds).parsed_stage_costs()
     base, shared = simulate(schedule, sc), simulate_shared(schedule, sc, {"F": 1.0, "B": 1.0})
@@ -60,7 +60,7 @@ def test_shared_simulation_without_slowdown_is_the_simulator(tmp_path, schedule,
 
 
 def test_shared_simulation_slows_actions_only_while_another_rank_computes(tmp_path):
-    from planner.replay.contention import simulate_shared
+    from planner.replay.calibrate import simulate_shared
 
     plan = _plan(tmp_path)
     sc = plan.parsed_stage_costs()
@@ -93,13 +93,13 @@ def test_with_calibrated_costs_every_kind_is_scaled_and_latency_replaced(tmp_pat
 
 
 def test_calibration_recovers_known_figures_from_a_timeline(tmp_path):
-    from planner.replay.calibrate import measure_calibration, predict
+    from planner.replay.calibrate import measure_calibration, simulate_with_calibration
 
     plan = _plan(tmp_path)
     sc = plan.parsed_stage_costs()
     predicted = simulate(plan.parsed_schedule(), sc)
     known = _known()
-    _, actual = predict(plan.parsed_schedule(), sc, known)
+    _, actual = simulate_with_calibration(plan.parsed_schedule(), sc, known)
     cal = measure_calibration(plan, predicted, _gathered(actual), source="synthetic")
     assert cal.alone_scale == pytest.approx(ALONE)
     assert cal.slowdown == pytest.approx({"F": 1.0, "B": 1.0})
@@ -107,7 +107,7 @@ def test_calibration_recovers_known_figures_from_a_timeline(tmp_path):
     assert cal.between_actions_s == pytest.approx(0.0, abs=1e-12)
     assert cal.step_overhead_s == pytest.approx(STEP_EDGES)
     assert cal.samples["F"] == cal.samples["B"] == 3 * 2 * 4 and cal.samples["messages"] > 0
-    step, _ = predict(plan.parsed_schedule(), sc, cal)
+    step, _ = simulate_with_calibration(plan.parsed_schedule(), sc, cal)
     assert step == pytest.approx(actual.step_time + STEP_EDGES)
 
 
@@ -123,14 +123,14 @@ def test_slowdown_is_measured_from_shared_and_alone_actions():
 
 
 def test_decomposition_terms_add_up_to_the_error(tmp_path):
-    from planner.replay.calibrate import predict
-    from planner.replay.decompose import decompose
+    from planner.replay.calibrate import simulate_with_calibration
+    from planner.replay.measure import decompose
     from planner.replay.measure import action_timeline
 
     plan = _plan(tmp_path)
     sc = plan.parsed_stage_costs()
     predicted = simulate(plan.parsed_schedule(), sc)
-    _, actual = predict(plan.parsed_schedule(), sc, _known(slowdown=dict(SLOW)))
+    _, actual = simulate_with_calibration(plan.parsed_schedule(), sc, _known(slowdown=dict(SLOW)))
     ranks = _gathered(actual, steps=1)
     timelines = [action_timeline(plan, r["rank"], r["steps"][0]["spans"]) for r in ranks]
     parts = decompose(predicted, timelines, [r["steps"][0]["base_s"] for r in ranks],
@@ -145,25 +145,25 @@ def test_decomposition_terms_add_up_to_the_error(tmp_path):
 
 
 def test_calibrated_plan_and_reprediction_use_the_calibration(tmp_path):
-    from planner.replay.calibrate import calibrated_plan, predict
-    from planner.replay.predict import plan_prediction, repredict
+    from planner.replay.calibrate import calibrated_plan, simulate_with_calibration
+    from planner.replay.predict import simulate_plan_as_run, simulate_on_table
 
     plan = _plan(tmp_path)
     cal = _known(slowdown=dict(SLOW), step_overhead_s=STEP_EDGES)
     cplan = calibrated_plan(plan, cal)
-    step, _ = predict(plan.parsed_schedule(), plan.parsed_stage_costs(), cal)
+    step, _ = simulate_with_calibration(plan.parsed_schedule(), plan.parsed_stage_costs(), cal)
     assert cplan.predicted["step_time_s"] == pytest.approx(step)
     assert cplan.predicted["uncalibrated_step_time_s"] == plan.predicted["step_time_s"]
     assert cplan.costs["calibration"]["slowdown"] == SLOW
-    pred, sim = plan_prediction(cplan)
+    pred, sim = simulate_plan_as_run(cplan)
     assert pred["step_time_s"] == pytest.approx(step) and "calibrated" in pred["source"]
     assert sim.step_time == pytest.approx(step - STEP_EDGES)
     table = _table(7)
-    base, _ = repredict(plan, table)
+    base, _ = simulate_on_table(plan, table)
     flat = _known(alone_scale={"F": 1.0, "B": 1.0})  # 1x costs, no slowdown: only the latency differs
-    same, _ = repredict(plan, replace(table, meta={**table.meta, "calibration": flat.to_dict()}))
+    same, _ = simulate_on_table(plan, replace(table, meta={**table.meta, "calibration": flat.to_dict()}))
     assert same["busy_s"] == pytest.approx(base["busy_s"])
-    with_cal, sim = repredict(plan, replace(table, meta={**table.meta, "calibration": cal.to_dict()}))
+    with_cal, sim = simulate_on_table(plan, replace(table, meta={**table.meta, "calibration": cal.to_dict()}))
     assert with_cal["step_time_s"] == pytest.approx(sim.step_time + STEP_EDGES)
     assert with_cal["step_time_s"] < base["step_time_s"]  # alone scales below 1 outweigh the slowdown here
     assert with_cal["calibration"]["alone_scale"] == ALONE
@@ -173,11 +173,11 @@ def test_calibration_of_a_pp1_plan_with_an_iw_split_skips_the_no_op_i(tmp_path):
     """torch runs stage 0's I as a no-op ([Note: torch first stage]): on a pp 1 plan every
     I is predicted 0 s, so I has nothing to fit and takes its fallback (was StatisticsError)."""
     from planner.replay.calibrate import _line, measure_calibration
-    from planner.replay.predict import plan_prediction
+    from planner.replay.predict import simulate_plan_as_run
 
     assert _line([]) is None and _line([{"others_busy": 0.0, "pred": 0.0, "dur": 1e-4}]) is None
     plan = make_plan(tiny_config(tmp_path), one_f_one_b(1, 3, split_w=True), [(0, 7)], pp=1, microbatches=3)
-    _, sim = plan_prediction(plan)
+    _, sim = simulate_plan_as_run(plan)
     row = sim.compiled.order[0]
     assert any(sim.end[n] == sim.start[n] for n in row)  # the no-op I actions
     spans = [(p.stage, p.kind, p.microbatch, sim.start[n], sim.start[n] + 0.5 * (sim.end[n] - sim.start[n]))
@@ -190,7 +190,7 @@ def test_calibration_of_a_pp1_plan_with_an_iw_split_skips_the_no_op_i(tmp_path):
 
 
 def test_stage0_w_of_a_split_plan_is_calibrated_and_predicted_as_b(tmp_path):
-    from planner.replay.calibrate import calibrated_costs, predict, torch_first_stage
+    from planner.replay.calibrate import calibrated_costs, simulate_with_calibration, torch_first_stage
 
     plan = make_plan(tiny_config(tmp_path), one_f_one_b(2, 4, split_w=True), [(0, 4), (4, 7)])
     sched = plan.parsed_schedule()
@@ -198,7 +198,7 @@ def test_stage0_w_of_a_split_plan_is_calibrated_and_predicted_as_b(tmp_path):
     cal = _known(alone_scale={"F": 1.0, "B": 0.5, "I": 1.0, "W": 2.0})
     out = calibrated_costs(sc, cal, w0_full=True)
     assert out.w[0] == pytest.approx(0.5 * sc.w[0]) and out.w[1] == pytest.approx(2.0 * sc.w[1])
-    step, sim = predict(sched, sc, cal)
+    step, sim = simulate_with_calibration(sched, sc, cal)
     w0 = [n for n, a in enumerate(sim.actions) if a.parts[0].stage == 0 and a.parts[0].kind == "W"]
     assert w0 and all(sim.end[n] - sim.start[n] == pytest.approx(out.w[0]) for n in w0)
 

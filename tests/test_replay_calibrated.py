@@ -24,7 +24,7 @@ def _kinds(plan) -> set[str]:
     (one_f_one_b(2, 4, fuse=True), [(0, 4), (4, 7)]),
     (interleaved_1f1b(2, 2, 4), [(0, 2), (2, 4), (4, 5), (5, 7)])])
 def test_calibration_plans_keep_the_partition_and_run_full_and_split_backwards(tmp_path, schedule, bounds):
-    from planner.replay.calibrated import calibration_plans
+    from planner.replay.predict import calibration_plans
     from planner.simulation import simulate_plan, validate_plan
 
     plan = make_plan(tiny_config(tmp_path), schedule, bounds)
@@ -38,7 +38,7 @@ def test_calibration_plans_keep_the_partition_and_run_full_and_split_backwards(t
 
 
 def test_v_placed_plans_have_no_calibration_plans(tmp_path):
-    from planner.replay.calibrated import calibration_plans
+    from planner.replay.predict import calibration_plans
 
     plan = make_plan(tiny_config(tmp_path), interleaved_1f1b(2, 2, 4), [(0, 2), (2, 4), (4, 5), (5, 7)])
     plan.parallel["placement"] = "v"

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from planner.core.hf_config import load_model
-from planner.replay.layer_cuts import LayerCuts
-from planner.replay.model import ReplayModel, build_stage, loss_fn
+from planner.replay.timing import LayerCuts
+from planner.replay.lowering import ReplayModel, build_stage, loss_fn
 from profiler.layers import scaled_model
 
 SCALE, SEQ = 0.02, 32

@@ -1,6 +1,6 @@
 """``--link emulated`` on the user's path: a plan made from this machine's profile is
 re-predicted with the link, whose scale makes the exchanges a stated share of the MoE
-layers' time (``planner.replay.link`` [Note: link share])."""
+layers' time (``planner.replay.costs`` [Note: link share])."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def _plan(tmp_path, *, ep: int = 2):
 
 
 def _here(rm) -> CostTable:
-    """Compute times per layer as ``costs_here`` measures them (no all-to-all)."""
+    """Compute times per layer as ``planner.replay.costs`` measures them (no all-to-all)."""
     layers = tuple(LayerCost(type=l.type_key, role=l.role, f=1e-3, i=2e-3, w=1e-3, b=2.5e-3) for l in rm.spec.layers)
     return CostTable(model="tiny", source="measured", layers=layers, seq_len=SEQ)
 
@@ -33,8 +33,8 @@ def _here(rm) -> CostTable:
 @pytest.mark.parametrize("share", [0.1, 0.3, 0.6])
 def test_the_link_scale_makes_the_exchanges_the_asked_share(tmp_path, share):
     from planner.replay import ReplayOptions
-    from planner.replay.link import link_options, link_table, share_of_moe_time
-    from planner.replay.model import replay_model
+    from planner.replay.costs import link_options, link_table, share_of_moe_time
+    from planner.replay.lowering import replay_model
 
     plan = _plan(tmp_path)
     rm = replay_model(plan, scale=1.0, seq_len=SEQ)
@@ -47,8 +47,8 @@ def test_the_link_scale_makes_the_exchanges_the_asked_share(tmp_path, share):
 
 def test_the_default_share_is_the_analytical_models_on_the_plans_cluster(tmp_path):
     from planner.replay import ReplayOptions
-    from planner.replay.link import gpu_share, link_options, link_table, share_of_moe_time
-    from planner.replay.model import replay_model
+    from planner.replay.costs import gpu_share, link_options, link_table, share_of_moe_time
+    from planner.replay.lowering import replay_model
 
     plan = _plan(tmp_path)
     rm = replay_model(plan, scale=1.0, seq_len=SEQ)
@@ -63,8 +63,8 @@ def test_the_default_share_is_the_analytical_models_on_the_plans_cluster(tmp_pat
 
 def test_a_plan_without_all_to_alls_cannot_emulate_them(tmp_path):
     from planner.replay import ReplayOptions
-    from planner.replay.link import link_options
-    from planner.replay.model import replay_model
+    from planner.replay.costs import link_options
+    from planner.replay.lowering import replay_model
 
     plan = _plan(tmp_path, ep=1)
     rm = replay_model(plan, scale=1.0, seq_len=SEQ)

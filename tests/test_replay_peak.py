@@ -29,7 +29,7 @@ STORED = {"flops_per_s": 4.0e10, "threads": 1, "method": "best FP32 512x512 matm
 
 
 def test_the_stored_cpu_peak_is_the_denominator_and_says_where_it_came_from(tmp_path):
-    from planner.replay.peak import replay_peak
+    from planner.replay.device import replay_peak
 
     path = _profile(tmp_path, {"cpu_peak": STORED})
     peak = replay_peak(torch.device("cpu"), path)
@@ -47,16 +47,16 @@ def test_a_profile_without_a_stored_peak_is_refused_before_the_replay(tmp_path):
 
 
 def test_a_plan_from_a_cpu_profile_reports_no_mfu_against_a_gpu_peak(tmp_path):
-    from planner.replay.predict import repredict
+    from planner.replay.predict import simulate_on_table
 
     cpu = make_plan(tiny_config(tmp_path), one_f_one_b(2, 4), [(0, 4), (4, 7)])
     cpu.predicted["mfu"] = 6e-7  # CPU times divided by the cluster's GPU peak
-    pred, _ = repredict(cpu, _table(7))
+    pred, _ = simulate_on_table(cpu, _table(7))
     assert pred["plan"]["mfu"] is None
     gpu = make_plan(tiny_config(tmp_path), one_f_one_b(2, 4), [(0, 4), (4, 7)],
                     costs={"source": "analytical", "device": "h100", "scale": 1.0, "seq_len": 4096})
     gpu.predicted["mfu"] = 0.4
-    assert repredict(gpu, _table(7))[0]["plan"]["mfu"] == 0.4
+    assert simulate_on_table(gpu, _table(7))[0]["plan"]["mfu"] == 0.4
 
 
 def test_measured_peak_is_a_best_matmul_rate_with_its_load():

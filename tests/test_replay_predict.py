@@ -23,14 +23,14 @@ def _changed_order(tmp_path):
 
 
 def test_a_changed_order_is_simulated_again_and_the_recorded_figure_kept_beside_it(tmp_path):
-    from planner.replay.predict import plan_prediction
+    from planner.replay.predict import simulate_plan_as_run
     from planner.simulation import simulate_plan
 
     plan = _changed_order(tmp_path)
     simulated = simulate_plan(plan)["step_time_s"]
     recorded = plan.predicted["step_time_s"]
     assert simulated > recorded * 1.05  # GPipe on 4 microbatches: a longer step than 1F1B's
-    pred, sim = plan_prediction(plan)
+    pred, sim = simulate_plan_as_run(plan)
     assert pred["step_time_s"] == pytest.approx(simulated) and sim.step_time == pytest.approx(simulated)
     assert pred["ppplan_simulate_step_time_s"] == pytest.approx(simulated)
     assert pred["recorded_step_time_s"] == recorded and pred["recorded_matches"] is False
@@ -38,10 +38,10 @@ def test_a_changed_order_is_simulated_again_and_the_recorded_figure_kept_beside_
 
 
 def test_an_unchanged_plan_matches_its_recorded_prediction(tmp_path):
-    from planner.replay.predict import plan_prediction
+    from planner.replay.predict import simulate_plan_as_run
 
     plan = make_plan(tiny_config(tmp_path), one_f_one_b(2, 4), [(0, 4), (4, 7)])
-    pred, _ = plan_prediction(plan)
+    pred, _ = simulate_plan_as_run(plan)
     assert pred["recorded_matches"] is True and pred["step_time_s"] == pytest.approx(plan.predicted["step_time_s"])
 
 

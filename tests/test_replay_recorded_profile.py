@@ -13,7 +13,7 @@ import pytest
 
 from planner.core.costs_io import save_costs
 from planner.core.errors import InputError
-from planner.replay.peak import recorded_profile
+from planner.replay.device import recorded_profile
 
 from test_replay import _table  # noqa: E402  (same tests folder)
 from test_replay_peak import STORED  # noqa: E402

@@ -105,7 +105,7 @@ def _assert_gone(pids: tuple[int, ...]) -> None:
 @pytest.mark.parametrize("name", list(PLANS))
 def test_replay_matches_single_process_gradients(tmp_path, name):
     from planner.replay import replay
-    from planner.replay.predict import plan_prediction
+    from planner.replay.predict import simulate_plan_as_run
 
     make_schedule, bounds = PLANS[name]
     schedule = make_schedule()
@@ -118,8 +118,8 @@ def test_replay_matches_single_process_gradients(tmp_path, name):
     m = rep["measured"]
     assert m["step_time_s"] > 0 and len(m["busy_s"]) == 2
     assert all(0 < b <= m["step_time_s"] * 1.001 for b in m["busy_s"])
-    assert m["mfu"] is None  # no stored CPU peak given (planner.replay.peak)
-    simulated = plan_prediction(plan)[0]["step_time_s"]  # the order that ran, simulated again
+    assert m["mfu"] is None  # no stored CPU peak given (planner.replay.device)
+    simulated = simulate_plan_as_run(plan)[0]["step_time_s"]  # the order that ran, simulated again
     assert rep["predicted"]["step_time_s"] == pytest.approx(simulated)
     assert rep["prediction_error"]["step_time"] == pytest.approx(m["step_time_s"] / simulated - 1)
     events = [e for e in result.trace["traceEvents"] if e["ph"] == "X"]
@@ -198,7 +198,7 @@ def test_cli_fault_exit_code_and_message(tmp_path):
 @pytest.mark.timeout(120)
 def test_interleaved_replay_alternates_the_plans_steps(tmp_path):
     from planner.replay import replay_interleaved
-    from planner.replay.predict import plan_prediction
+    from planner.replay.predict import simulate_plan_as_run
 
     cfg = tiny_config(tmp_path)
     plans = [make_plan(cfg, PLANS[k][0](), PLANS[k][1]) for k in ("1f1b-iw", "fused")]
@@ -207,7 +207,7 @@ def test_interleaved_replay_alternates_the_plans_steps(tmp_path):
     for plan, res in zip(plans, results):
         rep = res.report
         assert rep["grad_check"]["passed"], rep["grad_check"]
-        assert rep["predicted"]["step_time_s"] == pytest.approx(plan_prediction(plan)[0]["step_time_s"])
+        assert rep["predicted"]["step_time_s"] == pytest.approx(simulate_plan_as_run(plan)[0]["step_time_s"])
         assert len(rep["measured"]["step_times_s"]) == 3
         d = rep["decomposition"][0]["difference_s"]
         assert d["step"] == pytest.approx(d["first_start"] + d["busy"] + d["gaps"] + d["tail"])

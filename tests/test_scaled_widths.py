@@ -133,7 +133,7 @@ def test_profile_at_a_scale_too_small_is_one_line_naming_the_smallest(ppplan, tm
 def test_replay_on_transformers_layers_at_a_profile_scale(ppplan, tmp_path):
     """The replay builds its stages at the profile's scale: whole at 0.03, one line at 1e-7."""
     from planner.api import load_plan
-    from planner.replay.model import build_stage, replay_model
+    from planner.replay.lowering import build_stage, replay_model
 
     assert ppplan("plan", "llama3-8b", "--pp", "2", "--quiet", "--out", "plan.json").code == 0
     plan = load_plan(tmp_path / "plan.json")

@@ -45,8 +45,8 @@ def replay_command(plan_path: str, out: str, trace: str | None, as_json: bool, n
     from planner.cli.common import echo_json
     from planner.core.outputs import write_files_atomic
     from planner.replay import ReplayFailed, ReplayOptions, replay_interleaved
-    from planner.replay.calibrated import replay_calibrated
-    from planner.replay.peak import recorded_profile
+    from planner.replay.predict import replay_calibrated
+    from planner.replay.device import recorded_profile
     from planner.replay.report import text_summary
 
     check_outputs({"--out": out, "--trace": trace}, inputs=[plan_path, options["profile"]])

@@ -111,7 +111,7 @@ class TrainingSpec:
     cuda_graphs: bool = False
     """MoE router and token preprocessing captured in CUDA graphs (Megatron
     ``--cuda-graph-scope moe_router moe_preprocess``): their host-side launches and the
-    host-device synchronisation of token counts leave the step (``Calibration.moe_layer_overhead_s``
+    host-device synchronisation of token counts leave the step (``FittedConstants.moe_layer_overhead_s``
     is not charged)."""
     moe_expert_capacity_factor: float | None = None
     """Megatron's ``--moe-expert-capacity-factor``: each expert takes at most this many times

@@ -93,7 +93,7 @@ def to_plan(best: "Trial", ev: "Evaluation", baselines: dict, tried: list[dict],
 
 def _profile(table: CostTable) -> dict:
     """``{"profile": path, "profile_sha256": hex}`` for a table read from a file, so that
-    ``ppplan replay`` reads the same profile again (``planner.replay.peak.recorded_profile``)."""
+    ``ppplan replay`` reads the same profile again (``planner.replay.device.recorded_profile``)."""
     return {} if table.file is None else {"profile": table.file.path, "profile_sha256": table.file.sha256}
 
 

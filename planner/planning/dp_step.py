@@ -21,7 +21,7 @@ from planner.core.cluster import ClusterSpec
 from planner.core.model import ModelSpec
 from planner.core.plan import Plan
 from planner.core.stage_costs import StageCosts
-from planner.planning.prediction import Prediction, predict
+from planner.planning.prediction import Prediction, predict_optimizer_step
 
 __all__ = ["add_dp_step", "plan_prediction", "optimizer_step_time", "busiest_microbatch_compute"]
 
@@ -38,9 +38,10 @@ def busiest_microbatch_compute(costs: StageCosts) -> float:
 def plan_prediction(plan: Plan, model: ModelSpec, cluster: ClusterSpec) -> Prediction:
     """The prediction of ``plan``'s simulated schedule (its ``step_time_s`` and per-rank peaks)."""
     pred = plan.predicted
-    return predict(model, cluster, step_time_s=pred["step_time_s"], peak_memory_bytes=pred["peak_memory_bytes"],
-                   microbatch_compute_s=busiest_microbatch_compute(plan.parsed_stage_costs()),
-                   microbatches=plan.num_microbatches)
+    return predict_optimizer_step(model, cluster, step_time_s=pred["step_time_s"],
+                                  peak_memory_bytes=pred["peak_memory_bytes"],
+                                  microbatch_compute_s=busiest_microbatch_compute(plan.parsed_stage_costs()),
+                                  microbatches=plan.num_microbatches)
 
 
 def add_dp_step(plan: Plan, model: ModelSpec, cluster: ClusterSpec) -> Plan:

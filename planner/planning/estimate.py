@@ -12,8 +12,8 @@ From the analytical cost table (``profiler.analytical``), with the planner's own
 3. Pipeline: ``M x t_max + (pp - 1) / vpp x t_serial_max`` (interleaved 1F1B bubble,
    Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU
    Clusters", section 2.2.2; warm-up and cool-down run serially).
-4. Data parallelism, the optimizer, MFU and tokens/s: ``planner.planning.prediction.predict``,
-   the one prediction every plan and benchmark reports.
+4. Data parallelism, the optimizer, MFU and tokens/s:
+   ``planner.planning.prediction.predict_optimizer_step``, the one prediction every plan and benchmark reports.
 5. Peak memory per rank: what every rank holds (``StageCosts.static_per_rank``) plus the
    peak activation bytes of the order the planner runs for the shape (1F1B or interleaved
    1F1B, their fused EP-overlap forms: ``solvers.schedule.families.generators``) from its in-flight
@@ -34,9 +34,9 @@ from planner.core.model import ModelSpec
 from planner.core.placement import stage_ranks
 from planner.core.stage_costs import StageCosts, stage_costs
 from planner.planning.dp_step import busiest_microbatch_compute
-from planner.planning.prediction import predict
+from planner.planning.prediction import predict_optimizer_step
 from profiler.analytical import analytical_costs
-from profiler.cost_model.calibration import active_calibration
+from profiler.cost_model.fitted import active_constants
 from solvers.partition.inflight import MemoryPoint, memory_points, peak_activation_bytes
 from solvers.partition.ranges import weighted_partition
 from solvers.schedule.families.generators import interleaved_1f1b
@@ -144,8 +144,8 @@ def _one(model: ModelSpec, cluster: ClusterSpec, t: CostTable, overlap: bool, sc
     bubble = (par.pp - 1) / par.vpp * max(rank_serial)
     pipeline = m * max(rank_t) + bubble
     peaks = _rank_peaks(sc, _points(par.pp, par.vpp, m, overlap, screen))
-    pred = predict(model, cluster, step_time_s=pipeline, peak_memory_bytes=peaks,
-                   microbatch_compute_s=busiest_microbatch_compute(sc), microbatches=m)  # as a plan's (dp_step)
+    pred = predict_optimizer_step(model, cluster, step_time_s=pipeline, peak_memory_bytes=peaks,  # as a plan's (dp_step)
+                                  microbatch_compute_s=busiest_microbatch_compute(sc), microbatches=m)
     peak = max(peaks)
     return StepEstimate(step_s=pred.optimizer_step_time_s, tokens_per_s_per_gpu=pred.tokens_per_s_per_gpu,
                         mfu=pred.mfu, peak_memory_bytes=peak, rank_peak_bytes=tuple(peaks),
@@ -173,10 +173,10 @@ def estimate_step(model: ModelSpec, cluster: ClusterSpec, *, overlap: bool | Non
 
 
 def _table_for(model: ModelSpec, cluster: ClusterSpec, pairs: bool, screen: ScreenWork) -> CostTable:
-    par, cal = cluster.parallel, active_calibration()
+    par, cal = cluster.parallel, active_constants()
     key = (model.name, par.tp, par.cp, par.ep, par.etp, par.dp, par.pp > 1, cluster.training, cluster.network, cal,
            pairs)  # pp > 1: FSDP holds gathered weights (profiler.analytical, [Note: FSDP under a pipeline])
     if key not in screen.tables:
-        screen.tables[key] = analytical_costs(model, cluster, calibration=cal, size_curve_sizes=(), pairs=pairs)
+        screen.tables[key] = analytical_costs(model, cluster, constants=cal, size_curve_sizes=(), pairs=pairs)
         screen.units += TABLE_UNITS_PER_LAYER * model.num_layers
     return screen.tables[key]

@@ -27,7 +27,7 @@ from planner.core.layer_math import layer_params, model_flops_per_token
 from planner.core.model import ModelSpec
 from profiler.cost_model.optimizer import DpCost, dp_step_cost
 
-__all__ = ["Prediction", "predict", "dp_cost"]
+__all__ = ["Prediction", "predict_optimizer_step", "dp_cost"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,8 +57,9 @@ class Prediction:
                 "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu}
 
 
-def predict(model: ModelSpec, cluster: ClusterSpec, *, step_time_s: float,
-            peak_memory_bytes: Sequence[int], microbatch_compute_s: float, microbatches: int) -> Prediction:
+def predict_optimizer_step(model: ModelSpec, cluster: ClusterSpec, *, step_time_s: float,
+                           peak_memory_bytes: Sequence[int], microbatch_compute_s: float,
+                           microbatches: int) -> Prediction:
     """The prediction of a step whose pipeline schedule takes ``step_time_s`` with these
     per-rank peaks; ``microbatch_compute_s`` (the busiest rank's compute of one microbatch)
     is what the data-parallel traffic hides behind, ``microbatches`` per replica per step."""

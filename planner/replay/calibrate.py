@@ -1,50 +1,6 @@
-"""What a per-layer cost table misses about the runtime, measured by one replay, and its use.
-
-[Note: runtime calibration] A cost table times each layer type by itself
-(``costs_here``: every rank at once, so with the cores as busy as they were then);
-the pipeline runtime runs whole stages one action at a time, with Python work of
-its own between actions, messages between ranks, and (on CPU) ranks that share the
-machine's cores with each other and with other jobs. Measured on one machine, the
-decomposition (``decompose``) shows where the step goes: actions run about twice as
-long while the other rank computes as while it waits (two ranks, two cores, one of
-them busy with another job), which no fixed per-action duration can express.
-
-A *calibration replay* (a plan of its own, never one being judged; best run in the
-same launch as the judged plans, its steps alternating with theirs:
-``replay_interleaved``) measures, over all its timed steps, ranks and actions
-(``decompose.rank_samples``), relative to the durations its table predicts:
-
-- per kind, a least-squares line ``measured / predicted = a + b x others_busy`` over
-  the actions of that kind (others_busy: share of the other ranks computing while it
-  ran): ``alone_scale = a`` (an action running by itself, relative to the table) and
-  ``slowdown = (a + b) / a`` (its mean duration while every other rank computes,
-  relative to alone; at least 1, sharing never speeds an action up). A kind the
-  replay did not run takes B's figures (I, W) or F's. [Note: mean durations] The
-  line is drawn through durations, not rates, on purpose: other jobs on the machine
-  come and go within seconds (with one running, two ranks share one core and a shared
-  action takes 2x; without, 1x), so what a step's mean is made of is the *mean*
-  duration of a shared action, (1 + p) x alone for a share p of the time with the
-  other job, which a fit of rates would put at 1 / (1 - p / 2) x alone, too low;
-- ``between_actions_s``: mean gap before an action that waited for nothing (the
-  runtime's own work between actions), added to every action;
-- ``p2p_latency_s``: mean gap between a producer's end on one rank and its
-  consumer's start when the consumer waited for it, less ``between_actions_s`` (now
-  inside the action) and the bytes / bandwidth term the simulator adds itself;
-- ``step_overhead_s``: median of (reported step - time from the first action's start
-  on any rank to the last action's end on any rank): barrier exit, the final sends
-  waited before ``step()`` returns, the skew of the ranks' starts.
-
-On GPU (no machine-wide clock for the ranks' spans) only the alone scale is measured:
-no slowdown, no split of the gaps.
-
-Means, not medians, for the per-action terms: a step is a sum of many actions, and
-its mean is the sum of their means. Using it (``predict``): stage costs become alone
-durations (``calibrated_costs``) and ``contention.simulate_shared`` re-times the
-schedule with the slowdown; the step overhead is added to its step. Every figure is
-measured on the calibration replay (the line is a fit to its actions), never on the
-plans being judged. It holds while the machine's load stays as it was: a calibration
-taken minutes earlier, under other outside load, can be off by tens of percent, which
-is why the benchmark runs the calibration plan alternating with the judged ones.
+"""Calibration: the runtime costs a per-layer table misses, measured by a calibration
+replay, and the calibrated timeline, in which ranks that share CPU cores slow each other
+down (sections below, each with its notes).
 """
 
 from __future__ import annotations
@@ -56,14 +12,63 @@ from typing import Any
 from planner.core.costs import P2PCost
 from planner.core.plan import Plan
 from planner.core.schedule import COMPUTE_KINDS, OVERLAP, ActionKind, Schedule
-from planner.core.simulate import SimResult
+from planner.core.simulate import SimResult, simulate
 from planner.core.stage_costs import StageCosts
-from planner.replay.contention import simulate_shared
-from planner.replay.decompose import Sample, rank_samples
-from planner.replay.measure import action_timeline
+from planner.replay.measure import Sample, action_timeline, rank_samples
 
-__all__ = ["Calibration", "measure_calibration", "calibrated_costs", "predict", "calibrated_plan", "torch_first_stage",
-           "with_split_kinds", "splits_stage0", "KINDS"]
+__all__ = ["Calibration", "measure_calibration", "calibrated_costs", "simulate_with_calibration", "calibrated_plan",
+           "torch_first_stage", "with_split_kinds", "splits_stage0", "KINDS", "simulate_shared"]
+
+
+# ---- runtime calibration ------------------------------------------------------------------------
+# What a per-layer cost table misses about the runtime, measured by one replay, and its use.
+#
+# [Note: runtime calibration] A cost table times each layer type by itself
+# (``planner.replay.costs``: every rank at once, so with the cores as busy as they were then);
+# the pipeline runtime runs whole stages one action at a time, with Python work of
+# its own between actions, messages between ranks, and (on CPU) ranks that share the
+# machine's cores with each other and with other jobs. Measured on one machine, the
+# decomposition (``planner.replay.measure``) shows where the step goes: actions run about twice as
+# long while the other rank computes as while it waits (two ranks, two cores, one of
+# them busy with another job), which no fixed per-action duration can express.
+#
+# A *calibration replay* (a plan of its own, never one being judged; best run in the
+# same launch as the judged plans, its steps alternating with theirs:
+# ``replay_interleaved``) measures, over all its timed steps, ranks and actions
+# (``planner.replay.measure.rank_samples``), relative to the durations its table predicts:
+#
+# - per kind, a least-squares line ``measured / predicted = a + b x others_busy`` over
+#   the actions of that kind (others_busy: share of the other ranks computing while it
+#   ran): ``alone_scale = a`` (an action running by itself, relative to the table) and
+#   ``slowdown = (a + b) / a`` (its mean duration while every other rank computes,
+#   relative to alone; at least 1, sharing never speeds an action up). A kind the
+#   replay did not run takes B's figures (I, W) or F's. [Note: mean durations] The
+#   line is drawn through durations, not rates, on purpose: other jobs on the machine
+#   come and go within seconds (with one running, two ranks share one core and a shared
+#   action takes 2x; without, 1x), so what a step's mean is made of is the *mean*
+#   duration of a shared action, (1 + p) x alone for a share p of the time with the
+#   other job, which a fit of rates would put at 1 / (1 - p / 2) x alone, too low;
+# - ``between_actions_s``: mean gap before an action that waited for nothing (the
+#   runtime's own work between actions), added to every action;
+# - ``p2p_latency_s``: mean gap between a producer's end on one rank and its
+#   consumer's start when the consumer waited for it, less ``between_actions_s`` (now
+#   inside the action) and the bytes / bandwidth term the simulator adds itself;
+# - ``step_overhead_s``: median of (reported step - time from the first action's start
+#   on any rank to the last action's end on any rank): barrier exit, the final sends
+#   waited before ``step()`` returns, the skew of the ranks' starts.
+#
+# On GPU (no machine-wide clock for the ranks' spans) only the alone scale is measured:
+# no slowdown, no split of the gaps.
+#
+# Means, not medians, for the per-action terms: a step is a sum of many actions, and
+# its mean is the sum of their means. Using it (``simulate_with_calibration``): stage costs become alone
+# durations (``calibrated_costs``) and ``simulate_shared`` (below) re-times the
+# schedule with the slowdown; the step overhead is added to its step. Every figure is
+# measured on the calibration replay (the line is a fit to its actions), never on the
+# plans being judged. It holds while the machine's load stays as it was: a calibration
+# taken minutes earlier, under other outside load, can be off by tens of percent, which
+# is why the benchmark runs the calibration plan alternating with the judged ones.
+
 
 KINDS = COMPUTE_KINDS
 _F, _I, _W, _B = ActionKind.F, ActionKind.I, ActionKind.W, ActionKind.B
@@ -235,8 +240,9 @@ def calibrated_costs(sc: StageCosts, cal: Calibration, *, w0_full: bool = False)
     return replace(sc, f=f, i=i, w=w, b=b, fused=fused, p2p=p2p)
 
 
-def predict(schedule: Schedule, sc: StageCosts, cal: Calibration) -> tuple[float, SimResult]:
-    """(predicted step, timeline) of ``schedule`` with uncalibrated stage costs ``sc``."""
+def simulate_with_calibration(schedule: Schedule, sc: StageCosts, cal: Calibration) -> tuple[float, SimResult]:
+    """(step, timeline) of ``schedule`` simulated on uncalibrated stage costs ``sc`` corrected
+    by ``cal``: alone durations, the measured slowdown while ranks share, step overhead."""
     slowdown = {k: cal.shared(k) for k in (*KINDS, OVERLAP)}
     w0_full = splits_stage0(schedule) and sc.i[0] == 0  # torch_first_stage applied
     sim = simulate_shared(schedule, calibrated_costs(sc, cal, w0_full=w0_full), slowdown)
@@ -249,8 +255,9 @@ def splits_stage0(schedule: Schedule) -> bool:
 
 
 def torch_first_stage(sc: StageCosts, schedule: Schedule) -> StageCosts:
-    """Stage costs as torch's runtime executes them ([Note: torch first stage] in ``predict``):
-    when ``schedule`` splits stage 0's backward, its I is a no-op and its W the whole backward."""
+    """Stage costs as torch's runtime executes them ([Note: torch first stage] in
+    ``planner.replay.predict``): when ``schedule`` splits stage 0's backward, its I is a
+    no-op and its W the whole backward."""
     if not splits_stage0(schedule) or sc.i[0] == 0:
         return sc
     moved = sc.i[0]
@@ -265,8 +272,90 @@ def calibrated_plan(plan: Plan, cal: Calibration) -> Plan:
     calibrated timeline runs them as torch does (``torch_first_stage``), as the
     calibration's per-kind fit saw them."""
     schedule = plan.parsed_schedule()
-    step, sim = predict(schedule, torch_first_stage(plan.parsed_stage_costs(), schedule), cal)
+    step, sim = simulate_with_calibration(schedule, torch_first_stage(plan.parsed_stage_costs(), schedule), cal)
     predicted = {**plan.predicted, "step_time_s": step, "busy_s": sim.busy,
                  "bubble_fraction": sim.bubble_fraction,
                  "uncalibrated_step_time_s": plan.predicted.get("step_time_s")}
     return replace(plan, predicted=predicted, costs={**plan.costs, "calibration": cal.to_dict()})
+
+
+# ---- shared cores -------------------------------------------------------------------------------
+# A step's timeline when the pipeline ranks share CPU cores (replays on one machine).
+#
+# ``planner.core.simulate`` gives every action a fixed duration: right when each rank
+# owns its device. Replayed on CPU, the ranks are processes on one machine's cores,
+# shared with each other and with whatever else runs there; an action then runs
+# slower while another rank computes (measured: about 2x with two ranks on two cores
+# and one core taken by another job). This module re-times a schedule with that
+# effect and nothing else changed:
+#
+# - each action has an amount of *work*: its duration when it runs alone (the stage
+#   costs given);
+# - while it runs, it progresses at rate ``1 / (1 + (c[kind] - 1) x b / (R - 1))``,
+#   where b of the other R - 1 ranks are computing at that moment and ``c[kind]`` is
+#   the measured slowdown of an action of that kind while all others compute (1 = no
+#   sharing): alone it takes its work, beside every other rank c times its work.
+#   Linear in b is an assumption; with two ranks only b = 0 or 1 occur;
+# - everything else is as in ``planner.core.simulate``: per-rank order, dependencies
+#   from ``compile_schedule``, a point-to-point delay on every edge between ranks.
+#
+# It is event driven: time advances to the next action end or the next moment a
+# waiting action's inputs have arrived, and every running action's remaining work
+# shrinks at its current rate in between.
+
+
+_EPS = 1e-12
+
+
+def simulate_shared(schedule: Schedule, costs: StageCosts, slowdown: dict[str, float]) -> SimResult:
+    """Simulate ``schedule`` with ``costs`` as alone durations and ``slowdown[kind]`` while all
+    other ranks compute (module docstring). Memory figures are those of the fixed-duration
+    simulation; the critical path is left empty."""
+    base = simulate(schedule, costs)
+    comp = base.compiled
+    n = len(comp.actions)
+    work = [base.end[k] - base.start[k] for k in range(n)]
+    delay = [costs.p2p_time(s) for s in range(costs.num_stages)] + [0.0]
+    ranks = len(comp.order)
+    extra = [slowdown.get(a.kind, slowdown.get(ActionKind.F, 1.0)) - 1.0 for a in comp.actions]
+    start, end = [0.0] * n, [float("inf")] * n
+    pos = [0] * ranks
+    running: dict[int, int] = {}  # rank -> node
+    free_at = [0.0] * ranks
+    t = 0.0
+    while True:
+        pending = []
+        for r in range(ranks):
+            if r in running or pos[r] >= len(comp.order[r]):
+                continue
+            node = comp.order[r][pos[r]]
+            deps = [(d, b) for d, b in zip(comp.deps[node], comp.bounds[node]) if d != n]
+            if all(end[d] < float("inf") for d, _ in deps):
+                ready = max([free_at[r], *(end[d] + delay[b] for d, b in deps)])
+                if ready <= t + _EPS:
+                    running[r] = node
+                    start[node] = t
+                else:
+                    pending.append(ready)
+        if not running:
+            if not pending:
+                break
+            t = min(pending)
+            continue
+        busy = len(running)
+        rate = {r: 1.0 / (1.0 + extra[k] * (busy - 1) / max(1, ranks - 1)) for r, k in running.items()}
+        step = min(work[k] / rate[r] for r, k in running.items())
+        nxt = min([t + step, *pending])
+        for r, k in list(running.items()):
+            work[k] -= rate[r] * (nxt - t)
+            if work[k] <= _EPS * max(1.0, nxt):
+                end[k], free_at[r] = nxt, nxt
+                pos[r] += 1
+                del running[r]
+        t = nxt
+    if any(e == float("inf") for e in end):
+        raise ValueError("shared-core simulation stalled: the schedule does not finish")
+    busy_time = [sum(end[k] - start[k] for k in row) for row in comp.order]
+    shared = replace(base, step_time=max(end, default=0.0), start=start, end=end, busy=busy_time)
+    shared.memory, shared.critical_path = base.memory, []  # cached properties, set: see the docstring
+    return shared

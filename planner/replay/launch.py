@@ -1,20 +1,5 @@
-"""Starting the ranks of a replay: local processes, or the ones ``torchrun`` started.
-
-Local (the default): one process per pipeline rank and expert-parallel rank, pp x ep
-(``--ep``; see ``expert_parallel``) (``torch.multiprocessing`` spawn),
-rendezvous on 127.0.0.1 at a free port. The parent watches them: when one exits
-with an error it stops all the others at once; when none has answered by the
-deadline it stops them all; either way it raises ``ReplayFailed`` naming the rank.
-Children also ask the kernel to kill them if the parent dies (Linux
-``PR_SET_PDEATHSIG``), so no rank outlives its launcher.
-
-Under ``torchrun`` (``RANK`` and ``WORLD_SIZE`` set): this process is one rank;
-``env://`` rendezvous; rank 0 gets the result, the others None.
-
-In a process group the caller already joined (a Megatron-style launcher called
-``init_process_group`` first): every process of that group is one rank, the replay
-runs on it and leaves it alive (``worker`` [Note: launcher's group]); rank 0 gets the
-result, the others None.
+"""Starting the ranks of a replay: local processes, the ones ``torchrun`` started, or the
+launcher's own process group (the three ways are described below).
 """
 
 from __future__ import annotations
@@ -37,6 +22,24 @@ from planner.replay.options import ReplayFailed, ReplayOptions, ReplayResult
 from profiler.measure_launch import free_port
 
 __all__ = ["replay", "replay_interleaved", "under_torchrun"]
+
+# Starting the ranks of a replay: local processes, or the ones ``torchrun`` started.
+#
+# Local (the default): one process per pipeline rank and expert-parallel rank, pp x ep
+# (``--ep``; see ``planner.replay.lowering``) (``torch.multiprocessing`` spawn),
+# rendezvous on 127.0.0.1 at a free port. The parent watches them: when one exits
+# with an error it stops all the others at once; when none has answered by the
+# deadline it stops them all; either way it raises ``ReplayFailed`` naming the rank.
+# Children also ask the kernel to kill them if the parent dies (Linux
+# ``PR_SET_PDEATHSIG``), so no rank outlives its launcher.
+#
+# Under ``torchrun`` (``RANK`` and ``WORLD_SIZE`` set): this process is one rank;
+# ``env://`` rendezvous; rank 0 gets the result, the others None.
+#
+# In a process group the caller already joined (a Megatron-style launcher called
+# ``init_process_group`` first): every process of that group is one rank, the replay
+# runs on it and leaves it alive (``worker`` [Note: launcher's group]); rank 0 gets the
+# result, the others None.
 
 _POLL_S = 0.05
 _GRACE_S = 5.0
@@ -111,7 +114,7 @@ def _check_experts(plan: Plan, opts: ReplayOptions, ep: int) -> None:
     """``--ep`` must divide the replayed model's expert count (one line, before any process)."""
     if ep == 1:
         return
-    from planner.replay.model import replay_model
+    from planner.replay.lowering import replay_model
     from planner.replay.worker import resolve_shape
 
     scale, seq = resolve_shape(plan, opts)
@@ -121,7 +124,7 @@ def _check_experts(plan: Plan, opts: ReplayOptions, ep: int) -> None:
 
 
 def _check_fits(plan: Plan, opts: ReplayOptions, copies: int) -> None:
-    from planner.replay.fit import check_fits
+    from planner.replay.options import check_fits
 
     check_fits(plan, opts, copies=copies)
 

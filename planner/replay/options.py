@@ -1,13 +1,23 @@
-"""Options of a replay (``ppplan replay`` flags, one field each) and its result."""
+"""Options of a replay (``ppplan replay`` flags, one field each), its result, and the checks
+made before any process starts (a model too narrow to build, or too big for this machine).
+"""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from planner.core.errors import InputError
+from planner.core.hf_config import load_model
+from planner.core.layer_math import layer_params
+from planner.core.plan import Plan
 
-__all__ = ["ReplayOptions", "ReplayResult", "ReplayFailed"]
+__all__ = ["ReplayOptions", "ReplayResult", "ReplayFailed", "check_fits"]
+
+
+# ---- options and result -------------------------------------------------------------------------
+# Options of a replay (``ppplan replay`` flags, one field each) and its result.
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,24 +44,24 @@ class ReplayOptions:
     """Torch threads per rank on CPU; None = CPU cores / local ranks (at least 1)."""
     bind_cores: bool = True
     """On CPU, bind each rank to cores of its own when there are enough
-    (``planner.replay.binding`` [Note: core binding])."""
+    (``planner.replay.device`` [Note: core binding])."""
     ep: int | None = None
     """Expert-parallel size of the replay (pp x ep processes); None = the plan's EP."""
     link: str = "real"
     """``real``: MoE all-to-alls over gloo/NCCL; ``emulated``: each is a local copy of the
     same rows that completes no earlier than issue + the analytical cost model's time for
-    it (see ``planner.replay.link``), every figure then labelled emulated."""
+    it (see ``planner.replay.costs``), every figure then labelled emulated."""
     link_share: float | None = None
     """With the emulated link: the share of the MoE layers' time (their compute measured
     here plus the exchanges) the exchanges take, which sets the link's scale
-    (``planner.replay.link`` [Note: link share]); None = the share the analytical model
+    (``planner.replay.costs`` [Note: link share]); None = the share the analytical model
     gives them on the plan's cluster."""
     link_scale: float | None = None
     """Factor on the emulated link's analytical times instead of ``link_share``; None = set
     by the share."""
     profile: str | None = None
     """The profile the plan was made from; on CPU its stored peak is MFU's denominator
-    (``planner.replay.peak``)."""
+    (``planner.replay.device``)."""
     moe_expert_capacity_factor: float | None = None
     """Megatron's ``--moe-expert-capacity-factor``: each expert takes at most ``ceil(tokens x
     top_k / experts x C)`` copies of a rank's tokens, the rest dropped; None = dropless
@@ -88,7 +98,7 @@ class ReplayOptions:
         if self.link_share is not None and self.link_scale is not None:
             raise InputError("--link-share", "and --link-scale both given", "pass one of them")
         if self.profile is not None:
-            from planner.replay.peak import stored_cpu_peak
+            from planner.replay.device import stored_cpu_peak
 
             stored_cpu_peak(self.profile)
         if self.timeout_s <= 0 or self.deadline_s <= 0:
@@ -136,3 +146,38 @@ class ReplayFailed(RuntimeError):
         super().__init__(message)
         self.pids = pids
         """Process ids of the ranks the launcher started (all stopped by now)."""
+
+
+# ---- refused before launch ----------------------------------------------------------------------
+# Refuse, before starting any process, a replay whose model is too narrow to build or cannot
+# fit in this machine's memory.
+
+
+_BYTES_PER_PARAM = 4 * 3
+"""FP32 weights + gradients, and the reference model rank 0 builds for the gradient check."""
+
+
+def _available_bytes() -> int:
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def check_fits(plan: Plan, opts: ReplayOptions, *, copies: int = 1) -> None:
+    """``InputError`` naming ``--scale`` when the scale is too small to keep the model whole
+    (``profiler.layers.scaling`` [Note: smallest scale]) or, on CPU, when the model's weights
+    alone exceed free memory (``copies``: plans replayed in one launch, each with its own stages)."""
+    import torch
+
+    from planner.replay.worker import resolve_shape
+    from profiler.layers import scaled_model
+
+    scale, _ = resolve_shape(plan, opts)
+    spec = scaled_model(load_model(str(plan.model["name"])), scale)
+    if torch.cuda.is_available():
+        return  # a CUDA out-of-memory error is reported by the rank that hits it
+    need = sum(layer_params(layer, spec).total for layer in spec.layers) * _BYTES_PER_PARAM * copies
+    have = _available_bytes()
+    if need > have:
+        fit = scale * have / need
+        raise InputError("--scale", f"the model at scale {scale:g} needs about {need / 2**30:.1f} GiB "
+                         f"for weights and gradients, {have / 2**30:.1f} GiB is free",
+                         f"pass --scale {fit:.2g} or smaller")

@@ -1,4 +1,6 @@
-"""Rank 0's last job: the reference run, the prediction, the metrics, the trace."""
+"""Rank 0's last job: the single-process reference and gradient check, the prediction, the
+metrics and the Chrome / Perfetto trace of the measured timeline beside the predicted one.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +9,22 @@ from typing import Any
 import torch
 
 from planner.core.plan import Plan
+from planner.core.schedule import OVERLAP
+from planner.core.simulate import SimResult
 from planner.replay.calibrate import measure_calibration
-from planner.replay.decompose import decompose
-from planner.replay.gradcheck import compare_grads, reference_step
-from planner.replay.measure import action_timeline, relative_error, summarize
+from planner.replay.device import replay_peak
+from planner.replay.lowering import ReplayModel, build_stage, loss_fn, make_batch
+from planner.replay.measure import action_timeline, decompose, relative_error, summarize
 from planner.replay.options import ReplayOptions, ReplayResult
-from planner.replay.peak import replay_peak
-from planner.replay.predict import plan_prediction, repredict
-from planner.replay.trace import chrome_trace
+from planner.replay.predict import simulate_on_table, simulate_plan_as_run
 from profiler.layers.moe_capacity import describe
 
-__all__ = ["ENGINE", "assemble", "text_summary"]
+__all__ = ["ENGINE", "assemble", "text_summary", "chrome_trace", "reference_step", "compare_grads", "RTOL", "ATOL"]
+
+
+# ---- report -------------------------------------------------------------------------------------
+# Rank 0's last job: the reference run, the prediction, the metrics, the trace.
+
 
 ENGINE = ("torch.distributed.pipelining._PipelineScheduleRuntime: the plan's compute-only "
           "actions, lowered by torch (_add_send_recv); OVERLAP_F_B pairs run by planner.runtime, "
@@ -38,9 +45,9 @@ def _grad_check(gathered: list[dict[str, Any]], rm: Any, device: torch.device) -
 def _link(plan: Plan, opts: ReplayOptions, ep: int, table: Any) -> dict[str, Any]:
     """The expert-parallel link the figures were made with (emulated ones say so, with the
     share of the MoE layers' time asked of the link and the one realised in the
-    re-prediction's table: ``planner.replay.link`` [Note: link share])."""
+    re-prediction's table: ``planner.replay.costs`` [Note: link share])."""
     if opts.link == "emulated":
-        from planner.replay.link import LINK_LABEL, gpu_share
+        from planner.replay.costs import LINK_LABEL, gpu_share
 
         link = table.meta["link"]
         if opts.link_scale is not None:
@@ -61,9 +68,9 @@ def assemble(plan: Plan, opts: ReplayOptions, out: dict[str, Any]) -> ReplayResu
     """The report and trace from what ``worker.run_rank`` returned on rank 0."""
     rm, gathered = out["rm"], out["ranks"]
     if out["table"] is None:
-        predicted, sim = plan_prediction(plan)
+        predicted, sim = simulate_plan_as_run(plan)
     else:
-        predicted, sim = repredict(plan, out["table"])
+        predicted, sim = simulate_on_table(plan, out["table"])
     peak = replay_peak(out["torch_device"], opts.profile)
     measured, errors, rep = summarize(plan, rm, gathered, predicted, peak_flops=peak.flops_per_s, peak_label=peak.label)
     if predicted.get("recorded_matches") is False:
@@ -162,3 +169,115 @@ def _calibrated_lines(c: dict[str, Any] | None) -> list[str]:
         return []
     return [f"calibrated predicted {c['step_time_s'] * 1e3:9.2f} ms   measured mean {c['measured_mean_step_s'] * 1e3:9.2f} ms"
             f"   error {c['step_time_error']:+.1%} (calibrated by two calibration plans replayed alongside)"]
+
+
+# ---- trace --------------------------------------------------------------------------------------
+# Chrome / Perfetto trace of a replay: the measured timeline beside the predicted one.
+#
+# Two process rows, ``measured`` (pid 0) and ``predicted`` (pid 1), one thread row per
+# pipeline rank; each action is a complete event (``ph: X``, microseconds) named by its
+# text form (``2F0``, ``(0F3;1I1)OVERLAP_F_B``). Open in chrome://tracing or
+# ui.perfetto.dev. Format: the Trace Event Format (Google, "Trace Event Format" doc).
+
+
+_US = 1e6
+
+
+def _meta(pid: int, name: str, ranks: int) -> list[dict[str, Any]]:
+    out = [{"ph": "M", "pid": pid, "name": "process_name", "args": {"name": name}},
+           {"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": pid}}]
+    out += [{"ph": "M", "pid": pid, "tid": r, "name": "thread_name", "args": {"name": f"rank {r}"}}
+            for r in range(ranks)]
+    return out
+
+
+def _event(pid: int, rank: int, name: str, start: float, end: float, **args: Any) -> dict[str, Any]:
+    kind = OVERLAP if name.endswith(OVERLAP) else name.rstrip("0123456789")[-1]
+    return {"ph": "X", "pid": pid, "tid": rank, "name": name, "cat": kind,
+            "ts": start * _US, "dur": max(end - start, 0.0) * _US, "args": args}
+
+
+def chrome_trace(measured: list[list[dict[str, Any]]], sim: SimResult, *,
+                 predicted_label: str) -> dict[str, Any]:
+    """Trace JSON from per-rank measured actions (``measure.action_timeline``) and a simulation."""
+    ranks = len(measured)
+    events = _meta(0, "measured", ranks) + _meta(1, f"predicted ({predicted_label})", ranks)
+    for rank, actions in enumerate(measured):
+        for a in actions:
+            events.append(_event(0, rank, a["action"], a["start"], a["end"], busy_s=a["busy"]))
+    for n, action in enumerate(sim.actions):
+        events.append(_event(1, sim.rank_of[n], str(action), sim.start[n], sim.end[n]))
+    return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+# ---- gradient check -----------------------------------------------------------------------------
+# Correctness of a replayed step: its gradients and losses against one process.
+#
+# The reference builds the whole model from the same seed on one process, runs the
+# same microbatches (the same slices torch's runtime cuts: dim 0, in order), sums
+# each microbatch's gradient and divides by the microbatch count at the end, as
+# ``_PipelineScheduleRuntime`` does with ``scale_grads=True`` (REDUCE_GRAD). Each
+# microbatch's forward is the same arithmetic in both runs, so the losses should be
+# bitwise equal; gradients may differ by summation order, hence a tolerance.
+
+
+RTOL = 1e-4
+"""Relative tolerance per gradient element (FP32 summation order)."""
+ATOL = 1e-6
+"""Absolute tolerance per gradient element."""
+
+
+def reference_step(rm: ReplayModel, device: torch.device) -> tuple[list[float], dict[str, torch.Tensor]]:
+    """(loss per microbatch, gradient per parameter name) of one step on one process."""
+    model = build_stage(rm, 0, rm.spec.num_layers, device)
+    m = rm.microbatches
+    losses = []
+    for e in range(rm.ep):  # expert parallel: each EP rank's batch, gradients averaged over them
+        ids, target = make_batch(rm, device, ep_rank=e)
+        for x, y in zip(ids.tensor_split(m), target.tensor_split(m)):
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            losses.append(float(loss.detach()))
+    grads = {}
+    for name, p in model.named_parameters():
+        if p.grad is not None:
+            grads[name] = (p.grad / (m * rm.ep)).cpu()
+    return losses, grads
+
+
+def compare_grads(grads: dict[str, torch.Tensor], losses: list[float],
+                  ref_grads: dict[str, torch.Tensor], ref_losses: list[float], *,
+                  loss_rtol: float = 0.0) -> dict[str, Any]:
+    """``passed``, ``max_abs_diff`` (gradients), ``loss_max_abs_diff`` and what failed.
+    ``loss_rtol`` > 0 when the experts ran on other ranks: the padded capacity mode runs
+    every source rank's rows in one batched GEMM, which may round differently; dropless
+    experts give each source rank's rows a GEMM of their own ([Note: one GEMM per source
+    rank] in ``profiler.layers.moe``), so their losses are bitwise equal, as they must be
+    with every expert local."""
+    missing = sorted(set(ref_grads) ^ set(grads))
+    max_abs = 0.0
+    worst = ""
+    bad = []
+    for name in sorted(set(ref_grads) & set(grads)):
+        diff = (grads[name] - ref_grads[name]).abs()
+        d = float(diff.max()) if diff.numel() else 0.0
+        if d > max_abs:
+            max_abs, worst = d, name
+        if not torch.allclose(grads[name], ref_grads[name], rtol=RTOL, atol=ATOL):
+            bad.append(name)
+    loss_diff = max((abs(a - b) for a, b in zip(losses, ref_losses)), default=float("inf"))
+    same_count = len(losses) == len(ref_losses)
+    return {
+        "passed": not missing and not bad and same_count
+        and loss_diff <= loss_rtol * max((abs(x) for x in ref_losses), default=0.0),
+        "max_abs_diff": max_abs,
+        "worst_parameter": worst,
+        "loss_max_abs_diff": loss_diff,
+        "losses": losses,
+        "reference_losses": ref_losses,
+        "parameters": len(ref_grads),
+        "mismatched": bad[:8],
+        "missing": missing[:8],
+        "rtol": RTOL,
+        "atol": ATOL,
+    }

@@ -1,29 +1,39 @@
-"""Per-action timing inside torch's pipeline runtime, on CPU or GPU.
-
-Each stage's compute entry points (``forward_one_chunk``, ``backward_one_chunk``,
-``backward_weight_one_chunk``) and the runtime's loss computation are wrapped so every
-call leaves one span ``(stage, kind, microbatch, start, end)``. Waiting for a receive
-happens before these calls in ``_PipelineScheduleRuntime._perform_action``, so a span
-is compute only; the bubble is what lies between spans. The loss of the last stage is
-part of its forward (the planner counts it in the head's F).
-
-Clocks: ``time.perf_counter`` on CPU; CUDA events on GPU (recorded on the current
-stream, resolved after a synchronize, so timing does not stall the pipeline).
+"""Per-action timing inside torch's pipeline runtime: timed stages and runtime, a stage's
+backward cut layer by layer, and fused pairs run by the overlap runtime with timing.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+from torch import nn
 from torch.distributed.pipelining import PipelineStage
+from torch.distributed.pipelining._backward import stage_backward, stage_backward_input, stage_backward_weight
 from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
 
 from planner.core.schedule import ActionKind
-from planner.replay.layer_cuts import LayerCuts
+from planner.replay.options import ReplayOptions
 from profiler.timing import Clock  # the one clock (re-exported for the replay worker)
 
-__all__ = ["Clock", "Span", "Recorder", "TimedStage", "TimedRuntime"]
+__all__ = ["Clock", "Span", "Recorder", "TimedStage", "TimedRuntime", "LayerCuts", "LayerGroups", "attach_timed"]
+
+
+# ---- timed stages and runtime -------------------------------------------------------------------
+# Per-action timing inside torch's pipeline runtime, on CPU or GPU.
+#
+# Each stage's compute entry points (``forward_one_chunk``, ``backward_one_chunk``,
+# ``backward_weight_one_chunk``) and the runtime's loss computation are wrapped so every
+# call leaves one span ``(stage, kind, microbatch, start, end)``. Waiting for a receive
+# happens before these calls in ``_PipelineScheduleRuntime._perform_action``, so a span
+# is compute only; the bubble is what lies between spans. The loss of the last stage is
+# part of its forward (the planner counts it in the head's F).
+#
+# Clocks: ``time.perf_counter`` on CPU; CUDA events on GPU (recorded on the current
+# stream, resolved after a synchronize, so timing does not stall the pipeline).
 
 
 @dataclass(frozen=True)
@@ -68,8 +78,8 @@ class Recorder:
 class TimedStage(PipelineStage):
     """``PipelineStage`` whose compute calls leave spans in a ``Recorder``; with
     ``cut_layers`` (default) and a submodule holding ``layers``, the backward of a
-    microbatch whose backward is split (I, then W) runs layer by layer (``layer_cuts``,
-    [Note: layer cuts]); ``whole_backward`` names the microbatches whose backward on this
+    microbatch whose backward is split (I, then W) runs layer by layer
+    ([Note: layer cuts]); ``whole_backward`` names the microbatches whose backward on this
     stage is one full B, which keep the stage's graph whole ([Note: whole B])."""
 
     def __init__(self, *args: Any, recorder: Recorder, cut_layers: bool = True,
@@ -136,3 +146,151 @@ class TimedRuntime(_PipelineScheduleRuntime):
         super()._maybe_compute_loss(stage, output, target_mbs, mb_index, loss_kwargs)
         if stage.is_last and self._loss_fn is not None:
             self.recorder.extend_last(self.recorder.clock.mark())
+
+
+# ---- layer cuts ---------------------------------------------------------------------------------
+# A stage's backward layer by layer: the autograd graph cut at every layer boundary.
+#
+# [Note: layer cuts] torch's split backward (``torch/distributed/pipelining/_backward.py``,
+# torch 2.13) computes a stage's weight gradient W as one ``torch.autograd.grad`` call per
+# *parameter group*, rooted at the group's intermediates. The autograd engine walks every
+# node reachable from its roots before it runs anything (``compute_dependencies``; the
+# ``min_topo_nr`` pruning never applies, since weights are leaves of topological number
+# 0), and from an intermediate of layer k that is the whole graph of layers k-1, ..., 0
+# below it. So W of a stage of n layers walks about groups x n/2 layers of graph: it grows
+# with the square of the stage's depth. Measured on the CPU (Qwen3-Next at scale 0.05,
+# sequence 256, one thread): layers 26..50 in one stage, 360 parameter groups over 10,007
+# autograd nodes, W took 0.71-0.92 s, while the same layers' W timed one by one sums to
+# about 0.15 s; 360 ``run_backward`` calls of about 2 ms each were the difference. The
+# profiler times each layer (each segment) on a graph of its own, and the planner's cost
+# model adds layers; production runtimes do the same (Megatron-Core's zero-bubble and
+# combined-1F1B paths run each module's own weight-gradient function). The replay was
+# the side out of line with both, so it cuts.
+#
+# ``LayerCuts`` hooks the layers of a stage: during a recorded forward each layer after
+# the first receives a detached leaf copy of its input (same storage, no copy of data),
+# and the (input, output) of every layer is kept per microbatch. ``backward`` then
+# chains torch's own functions layer by layer, last to first: ``stage_backward_input``
+# per layer for I (its parameter groups kept per layer), ``stage_backward_weight`` per
+# layer for W, ``stage_backward`` per layer for a full backward. Gradients are the same
+# as one backward through the whole stage (the replay's gradient check compares them
+# with a single-process reference); every walk stays inside one layer.
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayerGroups:
+    """What the input-gradient pass leaves for W: each layer's parameter groups."""
+
+    per_layer: tuple[tuple[nn.Module, list[dict[str, Any]]], ...]
+    """(layer, torch's parameter groups of that layer), any order."""
+
+
+class LayerCuts:
+    """Records each layer's (input, output) per microbatch and runs the backward layer by layer."""
+
+    def __init__(self, layers: list[nn.Module]) -> None:
+        self.layers = layers
+        self.chunk: int | None = None
+        """Microbatch being recorded (None: forward passes through uncut, e.g. shape inference)."""
+        self.records: dict[int, list[list[Any]]] = {}
+        for j, layer in enumerate(layers):
+            layer.register_forward_pre_hook(functools.partial(self._enter, j))
+            layer.register_forward_hook(functools.partial(self._leave, j))
+
+    def _enter(self, j: int, module: nn.Module, args: tuple) -> tuple | None:
+        if self.chunk is None or not torch.is_grad_enabled():
+            return None
+        rec = self.records.setdefault(self.chunk, [])
+        x = args[0]
+        if j == 0 or not (isinstance(x, torch.Tensor) and x.requires_grad):
+            rec.append([None, None])  # the stage's own input: torch passes it in input_values
+            return None
+        leaf = x.detach().requires_grad_(True)
+        rec.append([leaf, None])
+        return (leaf, *args[1:])
+
+    def _leave(self, j: int, module: nn.Module, args: tuple, out: Any) -> None:
+        if self.chunk is None or not torch.is_grad_enabled():
+            return
+        self.records[self.chunk][-1][1] = out
+
+    def forward_chunk(self, chunk: int) -> None:
+        """The next forward belongs to microbatch ``chunk``; a stale record is dropped."""
+        self.chunk = chunk
+        self.records.pop(chunk, None)
+
+    def forward_done(self) -> None:
+        """Stop recording."""
+        self.chunk = None
+
+    def backward(self, chunk: int, backward_type: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
+        """``PipelineStage.backward_maybe_with_nosync``'s work for microbatch ``chunk``:
+        ``(input gradients, parameter groups or None)``."""
+        if backward_type == "weight":
+            for layer, groups in kwargs["param_groups"].per_layer:
+                stage_backward_weight(layer.parameters(), groups)
+            return (), None
+        rec = self.records.pop(chunk)
+        outputs, grads = kwargs["stage_output"], kwargs["output_grads"]
+        kept: list[tuple[nn.Module, list[dict[str, Any]]]] = []
+        for j in range(len(rec) - 1, -1, -1):
+            inputs = kwargs["input_values"] if j == 0 else [rec[j][0]]
+            if backward_type == "full":
+                dinputs = stage_backward(outputs, grads, inputs)
+            else:
+                if isinstance(outputs, torch.Tensor):
+                    outputs = (outputs,)
+                dinputs, groups = stage_backward_input(list(outputs), grads, inputs,
+                                                       self.layers[j].parameters())
+                kept.append((self.layers[j], groups))
+            if j:
+                leaf = rec[j][0]
+                outputs, grads = (rec[j - 1][1],), (dinputs[0],)
+                leaf.grad = None
+        return tuple(dinputs), (LayerGroups(per_layer=tuple(kept)) if backward_type == "input" else None)
+
+
+# ---- fused pairs --------------------------------------------------------------------------------
+# Fused pairs in a replay: the overlap runtime registered with timing (and test faults).
+#
+# ``attach_timed`` registers ``planner.runtime.overlap_f_b`` for ``OVERLAP_F_B`` on the
+# replay's runtime. A pair is recorded as two spans in plan order: its forward part
+# covers the whole pair, its backward part is zero-length at the pair's end, so busy time
+# counts the pair once and ``measure.action_timeline`` matches spans to actions as for
+# any other action.
+
+
+def _pair_fault(runtime: TimedRuntime, b_act: Any, opts: ReplayOptions, rank: int) -> None:
+    """``pair-die`` / ``pair-raise`` (tests): the backward half of this rank's next pair
+    exits the process or raises, while the forward half runs."""
+    kind, _, target = (opts.fault or "").partition(":")
+    if not kind.startswith("pair-") or int(target) != rank:
+        return
+    stage = next(st for st in runtime._stages if st.stage_index == b_act.stage_index)
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        if kind == "pair-die":
+            os._exit(17)
+        raise RuntimeError("injected fault in the backward half of a fused pair")
+    stage.backward_one_chunk = broken  # type: ignore[method-assign]
+
+
+def attach_timed(runtime: TimedRuntime, recorder: Recorder, opts: ReplayOptions, rank: int) -> None:
+    """Register the overlap runtime; each pair leaves its two spans in plan order (forward
+    part: the whole pair; backward part: zero length at its end)."""
+    from torch.distributed.pipelining.schedules import OVERLAP_F_B
+
+    from planner.runtime import overlap_f_b, split_pair
+
+    def timed(action: Any, ctx: Any) -> None:
+        f_act, b_act = split_pair(action)
+        _pair_fault(runtime, b_act, opts, rank)
+        first = len(recorder.open)
+        start = recorder.clock.mark()
+        overlap_f_b(action, ctx, timeout_s=opts.timeout_s)
+        end = recorder.clock.mark()
+        b_kind = ActionKind.B if b_act.computation_type.name == "FULL_BACKWARD" else ActionKind.I
+        recorder.open[first:] = [(f_act.stage_index, ActionKind.F, f_act.microbatch_index, start, end),
+                                 (b_act.stage_index, b_kind, b_act.microbatch_index, end, end)]
+
+    runtime.register_custom_function(OVERLAP_F_B, timed)

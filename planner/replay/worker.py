@@ -1,26 +1,6 @@
-"""What one pipeline rank does during a replay.
-
-Order on every rank: join the process group (timeout on every collective and
-receive) -> per plan: when it was made for other hardware or is replayed with the
-emulated link, layer costs here (once per model shape) and the link's scale; build its
-stages; load its actions into torch's ``_PipelineScheduleRuntime`` -> per plan, one step
-whose gradients are kept for the check -> warm-up steps -> timed steps -> layer costs here again, for the
-plans re-predicted ([Note: table around the steps]) -> send everything to rank 0. Rank 0
-then runs the single-process reference and assembles each plan's report.
-
-Several plans (same pipeline size) can share one launch: their warm-up and timed
-steps then alternate (plan 1, plan 2, ..., plan 1, ...), so that load from other
-jobs on a shared machine falls on every plan alike and comparisons between plans
-(and between a plan and a calibration plan) are paired step by step.
-
-Engine: torch.distributed.pipelining runs every action of the plan (F, I, W, B);
-``OVERLAP_F_B`` actions run through ``planner.runtime`` (registered with
-``attach``): the forward and the backward of the pair run concurrently, taking turns
-at every MoE all-to-all. A fused pair is recorded as one span covering the pair (on
-its forward part; its backward part gets a zero-length span at the pair's end), so
-busy time counts the pair once. Layers recompute as the plan's cluster says
-(``training.recompute``; ``planner.runtime.apply_recompute``). I on stage 0 is a
-no-op whose work W does (see ``predict``).
+"""What one pipeline rank does during a replay: join the group, build and load each plan's
+stages, run the kept, warm-up and timed steps, measure the re-prediction's costs around
+them, and send everything to rank 0 (the order and the engine are described below).
 """
 
 from __future__ import annotations
@@ -38,17 +18,39 @@ import torch.distributed as dist
 from planner.core.plan import Plan
 from planner.core.schedule import ActionKind
 from planner.replay import device as dev
-from planner.replay.binding import bind_rank
-from planner.replay.lowering import to_torch_actions
-from planner.replay.manual_gc import collector_off, freeze_setup
-from planner.replay.model import ReplayModel, build_stage, loss_fn, make_batch, replay_model
-from planner.replay.expert_parallel import Layout, make_layout, merge_ranks, release_layout, sync_gradients
-from planner.replay.fused_pairs import attach_timed
-from planner.replay.link import link_options
+from planner.replay.costs import emulated_links, fused_type_pairs, link_options, measure_hidden, measure_layer_costs
+from planner.replay.device import bind_rank
+from planner.replay.lowering import (Layout, ReplayModel, build_stage, loss_fn, make_batch, make_layout,
+                                     merge_ranks, release_layout, replay_model, sync_gradients, to_torch_actions)
 from planner.replay.options import ReplayOptions
-from planner.replay.timing import Clock, Recorder, TimedRuntime, TimedStage
+from planner.replay.timing import Clock, Recorder, TimedRuntime, TimedStage, attach_timed
+from profiler.timing import collector_off, freeze_setup
 
 __all__ = ["run_rank", "resolve_shape"]
+
+# What one pipeline rank does during a replay.
+#
+# Order on every rank: join the process group (timeout on every collective and
+# receive) -> per plan: when it was made for other hardware or is replayed with the
+# emulated link, layer costs here (once per model shape) and the link's scale; build its
+# stages; load its actions into torch's ``_PipelineScheduleRuntime`` -> per plan, one step
+# whose gradients are kept for the check -> warm-up steps -> timed steps -> layer costs here again, for the
+# plans re-predicted ([Note: table around the steps]) -> send everything to rank 0. Rank 0
+# then runs the single-process reference and assembles each plan's report.
+#
+# Several plans (same pipeline size) can share one launch: their warm-up and timed
+# steps then alternate (plan 1, plan 2, ..., plan 1, ...), so that load from other
+# jobs on a shared machine falls on every plan alike and comparisons between plans
+# (and between a plan and a calibration plan) are paired step by step.
+#
+# Engine: torch.distributed.pipelining runs every action of the plan (F, I, W, B);
+# ``OVERLAP_F_B`` actions run through ``planner.runtime`` (registered with
+# ``attach``): the forward and the backward of the pair run concurrently, taking turns
+# at every MoE all-to-all. A fused pair is recorded as one span covering the pair (on
+# its forward part; its backward part gets a zero-length span at the pair's end), so
+# busy time counts the pair once. Layers recompute as the plan's cluster says
+# (``training.recompute``; ``planner.runtime.apply_recompute``). I on stage 0 is a
+# no-op whose work W does (``planner.replay.predict`` [Note: torch first stage]).
 
 
 def resolve_shape(plan: Plan, opts: ReplayOptions) -> tuple[float, int]:
@@ -86,11 +88,11 @@ def _inject(opts: ReplayOptions, rank: int) -> None:
         time.sleep(3600)
 
 
-def _measure_table(rm: ReplayModel, device: torch.device, rank: int, recompute: str, link: str) -> Any:
+def _measure_table(rm: ReplayModel, device: torch.device, recompute: str, link: str) -> Any:
     """A cost table measured here, for a re-prediction (every rank measures at once, see
-    ``costs_here``), with the layers recomputing as the replayed plan's do and, with the
-    emulated link, exchanging through a zero-time one (``costs_here`` [Note: link path])."""
-    from planner.replay.costs_here import measure_layer_costs, measure_p2p
+    ``planner.replay.costs``), with the layers recomputing as the replayed plan's do and, with
+    the emulated link, exchanging through a zero-time one ([Note: link path] there)."""
+    from profiler.comm import p2p_cost
     from profiler.layers.program import EmulatedLink
 
     zero = EmulatedLink(seconds={})
@@ -98,7 +100,7 @@ def _measure_table(rm: ReplayModel, device: torch.device, rank: int, recompute: 
                                 ep_group=(lambda k: zero) if link == "emulated" else None)
     if dist.get_world_size() > 1:
         nbytes = rm.microbatch_size * rm.seq_len * rm.spec.hidden * 4
-        table = replace(table, p2p=measure_p2p(rank, nbytes, device))
+        table = replace(table, p2p=p2p_cost(device=device, nbytes=nbytes))
     return table
 
 
@@ -111,8 +113,6 @@ def recompute_mode(plan: Plan) -> str:
 def _ep_group(plan: Plan, rm: ReplayModel, opts: ReplayOptions, layout: Layout) -> Any:
     """What MoE layers exchange over: an emulated link, the EP group, or nothing."""
     if opts.link == "emulated":
-        from planner.replay.link import emulated_links
-
         return emulated_links(plan, rm, scale=opts.link_scale)
     return layout.ep_group
 
@@ -196,7 +196,7 @@ class _Run:
     """Key of its cost table measured here (``tables``), None for an exact replay."""
     pairs_key: tuple | None = None
     """Key of its fused pairs measured here (``tables``), None when none are
-    ([Note: pairs measured here] in ``planner.replay.pairs_here``)."""
+    ([Note: pairs measured here] in ``planner.replay.costs``)."""
     table: Any = None
     """The re-prediction's table, set after the timed steps ([Note: table around the steps])."""
     opts: ReplayOptions | None = None
@@ -208,7 +208,7 @@ class _Run:
 def _timed_step(run: _Run, device: torch.device, opts: ReplayOptions, backend: str) -> None:
     """One timed step of ``run``: zero gradients, barrier, step; spans relative to the step's
     start. ``base_s`` is that start on the machine-wide monotonic clock (CPU; None on GPU),
-    so the ranks' timelines can be put side by side (``decompose``)."""
+    so the ranks' timelines can be put side by side (``planner.replay.measure``)."""
     clock = run.recorder.clock
     for m in run.mods:
         m.zero_grad(set_to_none=True)
@@ -284,8 +284,8 @@ def _prepare(plan: Plan, opts: ReplayOptions, layout: Layout, device: torch.devi
     if not _exact(plan, rm, device, opts.link):  # every rank takes the same branches: same plans everywhere
         key = (rm.spec.name, rm.scale, rm.seq_len, rm.microbatch_size, recompute_mode(plan))
         if key not in tables:
-            tables[key] = _measure_table(rm, device, layout.rank, recompute_mode(plan), opts.link)
-        opts = link_options(opts, tables[key], plan, rm)  # [Note: link share] in planner.replay.link
+            tables[key] = _measure_table(rm, device, recompute_mode(plan), opts.link)
+        opts = link_options(opts, tables[key], plan, rm)  # [Note: link share] in planner.replay.costs
         pairs_key = _pairs_key(plan, rm, opts, key)
         if pairs_key is not None and pairs_key not in tables:
             tables[pairs_key] = _measure_pairs(plan, rm, opts, layout, device, pairs_key)
@@ -299,19 +299,15 @@ def _prepare(plan: Plan, opts: ReplayOptions, layout: Layout, device: torch.devi
 
 def _pairs_key(plan: Plan, rm: ReplayModel, opts: ReplayOptions, key: tuple) -> tuple | None:
     """Key of the plan's fused pair types to measure here: only with the emulated link (with
-    every expert local a pair has no all-to-all to hide, ``costs_here``)."""
-    from planner.replay.pairs_here import fused_type_pairs
-
+    every expert local a pair has no all-to-all to hide, ``planner.replay.costs``)."""
     pairs = fused_type_pairs(plan, rm) if opts.link == "emulated" else []
-    # the link's times follow from the plan's cluster and parallelism (``planner.replay.link``)
+    # the link's times follow from the plan's cluster and parallelism (``planner.replay.costs``)
     link = json.dumps([plan.cluster, plan.parallel, plan.costs], sort_keys=True, default=str)
     return ("pairs", *key, opts.link_scale, link, tuple(pairs)) if pairs else None
 
 
 def _measure_pairs(plan: Plan, rm: ReplayModel, opts: ReplayOptions, layout: Layout, device: torch.device,
                    pairs_key: tuple) -> dict:
-    from planner.replay.pairs_here import measure_hidden
-
     return measure_hidden(rm, list(pairs_key[-1]), device, Clock(device), link=_ep_group(plan, rm, opts, layout),
                           recompute=recompute_mode(plan))
 
@@ -320,7 +316,7 @@ def _table_for(run: _Run, before: Any, after: Any, opts: ReplayOptions, hidden: 
     """[Note: table around the steps] The re-prediction's table: the mean of the layer times
     measured before and after the timed steps (a shared machine's load drifts during a
     replay; both are measured apart from the steps, whose times never enter it), plus the
-    emulated link ([Note: re-prediction with the link] in ``planner.replay.link``)."""
+    emulated link ([Note: re-prediction with the link] in ``planner.replay.costs``)."""
     layers = tuple(replace(a, f=(a.f + b.f) / 2, i=(a.i + b.i) / 2, w=(a.w + b.w) / 2,
                            b=None if a.b is None else (a.b + b.b) / 2) for a, b in zip(before.layers, after.layers))
     drift = {}
@@ -329,7 +325,7 @@ def _table_for(run: _Run, before: Any, after: Any, opts: ReplayOptions, hidden: 
     table = replace(before, layers=layers, meta={**before.meta, "measured": "mean of before and after the timed steps",
                                                  "f_plus_b_before_after_s": drift})
     if opts.link == "emulated":
-        from planner.replay.link import link_table
+        from planner.replay.costs import link_table
 
         table = link_table(table, run.plan, run.rm, scale=opts.link_scale, hidden=hidden)
     return table
@@ -360,11 +356,11 @@ def _replay(plans: list[Plan], opts: ReplayOptions, layout: Layout, device: torc
     for _ in range(opts.warmup):
         for run in runs:
             _step(run.runtime, run.rank_args, run.target, run.mods)
-    freeze_setup()  # [Note: manual gc] in planner.replay.manual_gc
+    freeze_setup()  # [Note: manual gc] in profiler.timing
     for _ in range(opts.steps):
         for run in runs:
             _timed_step(run, device, opts, backend)
-    after = {key: _measure_table(run.rm, device, rank, key[-1], opts.link) for key, run in
+    after = {key: _measure_table(run.rm, device, key[-1], opts.link) for key, run in
              {r.table_key: r for r in runs if r.table_key is not None}.items()}
     after.update({key: _measure_pairs(run.plan, run.rm, run.opts, layout, device, key) for key, run in
                   {r.pairs_key: r for r in runs if r.pairs_key is not None}.items()})

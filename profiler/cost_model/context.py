@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from planner.core.cluster import ClusterSpec
 from planner.core.model import ModelSpec
-from profiler.cost_model.calibration import Calibration
+from profiler.cost_model.fitted import FittedConstants
 from profiler.cost_model.comm import a2a_seconds, link_bandwidth, ring_seconds
 from profiler.cost_model.gemm import FP8_CAST_BYTES, gemm_seconds
 
@@ -45,7 +45,7 @@ class CostContext:
     cluster: ClusterSpec
     tokens: float
     """Tokens per microbatch one GPU's GEMMs see (mbs x seq_len / cp)."""
-    cal: Calibration
+    cal: FittedConstants
 
     @property
     def bpe(self) -> int:
@@ -101,7 +101,7 @@ class CostContext:
     def gemm(self, flops: float, m: float, n: float, k: float, *, block: bool = True,
              grouped: bool = False) -> float:
         """GEMM seconds; ``block`` GEMMs run in FP8 when the recipe does; ``grouped`` ones
-        (routed experts) at ``Calibration.grouped_gemm_eff`` of a dense GEMM's efficiency."""
+        (routed experts) at ``FittedConstants.grouped_gemm_eff`` of a dense GEMM's efficiency."""
         gpu = self.cluster.gpu
         share = self.cal.grouped_gemm_eff if grouped else 1.0
         if block and self.fp8 and gpu.fp8_peak_flops:

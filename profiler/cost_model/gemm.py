@@ -3,7 +3,7 @@
 ``time = flops / (peak x eff)``, with ``eff = E x prod_d d / (d + D)`` over the three
 dimensions d in (m, n, k) of the GEMM: a GEMM narrow in any dimension fills fewer
 tensor-core tiles and amortises less of its prologue/epilogue. E (``gemm_eff_max``) and
-D (``gemm_dim_half``) are fitted on published runs (``calibration``); the form is the
+D (``gemm_dim_half``) are fitted on published runs (``fitted``); the form is the
 usual saturating tile-utilisation curve (e.g. NVIDIA "Matrix Multiplication Background
 User's Guide": efficiency grows with each dimension until the tiles are full).
 
@@ -20,7 +20,7 @@ casts it: 5 bytes per element (``FP8_CAST_BYTES``).
 
 from __future__ import annotations
 
-from profiler.cost_model.calibration import Calibration
+from profiler.cost_model.fitted import FittedConstants
 
 __all__ = ["gemm_efficiency", "gemm_seconds", "FP8_CAST_BYTES"]
 
@@ -28,13 +28,13 @@ FP8_CAST_BYTES = {"te": 3.0, "torchao": 5.0}
 """HBM bytes per element of an FP8 GEMM's activation input to scale and cast it (module doc)."""
 
 
-def gemm_efficiency(m: float, n: float, k: float, cal: Calibration) -> float:
+def gemm_efficiency(m: float, n: float, k: float, cal: FittedConstants) -> float:
     """Share of peak a GEMM of shape (m x k) @ (k x n) reaches."""
     d = cal.gemm_dim_half
     return cal.gemm_eff_max * (m / (m + d)) * (n / (n + d)) * (k / (k + d))
 
 
-def gemm_seconds(flops: float, m: float, n: float, k: float, *, peak: float, cal: Calibration,
+def gemm_seconds(flops: float, m: float, n: float, k: float, *, peak: float, cal: FittedConstants,
                  cast_seconds_per_byte: float = 0.0, cast_bytes: float = FP8_CAST_BYTES["te"]) -> float:
     """Seconds for ``flops`` of GEMMs of shape (m, n, k) at ``peak``; with FP8,
     ``cast_seconds_per_byte`` > 0 charges the input cast (``cast_bytes`` per input element)."""

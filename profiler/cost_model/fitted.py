@@ -15,7 +15,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from typing import Iterator
 
-__all__ = ["Calibration", "FITTED", "BOUNDS", "GEMM_DIM_HALF", "active_calibration", "using_calibration"]
+__all__ = ["FittedConstants", "FITTED", "BOUNDS", "GEMM_DIM_HALF", "active_constants", "using_constants"]
 
 GEMM_DIM_HALF = 443.0
 """``gemm_dim_half`` measured, not fitted to training runs: the least-squares fit (in log,
@@ -27,7 +27,7 @@ launch-bound, left out)."""
 
 
 @dataclass(frozen=True, kw_only=True)
-class Calibration:
+class FittedConstants:
     """Fitted constants of the analytical model."""
 
     gemm_eff_max: float
@@ -50,7 +50,7 @@ class Calibration:
         return tuple(getattr(self, f.name) for f in fields(self))
 
     @classmethod
-    def from_tuple(cls, values: tuple[float, ...] | list[float]) -> "Calibration":
+    def from_tuple(cls, values: tuple[float, ...] | list[float]) -> "FittedConstants":
         """Inverse of ``as_tuple``."""
         return cls(**{f.name: float(v) for f, v in zip(fields(cls), values)})
 
@@ -63,7 +63,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
 """The fitted constants and the physical ranges the fit stays inside (``gemm_dim_half`` is
 ``GEMM_DIM_HALF``, held fixed)."""
 
-FITTED = Calibration(gemm_eff_max=0.5491, gemm_dim_half=GEMM_DIM_HALF, grouped_gemm_eff=1.0,
+FITTED = FittedConstants(gemm_eff_max=0.5491, gemm_dim_half=GEMM_DIM_HALF, grouped_gemm_eff=1.0,
                      moe_layer_overhead_s=1.104e-03)
 """The three fitted constants, ``python benchmarks/published.py --fit`` on every published row
 that plans (91 of 101: Megatron-Bridge / NeMo 24.07-26.06 on H100, B200 and GB200,
@@ -84,17 +84,17 @@ per-MoE-layer host overhead (1.1 ms in each of forward and backward, without CUD
 what separates CUDA-graphed MoE runs from the rest."""
 
 
-_ACTIVE: ContextVar["Calibration | None"] = ContextVar("ppplan_calibration", default=None)
+_ACTIVE: ContextVar["FittedConstants | None"] = ContextVar("ppplan_fitted_constants", default=None)
 
 
-def active_calibration() -> Calibration:
-    """The constants the analytical model uses now: ``FITTED`` unless ``using_calibration``
+def active_constants() -> FittedConstants:
+    """The constants the analytical model uses now: ``FITTED`` unless ``using_constants``
     set others (the published-runs benchmark's held-out folds)."""
     return _ACTIVE.get() or FITTED
 
 
 @contextmanager
-def using_calibration(cal: Calibration | None) -> Iterator[None]:
+def using_constants(cal: FittedConstants | None) -> Iterator[None]:
     """Cost everything inside the block with ``cal`` (None: ``FITTED``)."""
     token = _ACTIVE.set(cal)
     try:
