@@ -1,4 +1,4 @@
-"""Does the overlap runtime hide what the planner says it hides? (issue 16)
+"""Does the overlap runtime hide what the planner says it hides?
 
 Measured on this machine with gloo and an EMULATED expert-parallel link (each
 all-to-all is a local copy of the same rows held to a set time, ``planner.replay.costs``,
@@ -50,11 +50,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Iterator
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]  # benchmarks/profiler.py would shadow profiler/
-sys.path.insert(0, os.path.dirname(HERE))
-
-import torch  # noqa: E402
+import torch
 
 MODEL = "qwen3-next-80b-a3b"
 PAIRS = ((1, 1), (1, 4), (4, 1), (4, 4), (49, 1), (1, 50))
@@ -213,8 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.skip_real and args.only_real:
         parser.error("--skip-real and --only-real exclude each other")
-    sys.path.append(HERE)  # for overlap_pairs (after the repository root, so profiler/ wins)
-    from overlap_pairs import measure_pair
+    from overlap_pairs import measure_pair  # a sibling module of this script
 
     from planner.core.hf_config import load_model
     from planner.replay import ReplayOptions

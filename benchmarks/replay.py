@@ -50,11 +50,6 @@ import sys
 import time
 from typing import Any
 
-# benchmarks/profiler.py would shadow the ``profiler`` package (the script's folder is
-# sys.path[0], and spawned ranks inherit sys.path): drop that folder.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.getcwd()) != _HERE]
-
 MODEL = "qwen3-next-80b-a3b"
 
 
