@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from planner.core.errors import InfeasibleError
+from planner.core.meter import WorkMeter
 from planner.core.schedule import Key, Schedule, provides
 from planner.core.simulate import simulate
 from planner.core.stage_costs import StageCosts
@@ -159,15 +160,15 @@ def _affords(wall: Deadline | None, units: float, label: str, cut: list[str] | N
 
 
 def limits(schedule: Schedule, costs: StageCosts, act_limit: list[int] | None,
-           deadlines: dict[Key, float]) -> tuple[float | None, str]:
+           deadlines: dict[Key, float], meter: WorkMeter | None = None) -> tuple[float | None, str]:
     """Simulated step time if the schedule meets the deadlines and the per-rank budget,
     else None and why; one that cannot be simulated (a deadlock, a missing task) is
-    sent to the validator for its reason."""
+    sent to the validator for its reason. Timed actions are charged to ``meter``."""
     try:
-        sim = simulate(schedule, costs)
+        sim = simulate(schedule, costs, meter=meter)
     except ValueError:  # a deadlock or a missing unit of work (compile_schedule)
         m = 1 + max((p.microbatch for row in schedule.values() for a in row for p in a.parts), default=-1)
-        found = validate(schedule, costs, num_microbatches=m)
+        found = validate(schedule, costs, num_microbatches=m, meter=meter)
         return None, str(found[0]) if found else "cannot be simulated"
     if deadlines:
         ends = {k: sim.end[n] for n, a in enumerate(sim.actions) for k in provides(a)}
@@ -183,10 +184,10 @@ def limits(schedule: Schedule, costs: StageCosts, act_limit: list[int] | None,
 
 
 def verdict(sched: Schedule | str | None, costs: StageCosts, act_limit: list[int] | None,
-            deadlines: dict[Key, float]) -> tuple[float | None, str]:
+            deadlines: dict[Key, float], meter: WorkMeter | None = None) -> tuple[float | None, str]:
     """``limits`` of a drawn candidate; one that could not be drawn carries its reason."""
     if isinstance(sched, dict):
-        return limits(sched, costs, act_limit, deadlines)
+        return limits(sched, costs, act_limit, deadlines, meter)
     return None, sched or "does not fit the memory budget"
 
 
@@ -235,11 +236,11 @@ class FirstValid:
 
 
 def simulated(costs: StageCosts, m: int, act_limit, deadlines, families: list[str], greedy: bool,
-              wall: Deadline | None = None, *, have_valid: bool = False):
+              wall: Deadline | None = None, *, have_valid: bool = False, meter: WorkMeter | None = None):
     """``drawn``'s candidates with ``limits``'s verdict each, from the memo when there.
     Drawing stops at ``wall``'s deadline ([Note: kept budget]) once a valid candidate is in
     hand (``have_valid``: the caller holds one already; [Note: first valid]); a cut list is
-    not memoised."""
+    not memoised. Timed actions are charged to ``meter`` (a memo hit times none)."""
     key = _memo_key(costs, m, act_limit, deadlines, families, greedy)
     hit = _memo.get(key)
     if hit is None:
@@ -254,7 +255,7 @@ def simulated(costs: StageCosts, m: int, act_limit, deadlines, families: list[st
             if item is None:
                 break
             pos, name, sched = item
-            got.append((pos, (name, sched, *verdict(sched, costs, act_limit, deadlines))))
+            got.append((pos, (name, sched, *verdict(sched, costs, act_limit, deadlines, meter))))
             if wall is not None and got[-1][1][2] is not None:
                 wall.found = True
         if not complete or unaffordable:
