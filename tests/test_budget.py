@@ -18,6 +18,7 @@ from planner.planning import PlanRequest, make_plan
 from planner.cli.summary import plan_summary
 from planner.core.simulate import simulate
 from solvers.schedule.families.generators import one_f_one_b
+from solvers.schedule.search.candidates import clear_memo, simulated
 from solvers.schedule.search.budget import ACTIONS_PER_WORK_S, PHASE_SHARES, WallBudget, check_time_limit
 from test_joint import _moe_table
 
@@ -60,6 +61,22 @@ def test_two_interleaved_budgets_count_independently(make_costs):
     assert (a.work_cuts, b.work_cuts) == (["screen"], [])
     assert (a.record()["timed_actions"], b.record()["timed_actions"]) == (2 * n, n)
     assert WallBudget(None).spent() == 0  # a new plan starts from nothing
+
+
+def test_two_plans_draw_their_own_candidates_and_clear_only_theirs(make_costs):
+    """A memo hit times nothing, so one plan served or cleared by another's memo would
+    count other actions: each budget's meter has its own memo."""
+    costs, args = make_costs(4, f=1.0, i=2.0), (8, None, {}, ["1f1b", "gpipe"], False)
+    a, b = WallBudget(None), WallBudget(None)
+    first = simulated(costs, *args, meter=a.meter)
+    spent = a.spent()
+    assert spent > 0
+    assert simulated(costs, *args, meter=a.meter) is first and a.spent() == spent  # a memo hit
+    assert simulated(costs, *args, meter=b.meter) == first and b.spent() == spent  # drawn afresh
+    clear_memo(a.meter)
+    assert simulated(costs, *args, meter=b.meter) == first and b.spent() == spent  # b's memo is kept
+    assert simulated(costs, *args, meter=a.meter) == first and a.spent() == 2 * spent
+    clear_memo()
 
 
 def test_an_exhausted_budget_still_gives_a_valid_plan_and_says_so():

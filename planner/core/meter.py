@@ -16,7 +16,7 @@ __all__ = ["WorkMeter"]
 class WorkMeter:
     """Actions timed so far by the simulations charged to it."""
 
-    __slots__ = ("count",)
+    __slots__ = ("count", "__weakref__")
 
     def __init__(self) -> None:
         self.count: int = 0

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from weakref import WeakKeyDictionary
 
 from planner.core.errors import InfeasibleError
 from planner.core.meter import WorkMeter
@@ -199,12 +200,28 @@ finalist's rounds, its polish, the unchanged baseline copies), and the candidate
 only on the stage costs, the count, the budget, the deadlines and the families asked
 for, so they are drawn once. A pure cache: results are the same with or without it.
 The planner empties it after each plan (``clear_memo``): it holds hundreds of thousands
-of actions, which would slow every later garbage collection of a long-lived process."""
+of actions, which would slow every later garbage collection of a long-lived process.
+This one serves calls without a work meter; each plan's meter has its own
+(``_plan_memos``): a memo hit times nothing, so a plan served, evicted or cleared by
+another plan in the same process (twice ``planner.api.plan``, or threads) would count
+other actions ([Note: timed actions] in ``planner.core.meter``) and could stop elsewhere."""
+
+_plan_memos: WeakKeyDictionary[WorkMeter, OrderedDict] = WeakKeyDictionary()
+"""Each plan's memo ([Note: heuristic memo]), under the plan's work meter."""
 
 
-def clear_memo() -> None:
-    """Drop the memo of drawn candidates ([Note: heuristic memo])."""
+def _memo_of(meter: WorkMeter | None) -> OrderedDict:
+    """The memo that serves ``meter``'s plan ([Note: heuristic memo])."""
+    return _memo if meter is None else _plan_memos.setdefault(meter, OrderedDict())
+
+
+def clear_memo(meter: WorkMeter | None = None) -> None:
+    """Drop the memo of ``meter``'s plan, or every memo without one ([Note: heuristic memo])."""
+    if meter is not None:
+        _plan_memos.pop(meter, None)
+        return
     _memo.clear()
+    _plan_memos.clear()
 
 
 def _memo_key(costs: StageCosts, m: int, act_limit, deadlines, families: list[str], greedy: bool) -> tuple:
@@ -242,7 +259,8 @@ def simulated(costs: StageCosts, m: int, act_limit, deadlines, families: list[st
     hand (``have_valid``: the caller holds one already; [Note: first valid]); a cut list is
     not memoised. Timed actions are charged to ``meter`` (a memo hit times none)."""
     key = _memo_key(costs, m, act_limit, deadlines, families, greedy)
-    hit = _memo.get(key)
+    memo = _memo_of(meter)
+    hit = memo.get(key)
     if hit is None:
         wall = None if wall is None else FirstValid(wall, have_valid)
         got, complete, unaffordable = [], True, []
@@ -261,9 +279,9 @@ def simulated(costs: StageCosts, m: int, act_limit, deadlines, families: list[st
         if not complete or unaffordable:
             return [c for _, c in got]
         hit = [c for _, c in sorted(got, key=lambda g: g[0])]  # [Note: draw order]
-        _memo[key] = hit
-        while len(_memo) > _MEMO_SIZE:
-            _memo.popitem(last=False)
+        memo[key] = hit
+        while len(memo) > _MEMO_SIZE:
+            memo.popitem(last=False)
     else:
-        _memo.move_to_end(key)
+        memo.move_to_end(key)
     return hit
