@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from planner.core.costs import CostTable
 from planner.core.errors import InfeasibleError
+from planner.core.meter import WorkMeter
 from planner.core.placement import Bounds
 from planner.core.schedule import Key, Schedule
 from planner.core.simulate import simulate
@@ -63,26 +64,29 @@ class JointResult:
     """Whether the result beats the start by the objective."""
 
 
-def _score(table: CostTable, bounds: Bounds, ranks: list[int], sched: Schedule, m: int, objective: str) -> float:
+def _score(table: CostTable, bounds: Bounds, ranks: list[int], sched: Schedule, m: int, objective: str,
+           meter: WorkMeter | None) -> float:
     """The objective's time of ``sched`` on ``bounds``: makespan or steady-state period."""
     costs = stage_costs(table, bounds, ranks)
-    return steady_state(sched, costs, m).period_s if objective == "steady" else simulate(sched, costs).step_time
+    return steady_state(sched, costs, m).period_s if objective == "steady" else \
+        simulate(sched, costs, meter=meter).step_time
 
 
 def alternate(table: CostTable, bounds: Bounds, ranks: list[int], start: tuple[str, Schedule], *,
               microbatches: int, memory_limit: MemoryLimit | None,
               deadlines: dict[Key, float] | None = None, pinned: frozenset[int] = frozenset(),
               max_rounds: int = 3, seed: int = 0, deadline: Deadline | None = None,
-              objective: str = "makespan") -> JointResult:
+              objective: str = "makespan", meter: WorkMeter | None = None) -> JointResult:
     """Alternate schedule choice and boundary moves from ``start`` (see module doc); a
     round does not start, and its steps stop early, at ``deadline`` ([Note: kept budget]
     in ``solvers.schedule.search.budget``), keeping the best found so far. The order is chosen
     and kept by ``objective`` (makespan or steady period); a boundary move, scored by
     makespan, is kept only when it also improves the objective; moves keep within
-    ``memory_limit`` as the validator checks it (``MemoryLimit.fits``)."""
+    ``memory_limit`` as the validator checks it (``MemoryLimit.fits``). Every simulation
+    is charged to ``meter`` (the plan's ``WorkMeter``)."""
     name, sched = start
-    step = simulate(sched, stage_costs(table, bounds, ranks)).step_time
-    first = step if objective != "steady" else _score(table, bounds, ranks, sched, microbatches, objective)
+    step = simulate(sched, stage_costs(table, bounds, ranks), meter=meter).step_time
+    first = step if objective != "steady" else _score(table, bounds, ranks, sched, microbatches, objective, meter)
     res = JointResult(list(bounds), name, sched, step, first)
     for k in range(max_rounds):
         if deadline is not None and not deadline.affords(ROUND_UNITS):
@@ -92,19 +96,19 @@ def alternate(table: CostTable, bounds: Bounds, ranks: list[int], start: tuple[s
             choice = best_schedule(stage_costs(table, res.bounds, ranks), microbatches=microbatches,
                                    memory_limit=memory_limit, deadlines=deadlines, method="auto",
                                    seed=seed, start=(res.name, res.schedule), polish=False,
-                                   deadline=deadline, objective=objective)
+                                   deadline=deadline, objective=objective, meter=meter)
         except InfeasibleError:
             break
-        score = _score(table, res.bounds, ranks, choice.schedule, microbatches, objective) \
+        score = _score(table, res.bounds, ranks, choice.schedule, microbatches, objective, meter) \
             if objective == "steady" else choice.step_time
         if score < res.score * (1 - 1e-9):
             res.name, res.schedule, res.step_time, res.score = choice.name, choice.schedule, choice.step_time, score
         moved = refine_partition(table, res.schedule, res.bounds, ranks,
                                  fits=None if memory_limit is None else memory_limit.fits,
                                  pinned=pinned, max_rounds=16,
-                                 deadline=None if deadline is None else deadline.at)
+                                 deadline=None if deadline is None else deadline.at, meter=meter)
         moved_score = moved.step_time if objective != "steady" or moved.bounds == res.bounds else \
-            _score(table, moved.bounds, ranks, res.schedule, microbatches, objective)
+            _score(table, moved.bounds, ranks, res.schedule, microbatches, objective, meter)
         gain = moved.step_time < res.step_time * (1 - 1e-9) and moved_score < res.score * (1 - 1e-9)
         if deadline is not None and deadline.expired():
             res.settled = False

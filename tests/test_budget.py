@@ -16,6 +16,9 @@ from planner.core.errors import InputError
 from planner.simulation import validate_plan
 from planner.planning import PlanRequest, make_plan
 from planner.cli.summary import plan_summary
+from planner.core.simulate import simulate
+from solvers.schedule.families.generators import one_f_one_b
+from solvers.schedule.search.candidates import clear_memo, simulated
 from solvers.schedule.search.budget import ACTIONS_PER_WORK_S, PHASE_SHARES, WallBudget, check_time_limit
 from test_joint import _moe_table
 
@@ -40,6 +43,40 @@ def test_phase_deadlines_are_shares_of_the_limit_and_cuts_are_recorded():
     assert late.cap(3.0, "polish", floor=0.1) == 0.1 and late.cuts == ["joint", "polish"]
     free = WallBudget(None)
     assert not free.phase("polish").expired() and free.cap(3.0, "polish") == 3.0 and not free.bound
+
+
+def test_two_interleaved_budgets_count_independently(make_costs):
+    """Each plan's budget owns its work meter: timings charged to one plan's budget never
+    show in another's count or move its work cuts, however the two interleave."""
+    sched, costs = one_f_one_b(2, 4), make_costs(2)
+    n = sum(len(v) for v in sched.values())
+    a = WallBudget(None, work_actions=2 * n / PHASE_SHARES["screen"])
+    b = WallBudget(None, work_actions=2 * n / PHASE_SHARES["screen"])
+    simulate(sched, costs, meter=a.meter)
+    simulate(sched, costs, meter=b.meter)
+    simulate(sched, costs, meter=a.meter)
+    simulate(sched, costs)  # a library call outside any plan
+    assert (a.spent(), b.spent()) == (2 * n, n)
+    assert a.phase("screen").expired() and not b.phase("screen").expired()
+    assert (a.work_cuts, b.work_cuts) == (["screen"], [])
+    assert (a.record()["timed_actions"], b.record()["timed_actions"]) == (2 * n, n)
+    assert WallBudget(None).spent() == 0  # a new plan starts from nothing
+
+
+def test_two_plans_draw_their_own_candidates_and_clear_only_theirs(make_costs):
+    """A memo hit times nothing, so one plan served or cleared by another's memo would
+    count other actions: each budget's meter has its own memo."""
+    costs, args = make_costs(4, f=1.0, i=2.0), (8, None, {}, ["1f1b", "gpipe"], False)
+    a, b = WallBudget(None), WallBudget(None)
+    first = simulated(costs, *args, meter=a.meter)
+    spent = a.spent()
+    assert spent > 0
+    assert simulated(costs, *args, meter=a.meter) is first and a.spent() == spent  # a memo hit
+    assert simulated(costs, *args, meter=b.meter) == first and b.spent() == spent  # drawn afresh
+    clear_memo(a.meter)
+    assert simulated(costs, *args, meter=b.meter) == first and b.spent() == spent  # b's memo is kept
+    assert simulated(costs, *args, meter=a.meter) == first and a.spent() == 2 * spent
+    clear_memo()
 
 
 def test_an_exhausted_budget_still_gives_a_valid_plan_and_says_so():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from planner.core.costs import P2PCost
+from planner.core.meter import WorkMeter
 from planner.core.schedule import Action
 from planner.core.simulate import (
     DeadlockError,
@@ -12,6 +13,7 @@ from planner.core.simulate import (
     simulate,
     simulate_compiled,
 )
+from planner.core.validate import validate
 from solvers.schedule.families.generators import gpipe, interleaved_1f1b, one_f_one_b
 
 SHAPES = [(1, 1), (1, 5), (2, 2), (3, 7), (4, 4), (4, 9), (8, 16)]
@@ -148,6 +150,20 @@ def test_compile_once_retime_many(make_costs):
         costs = make_costs(2, 2, f=scale, i=2 * scale, w=scale / 2)
         assert simulate_compiled(comp, costs).end == simulate(sched, costs).end
     assert len(comp.actions) == sum(len(v) for v in sched.values())
+
+
+def test_each_timing_charges_its_actions_to_the_meter_it_is_given(make_costs):
+    sched, costs = one_f_one_b(2, 4), make_costs(2, f=1.0, i=2.0)
+    n = sum(len(v) for v in sched.values())
+    meter = WorkMeter()
+    simulate(sched, costs, meter=meter)
+    assert meter.count == n
+    simulate_compiled(compile_schedule(sched, 2, (0, 1)), costs, detail=False, meter=meter)
+    assert meter.count == 2 * n
+    assert validate(sched, costs, num_microbatches=4, meter=meter) == []
+    assert meter.count == 3 * n
+    simulate(sched, costs)  # no meter: charged to nobody
+    assert meter.count == 3 * n
 
 
 def test_deadlock_reports_blocked_positions(make_costs):

@@ -36,11 +36,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.core.compiled import KIND_CODES, Compiled, DeadlockError, compile_schedule, compile_unordered, run_in_order
+from planner.core.meter import WorkMeter
 from planner.core.schedule import Action, Schedule
 from planner.core.stage_costs import StageCosts
 
-__all__ = ["SimResult", "DeadlockError", "Compiled", "simulate", "compile_schedule", "timed_actions",
-           "simulate_compiled", "durations"]
+__all__ = ["SimResult", "DeadlockError", "Compiled", "simulate", "compile_schedule", "simulate_compiled",
+           "durations"]
 
 
 @dataclass
@@ -134,45 +135,35 @@ def durations(comp: Compiled, c: StageCosts) -> list[float]:
     return out
 
 
-def simulate(schedule: Schedule, costs: StageCosts) -> SimResult:
+def simulate(schedule: Schedule, costs: StageCosts, *, meter: WorkMeter | None = None) -> SimResult:
     """Play ``schedule`` against ``costs`` (see the module docstring for what is modelled).
 
     One pass finds the topological order and the times together (``run_in_order``); the
-    returned ``compiled`` has its order, so ``simulate_compiled`` can re-time it."""
+    returned ``compiled`` has its order, so ``simulate_compiled`` can re-time it. The
+    actions timed are added to ``meter`` ([Note: timed actions] in ``planner.core.meter``)."""
     comp = compile_unordered(schedule, costs.num_stages, costs.ranks)
     dur = durations(comp, costs)
     start, end = run_in_order(comp, dur, costs.p2p_delays())
-    return _result(comp, costs, dur, start, end, detail=True)
+    return _result(comp, costs, dur, start, end, detail=True, meter=meter)
 
 
-def simulate_compiled(comp: Compiled, costs: StageCosts, *, detail: bool = True) -> SimResult:
+def simulate_compiled(comp: Compiled, costs: StageCosts, *, detail: bool = True,
+                      meter: WorkMeter | None = None) -> SimResult:
     """Time an already compiled schedule with ``costs``, by the same pass as ``simulate``.
     ``detail=False`` leaves out the memory trace and the critical path (empty lists), which
     searches that only rank candidates by step time and peak memory do not read; every
     other field is the same. Otherwise they are computed when first read ([Note: detail on
-    read])."""
+    read]). The actions timed are added to ``meter``, as by ``simulate``."""
     dur = durations(comp, costs)
     start, end = run_in_order(comp, dur, costs.p2p_delays(), keep_order=False)
-    return _result(comp, costs, dur, start, end, detail=detail)
-
-
-_TIMED = [0]
-"""Actions timed by every simulation in this process so far: the searches' work clock."""
-
-
-def timed_actions() -> int:
-    """How many actions ``simulate``/``simulate_compiled`` have timed in this process.
-
-    [Note: timed actions] A count, not a clock: the planner's phases bound their
-    re-timings with it ([Note: work budget] in ``solvers.schedule.search.budget``), so where they
-    stop depends on the inputs alone, never on the machine's speed or load."""
-    return _TIMED[0]
+    return _result(comp, costs, dur, start, end, detail=detail, meter=meter)
 
 
 def _result(comp: Compiled, costs: StageCosts, dur: list[float], start: list[float], end: list[float], *,
-            detail: bool) -> SimResult:
+            detail: bool, meter: WorkMeter | None) -> SimResult:
     peak_act = _peaks(comp, costs)
-    _TIMED[0] += len(dur)
+    if meter is not None:
+        meter.add(len(dur))
     static = costs.static_per_rank() + [0] * (len(comp.order) - costs.num_ranks)
     fields = dict(step_time=max(end, default=0.0), compiled=comp, start=start, end=end,
                   busy=[sum(dur[row[0]: row[-1] + 1]) if row else 0 for row in comp.order],

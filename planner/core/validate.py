@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from planner.core.schedule import ActionKind, Key, Schedule, predecessors, provides, schedule_to_text
 from planner.core.compiled import compile_sound
+from planner.core.meter import WorkMeter
 from planner.core.simulate import DeadlockError, SimResult, simulate, simulate_compiled
 from planner.core.stage_costs import StageCosts
 from planner.core.units import format_bytes
@@ -105,8 +106,9 @@ def _check_rank_order(schedule: Schedule, costs: StageCosts) -> list[Violation]:
 
 def validate(schedule: Schedule, costs: StageCosts, *, num_microbatches: int,
              memory_limit_bytes: int | None = None,
-             deadlines: dict[Key, float] | None = None) -> list[Violation]:
-    """All violations found; an empty list means the schedule is valid.
+             deadlines: dict[Key, float] | None = None, meter: WorkMeter | None = None) -> list[Violation]:
+    """All violations found; an empty list means the schedule is valid. The simulation's
+    timed actions are added to ``meter`` ([Note: timed actions] in ``planner.core.meter``).
 
     [Note: checks in array form] The structural checks (1-3) run first as array checks
     while compiling (``compile_sound``); only when one fails do the per-action checks
@@ -122,9 +124,9 @@ def validate(schedule: Schedule, costs: StageCosts, *, num_microbatches: int,
             found = _check_rank_order(schedule, costs)
             if found:
                 return found
-            sim = simulate(schedule, costs)
+            sim = simulate(schedule, costs, meter=meter)
         else:
-            sim = simulate_compiled(comp, costs)
+            sim = simulate_compiled(comp, costs, meter=meter)
     except DeadlockError as exc:
         return [Violation("deadlock: waits for work that can never arrive", r, p,
                           str(schedule[r][p])) for r, p in exc.blocked.items()]

@@ -77,13 +77,12 @@ def make_plan(table: CostTable, req: PlanRequest, *,
     (default: ``req.time_limit_s`` from ``req.started_s``, or from now; none when that is
     None; [Note: kept budget]): each phase stops at its share of it.
     """
+    if budget is None:
+        budget = WallBudget(req.time_limit_s, start=req.started_s, work_actions=req.work_s * ACTIONS_PER_WORK_S)
     try:
-        if budget is None:
-            budget = WallBudget(req.time_limit_s, start=req.started_s,
-                                work_actions=req.work_s * ACTIONS_PER_WORK_S)
         return _make_plan(table, req, variants, budget)
     finally:
-        clear_memo()  # [Note: heuristic memo]
+        clear_memo(budget.meter)  # [Note: heuristic memo]
 
 
 def _make_plan(table: CostTable, req: PlanRequest, variants: Sequence[tuple[CostTable, PlanRequest]],

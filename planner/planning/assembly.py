@@ -37,7 +37,7 @@ def baselines_section(best: "Trial", ev: "Evaluation", evaluate, labels, deadlin
             out[label] = {"step_time_s": None, "status": "skipped (time limit)"}
             continue
         bounds, _fits = best.baselines[label]
-        b = evaluate(best.table, best.req, bounds, best.schedule)
+        b = evaluate(best.table, best.req, bounds, best.schedule, meter=None if deadline is None else deadline.meter)
         fits = not any("memory" in str(v) for v in b.violations)
         out[label] = {"step_time_s": b.sim.step_time, "stages": [list(x) for x in bounds],
                       "schedule": best.name, "microbatches": best.req.microbatches,

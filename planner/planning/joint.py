@@ -8,7 +8,7 @@ from dataclasses import replace
 from planner.core.errors import InfeasibleError
 from planner.progress import note
 from solvers.joint import alternate
-from solvers.schedule.search.budget import Deadline
+from solvers.schedule.search.budget import Deadline, meter_of
 from solvers.schedule.search.search import ScheduleChoice
 from planner.planning.records import Evaluation, Trial, evaluate, memory_limit_of, pinned_of, simulate_bounds
 from planner.planning.steps import as_chosen, choose_schedule, refine, settle
@@ -68,7 +68,7 @@ def joint_refine(trials: list[Trial], tried: list[dict],
         res = alternate(t.table, t.bounds, t.part.model.ranks, (t.name, t.schedule),
                         microbatches=t.req.microbatches, memory_limit=memory_limit_of(t.req),
                         deadlines=t.req.deadlines, pinned=pinned_of(t), max_rounds=JOINT_ROUNDS,
-                        seed=t.req.seed, deadline=deadline, objective=t.req.objective)
+                        seed=t.req.seed, deadline=deadline, objective=t.req.objective, meter=meter_of(deadline))
         entry.update(status="valid", schedule=res.name, step_time_s=res.step_time,
                      stage_layers=[b - a for a, b in res.bounds], rounds=res.history)
         tried.append(entry)
@@ -92,7 +92,8 @@ def shortlist(trials: list[Trial], deadline: Deadline | None = None) -> list[Tri
     for t in trials:
         for label, (bounds, fits) in t.baselines.items():
             if fits and bounds != t.bounds and not (deadline is not None and deadline.expired()):
-                step = simulate_bounds(t.table, t.compiled, bounds, t.part.model.ranks, memory_limit_of(t.req))
+                step = simulate_bounds(t.table, t.compiled, bounds, t.part.model.ranks, memory_limit_of(t.req),
+                                       meter=meter_of(deadline))
                 if step < float("inf"):
                     pool.append(replace(t, bounds=bounds, step=step, origin=label))
     pool.sort(key=lambda t: t.step)
@@ -148,7 +149,7 @@ def polish_finalists(finalists: list[Trial], tried: list[dict],
         if best is not None and deadline is not None and deadline.expired():
             break
         t0 = time.perf_counter()
-        ev = evaluate(t.table, t.req, t.bounds, t.schedule)
+        ev = evaluate(t.table, t.req, t.bounds, t.schedule, meter=meter_of(deadline))
         if deadline is not None:
             deadline.budget.measured(time.perf_counter() - t0)
         valid = not ev.violations  # else only a re-chosen order can save this finalist
@@ -165,7 +166,7 @@ def polish_finalists(finalists: list[Trial], tried: list[dict],
                 refused = exc
                 continue
         if choice.schedule != t.schedule:
-            other = evaluate(t.table, t.req, t.bounds, choice.schedule)
+            other = evaluate(t.table, t.req, t.bounds, choice.schedule, meter=meter_of(deadline))
             if not other.violations and (not valid or other.time_for(goal) < ev.time_for(goal) * (1 - 1e-9)):
                 t.name, t.schedule, ev, valid = choice.name, choice.schedule, other, True
         if not valid:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from planner.core.costs import CostTable
 from planner.core.placement import stage_ranks
+from planner.core.meter import WorkMeter
 from planner.core.schedule import Schedule
 from planner.core.simulate import Compiled, SimResult, simulate, simulate_compiled
 from planner.core.stage_costs import StageCosts, stage_costs
@@ -135,15 +136,16 @@ class Trial:
 
 
 def evaluate(table: CostTable, req: PlanRequest, bounds: list[tuple[int, int]],
-             schedule: Schedule) -> Evaluation:
+             schedule: Schedule, *, meter: WorkMeter | None = None) -> Evaluation:
     """Stage costs, simulation and validation of one partition under one schedule: the
     validator's verdict with the request's memory limit ([Note: one memory rule] in
-    ``solvers.schedule.engines.memory_limit``) and deadlines, as ``ppplan validate`` gives it."""
+    ``solvers.schedule.engines.memory_limit``) and deadlines, as ``ppplan validate`` gives it.
+    Both timings are charged to ``meter`` (the plan's ``WorkMeter``)."""
     ranks = stage_ranks(req.pp * req.vpp, req.pp, req.placement)
     sc = stage_costs(table, bounds, ranks)
-    sim = simulate(schedule, sc)
+    sim = simulate(schedule, sc, meter=meter)
     violations = validate(schedule, sc, num_microbatches=req.microbatches,
-                          memory_limit_bytes=limit_bytes_of(req, sc), deadlines=req.deadlines)
+                          memory_limit_bytes=limit_bytes_of(req, sc), deadlines=req.deadlines, meter=meter)
     return Evaluation(bounds, ranks, schedule, sc, sim, violations, req.microbatches)
 
 
@@ -160,10 +162,11 @@ def limit_bytes_of(req: PlanRequest, costs: StageCosts) -> int | None:
     return None if limit is None else limit.per_gpu_bytes(costs)
 
 
-def simulate_bounds(table: CostTable, comp: Compiled, bounds, ranks: list[int], limit: MemoryLimit | None) -> float:
-    """Simulated step time of ``bounds`` under ``comp``; infinite when over ``limit``."""
+def simulate_bounds(table: CostTable, comp: Compiled, bounds, ranks: list[int], limit: MemoryLimit | None, *,
+                    meter: WorkMeter | None = None) -> float:
+    """Simulated step time of ``bounds`` under ``comp``, charged to ``meter``; infinite when over ``limit``."""
     sc = stage_costs(table, bounds, ranks)
-    sim = simulate_compiled(comp, sc, detail=False)
+    sim = simulate_compiled(comp, sc, detail=False, meter=meter)
     if limit is not None and not limit.fits(sc, sim.peak_memory_bytes):
         return float("inf")
     return sim.step_time

@@ -13,7 +13,7 @@ from planner.core.stage_costs import stage_costs
 from planner.core.steady import steady_state
 from solvers.partition.refine import refine_partition
 from solvers.partition.search import partition_for_schedule
-from solvers.schedule.search.budget import Deadline, WallBudget
+from solvers.schedule.search.budget import Deadline, WallBudget, meter_of
 from solvers.schedule.search.lower_bound import step_lower_bound
 from solvers.schedule.engines.memory_limit import MemoryLimit
 from solvers.schedule.search.search import ScheduleChoice, best_schedule, generate
@@ -41,7 +41,7 @@ def settle(best: Trial, ev: Evaluation, deadline: Deadline | None = None) -> Eva
             continue
         if deadline is not None and not deadline.affords(1):
             break
-        other = evaluate(best.table, best.req, bounds, best.schedule)
+        other = evaluate(best.table, best.req, bounds, best.schedule, meter=meter_of(deadline))
         goal = best.req.objective
         if not other.violations and other.time_for(goal) < ev.time_for(goal) * (1 - 1e-12):
             ev = other
@@ -59,7 +59,8 @@ def choose_schedule(best: Trial, ev: Evaluation, time_limit: float | None = None
                          deadlines=req.deadlines, method=req.schedule,
                          time_limit=req.work_s if time_limit is None else time_limit,
                          seed=req.seed, start=(best.name, best.schedule), polish=polish,
-                         heuristics=heuristics, deadline=deadline, objective=req.objective)
+                         heuristics=heuristics, deadline=deadline, objective=req.objective,
+                         meter=meter_of(deadline))
 
 
 def as_chosen(best: Trial, ev: Evaluation) -> ScheduleChoice:
@@ -117,7 +118,8 @@ def screen(table: CostTable, req: PlanRequest, name: str, tried: list[dict], bud
         pool += [b for b, fits in baselines.values() if fits and b not in pool]
     t0 = time.perf_counter()
     limit = memory_limit_of(req)
-    step, bounds = min(((simulate_bounds(table, comp, b, ranks, limit), k, b)
+    meter = None if unit is None else unit.meter
+    step, bounds = min(((simulate_bounds(table, comp, b, ranks, limit, meter=meter), k, b)
                         for k, b in enumerate(pool)), key=lambda t: (t[0], t[1]))[0::2]
     if unit is not None:  # an evaluation also compiles and validates: about EVAL_PER_RETIME re-timings
         unit.measured(EVAL_PER_RETIME * (time.perf_counter() - t0) / len(pool))
@@ -170,7 +172,8 @@ def refine(best: Trial, *, deadline: Deadline | None) -> dict:
     res = refine_partition(best.table, best.schedule, best.bounds, best.part.model.ranks,
                            fits=None if limit is None else limit.fits,
                            pinned=pinned_of(best), max_rounds=32,
-                           deadline=None if deadline is None else deadline.at, compiled=best.compiled)
+                           deadline=None if deadline is None else deadline.at, compiled=best.compiled,
+                           meter=meter_of(deadline))
     if deadline is not None:
         deadline.expired()  # records the cut when the moves stopped at the deadline
     if res.step_time < best.step and _period_kept(best, res.bounds):

@@ -26,7 +26,7 @@ from planner.core.placement import stage_ranks
 from planner.core.simulate import compile_schedule
 from planner.core.stage_costs import stage_costs
 from solvers.partition.search import partition_for_schedule
-from solvers.schedule.search.budget import Deadline
+from solvers.schedule.search.budget import Deadline, meter_of
 from solvers.schedule.engines.list_scheduler import unit_order
 from solvers.schedule.search.search import best_schedule, generate
 from planner.planning.records import PlanRequest, Trial, memory_limit_of
@@ -61,7 +61,7 @@ def screen_under_budget(table: CostTable, req: PlanRequest, tried: list[dict], b
             choice = best_schedule(stage_costs(table, bounds, ranks), microbatches=req.microbatches,
                                    memory_limit=memory_limit_of(req), deadlines=req.deadlines,
                                    method=req.schedule, seed=req.seed, start=start, polish=False, deadline=deadline,
-                                   objective=req.objective)
+                                   objective=req.objective, meter=meter_of(deadline))
         except InfeasibleError as exc:
             refused = refused if isinstance(refused, BudgetExhausted) else exc
             continue

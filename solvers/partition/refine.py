@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from planner.core.costs import CostTable
+from planner.core.meter import WorkMeter
 from planner.core.placement import Bounds
 from planner.core.schedule import Schedule
 from planner.core.simulate import Compiled, compile_schedule, simulate_compiled
@@ -61,17 +62,19 @@ def boundary_neighbours(bounds: Bounds, pinned: frozenset[int] = frozenset()) ->
 def refine_partition(table: CostTable, schedule: Schedule, bounds: Bounds, ranks: list[int], *,
                      fits: Callable[[StageCosts, list[int]], bool] | None = None,
                      pinned: frozenset[int] = frozenset(), max_rounds: int = 64,
-                     deadline: float | None = None, compiled: Compiled | None = None) -> RefineResult:
+                     deadline: float | None = None, compiled: Compiled | None = None,
+                     meter: WorkMeter | None = None) -> RefineResult:
     """Hill-climb ``bounds`` by simulated step time under ``schedule``.
 
     ``fits(stage_costs, peak_memory_bytes_per_rank)`` rejects partitions over the memory
-    limit (the planner passes ``MemoryLimit.fits``, the validator's check).
+    limit (the planner passes ``MemoryLimit.fits``, the validator's check). Each re-timing
+    is charged to ``meter`` (the plan's ``WorkMeter``).
     """
     comp = compiled or compile_schedule(schedule, len(bounds), ranks)
 
     def score(b: Bounds) -> float | None:
         sc = stage_costs(table, b, ranks)
-        sim = simulate_compiled(comp, sc, detail=False)
+        sim = simulate_compiled(comp, sc, detail=False, meter=meter)
         if fits is not None and not fits(sc, sim.peak_memory_bytes):
             return None
         return sim.step_time

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
+from planner.core.meter import WorkMeter
 from planner.core.schedule import OVERLAP, Key, Schedule, predecessors, provides
 from planner.core.simulate import simulate
 from planner.core.stage_costs import StageCosts
@@ -236,17 +237,18 @@ def _extract(timed: Timed, win: _Window, solver: cp_model.CpSolver, num_stages: 
 def lns_improve(costs: StageCosts, schedule: Schedule, *, activation_limit: list[int | None] | None = None,
                 deadlines: dict[Key, float] | None = None, time_limit: float, seed: int = 0,
                 actions_per_rank: int = 8, window_time: float = 1.0,
-                wall_s: float | None = None) -> LnsResult:
+                wall_s: float | None = None, meter: WorkMeter | None = None) -> LnsResult:
     """Improve ``schedule`` window by window within ``time_limit`` work seconds ([Note: work clock]).
 
     Pass p uses windows of ``size`` (x1.5 on odd passes) actions per rank, shifted by a
     third of a window per pass; ``size`` starts at ``actions_per_rank`` and doubles after
     two passes without gain (a larger neighbourhood escapes what small windows cannot), up
     to ``MAX_ACTIONS_PER_RANK``; two passes without gain at that size end the search.
+    Its simulations are charged to ``meter``.
     """
     deadlines = deadlines or {}
     best = split_b(schedule)
-    best_t = simulate(best, costs).step_time
+    best_t = simulate(best, costs, meter=meter).step_time
     result = LnsResult(best, best_t, history=[best_t])
     t_start = time.perf_counter()
     wall_cap = math.inf  # [Note: deterministic search]: the work clock alone, unless the user capped wall time
@@ -272,7 +274,7 @@ def lns_improve(costs: StageCosts, schedule: Schedule, *, activation_limit: list
                 continue
             left = (time_limit - result.work_s) / DET_TO_WORK  # the last window ends near the budget
             found = _solve(win, g, costs, seed, min(window_time, max(MIN_WINDOW_S, left)), result,
-                           None if wall_cap == math.inf else wall_cap - time.perf_counter())
+                           None if wall_cap == math.inf else wall_cap - time.perf_counter(), meter)
             if found is not None and found[1] < best_t * (1 - 1e-9):
                 best, best_t, gained = found[0], found[1], True
                 result.improved += 1
@@ -285,7 +287,7 @@ def lns_improve(costs: StageCosts, schedule: Schedule, *, activation_limit: list
 
 
 def _solve(win: _Window, g: _Graph, costs: StageCosts, seed: int, limit: float,
-           result: LnsResult, wall_s: float | None) -> tuple[Schedule, float] | None:
+           result: LnsResult, wall_s: float | None, meter: WorkMeter | None) -> tuple[Schedule, float] | None:
     solver = cp_model.CpSolver()
     configure(solver, time_limit=limit, seed=seed, workers=1, wall_s=wall_s)
     solver.parameters.cp_model_probing_level = 0  # small models: probing costs more than it finds
@@ -296,4 +298,4 @@ def _solve(win: _Window, g: _Graph, costs: StageCosts, seed: int, limit: float,
     if status not in ACCEPTED or solver.objective_value >= g.timed.makespan:
         return None
     cand = _extract(g.timed, win, solver, costs.num_stages)
-    return cand, simulate(cand, costs).step_time
+    return cand, simulate(cand, costs, meter=meter).step_time

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
+from planner.core.meter import WorkMeter
 from planner.core.schedule import OVERLAP, Action, ActionKind, Key, Schedule, predecessors, provides
 from planner.core.simulate import simulate
 from planner.core.stage_costs import StageCosts
@@ -89,10 +90,10 @@ def _keys(costs: StageCosts, m: int) -> list[Key]:
     return [(s, k, mb) for s in range(costs.num_stages) for k in "FIW" for mb in range(m)]
 
 
-def build_model(data: ScheduleData) -> ScheduleModel:
+def build_model(data: ScheduleData, meter: WorkMeter | None = None) -> ScheduleModel:
     """The model of the module docstring."""
     c, m = data.costs, data.microbatches
-    ticks = Ticks.for_makespan(c, simulate(data.hint, c).step_time)
+    ticks = Ticks.for_makespan(c, simulate(data.hint, c, meter=meter).step_time)
     timed = retime(split_b(data.hint), ticks)
     horizon = timed.makespan
     hinted_end = {k: e for row in timed.rows.values() for a, _, e in row for k in provides(a)}

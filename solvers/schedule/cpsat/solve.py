@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from planner.core.meter import WorkMeter
 from planner.core.schedule import Key, Schedule
 from planner.core.simulate import simulate
 from planner.core.stage_costs import StageCosts
@@ -55,20 +56,21 @@ class CpsatOutcome:
 def cpsat_improve(costs: StageCosts, microbatches: int, hint: Schedule, *,
                   activation_limit: list[int | None] | None, deadlines: dict[Key, float],
                   time_limit: float, seed: int, workers: int | None = None,
-                  fuse: bool = False, wall_s: float | None = None) -> CpsatOutcome:
+                  fuse: bool = False, wall_s: float | None = None, meter: WorkMeter | None = None) -> CpsatOutcome:
     """Search for a schedule better than ``hint`` within about ``time_limit`` seconds on the
     reference machine (a reproducible budget: ``WALL_PER_DET``) and at most ``wall_s``
-    wall seconds (None: no wall cap beyond the safety cap)."""
+    wall seconds (None: no wall cap beyond the safety cap). Its simulations are charged to ``meter``."""
     t0 = time.perf_counter()
     if 3 * costs.num_stages * microbatches <= FULL_MODEL_TASKS:
         sm = build_model(ScheduleData(costs=costs, microbatches=microbatches, hint=hint,
-                                      activation_limit=activation_limit, deadlines=deadlines, fuse=fuse))
+                                      activation_limit=activation_limit, deadlines=deadlines, fuse=fuse),
+                         meter=meter)
         res = solve_model(sm, time_limit=time_limit / WALL_PER_DET, seed=seed,
                           workers=workers or default_workers(), wall_s=wall_s)
         return CpsatOutcome(schedule=extract_schedule(sm, res), status=res.status, method="cpsat",
                             wall_s=time.perf_counter() - t0)
     lns = lns_improve(costs, hint, activation_limit=activation_limit, deadlines=deadlines,
-                      time_limit=time_limit, seed=seed, wall_s=wall_s)
-    better = lns.step_time < simulate(hint, costs).step_time
+                      time_limit=time_limit, seed=seed, wall_s=wall_s, meter=meter)
+    better = lns.step_time < simulate(hint, costs, meter=meter).step_time
     return CpsatOutcome(schedule=lns.schedule if better else None, status="FEASIBLE",
                         method="cpsat-lns", wall_s=time.perf_counter() - t0)

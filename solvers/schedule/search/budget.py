@@ -6,9 +6,10 @@ read off a clock. Every phase spends a share of it in units that do not depend o
 machine's speed or load: CP-SAT's deterministic time (``max_deterministic_time``, one
 worker or interleaved workers), the window search's work clock (variables built plus
 deterministic time), counted candidates, rounds and moves, the period search's simulated
-actions, and the phases' re-timings (``planner.core.simulate.timed_actions``: each phase
-stops, keeping what it has, once the actions timed since the plan began pass its share
-``PHASE_SHARES`` of ``W x ACTIONS_PER_WORK_S``; [Note: timed actions]). So the same
+actions, and the phases' re-timings (the budget's ``WorkMeter``, which the planner hands
+to every simulation it runs: each phase stops, keeping what it has, once the actions timed
+since the plan began pass its share ``PHASE_SHARES`` of ``W x ACTIONS_PER_WORK_S``; [Note:
+timed actions] in ``planner.core.meter``). So the same
 inputs, seed and W give the same plan (partition, schedule,
 predictions), byte for byte except ``wall_s`` fields, on an idle or a loaded machine.
 
@@ -31,9 +32,9 @@ from __future__ import annotations
 import math
 import time
 
-from planner.core.simulate import timed_actions
+from planner.core.meter import WorkMeter
 
-__all__ = ["WallBudget", "Deadline", "PHASE_SHARES", "MAX_TIME_LIMIT_S", "check_time_limit", "DEFAULT_WORK",
+__all__ = ["WallBudget", "Deadline", "meter_of", "PHASE_SHARES", "MAX_TIME_LIMIT_S", "check_time_limit", "DEFAULT_WORK",
            "check_work", "ACTIONS_PER_WORK_S"]
 
 DEFAULT_WORK = 10.0
@@ -89,8 +90,9 @@ class WallBudget:
         """Seconds for the whole plan; None = no wall limit."""
         self.work_actions = work_actions
         """Actions the plan's phases may re-time together; None = uncounted."""
-        self.first_action = timed_actions()
-        """``timed_actions()`` when the budget started."""
+        self.meter = WorkMeter()
+        """This plan's timed actions: every simulation of the plan is charged to it
+        ([Note: timed actions] in ``planner.core.meter``)."""
         self.work_cuts: list[str] = []
         """Phases stopped by their share of the work count (deterministic), in order."""
         self.start = time.perf_counter() if start is None else start
@@ -118,7 +120,7 @@ class WallBudget:
 
     def spent(self) -> int:
         """Actions re-timed since the budget started ([Note: timed actions])."""
-        return timed_actions() - self.first_action
+        return self.meter.count
 
     def worked_out(self, phase: str) -> bool:
         """Whether ``phase``'s share of the work count is spent; records the work cut."""
@@ -194,6 +196,11 @@ class Deadline:
         self.name = phase
 
     @property
+    def meter(self) -> WorkMeter:
+        """The budget's work meter, which the phase's simulations are charged to."""
+        return self.budget.meter
+
+    @property
     def at(self) -> float:
         """``perf_counter`` time of the deadline (inf without a limit)."""
         return self.budget.deadline(self.name)
@@ -217,3 +224,8 @@ class Deadline:
     def affords(self, units: float) -> bool:
         """Whether ``units`` evaluations of the plan's schedule fit before the deadline."""
         return self.budget.affords(self.name, units)
+
+
+def meter_of(deadline: Deadline | None) -> WorkMeter | None:
+    """The work meter of ``deadline``'s budget; None without one (the simulations go uncounted)."""
+    return None if deadline is None else deadline.meter

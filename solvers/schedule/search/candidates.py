@@ -13,8 +13,10 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from weakref import WeakKeyDictionary
 
 from planner.core.errors import InfeasibleError
+from planner.core.meter import WorkMeter
 from planner.core.schedule import Key, Schedule, provides
 from planner.core.simulate import simulate
 from planner.core.stage_costs import StageCosts
@@ -159,15 +161,15 @@ def _affords(wall: Deadline | None, units: float, label: str, cut: list[str] | N
 
 
 def limits(schedule: Schedule, costs: StageCosts, act_limit: list[int] | None,
-           deadlines: dict[Key, float]) -> tuple[float | None, str]:
+           deadlines: dict[Key, float], meter: WorkMeter | None = None) -> tuple[float | None, str]:
     """Simulated step time if the schedule meets the deadlines and the per-rank budget,
     else None and why; one that cannot be simulated (a deadlock, a missing task) is
-    sent to the validator for its reason."""
+    sent to the validator for its reason. Timed actions are charged to ``meter``."""
     try:
-        sim = simulate(schedule, costs)
+        sim = simulate(schedule, costs, meter=meter)
     except ValueError:  # a deadlock or a missing unit of work (compile_schedule)
         m = 1 + max((p.microbatch for row in schedule.values() for a in row for p in a.parts), default=-1)
-        found = validate(schedule, costs, num_microbatches=m)
+        found = validate(schedule, costs, num_microbatches=m, meter=meter)
         return None, str(found[0]) if found else "cannot be simulated"
     if deadlines:
         ends = {k: sim.end[n] for n, a in enumerate(sim.actions) for k in provides(a)}
@@ -183,10 +185,10 @@ def limits(schedule: Schedule, costs: StageCosts, act_limit: list[int] | None,
 
 
 def verdict(sched: Schedule | str | None, costs: StageCosts, act_limit: list[int] | None,
-            deadlines: dict[Key, float]) -> tuple[float | None, str]:
+            deadlines: dict[Key, float], meter: WorkMeter | None = None) -> tuple[float | None, str]:
     """``limits`` of a drawn candidate; one that could not be drawn carries its reason."""
     if isinstance(sched, dict):
-        return limits(sched, costs, act_limit, deadlines)
+        return limits(sched, costs, act_limit, deadlines, meter)
     return None, sched or "does not fit the memory budget"
 
 
@@ -198,12 +200,28 @@ finalist's rounds, its polish, the unchanged baseline copies), and the candidate
 only on the stage costs, the count, the budget, the deadlines and the families asked
 for, so they are drawn once. A pure cache: results are the same with or without it.
 The planner empties it after each plan (``clear_memo``): it holds hundreds of thousands
-of actions, which would slow every later garbage collection of a long-lived process."""
+of actions, which would slow every later garbage collection of a long-lived process.
+This one serves calls without a work meter; each plan's meter has its own
+(``_plan_memos``): a memo hit times nothing, so a plan served, evicted or cleared by
+another plan in the same process (twice ``planner.api.plan``, or threads) would count
+other actions ([Note: timed actions] in ``planner.core.meter``) and could stop elsewhere."""
+
+_plan_memos: WeakKeyDictionary[WorkMeter, OrderedDict] = WeakKeyDictionary()
+"""Each plan's memo ([Note: heuristic memo]), under the plan's work meter."""
 
 
-def clear_memo() -> None:
-    """Drop the memo of drawn candidates ([Note: heuristic memo])."""
+def _memo_of(meter: WorkMeter | None) -> OrderedDict:
+    """The memo that serves ``meter``'s plan ([Note: heuristic memo])."""
+    return _memo if meter is None else _plan_memos.setdefault(meter, OrderedDict())
+
+
+def clear_memo(meter: WorkMeter | None = None) -> None:
+    """Drop the memo of ``meter``'s plan, or every memo without one ([Note: heuristic memo])."""
+    if meter is not None:
+        _plan_memos.pop(meter, None)
+        return
     _memo.clear()
+    _plan_memos.clear()
 
 
 def _memo_key(costs: StageCosts, m: int, act_limit, deadlines, families: list[str], greedy: bool) -> tuple:
@@ -235,13 +253,14 @@ class FirstValid:
 
 
 def simulated(costs: StageCosts, m: int, act_limit, deadlines, families: list[str], greedy: bool,
-              wall: Deadline | None = None, *, have_valid: bool = False):
+              wall: Deadline | None = None, *, have_valid: bool = False, meter: WorkMeter | None = None):
     """``drawn``'s candidates with ``limits``'s verdict each, from the memo when there.
     Drawing stops at ``wall``'s deadline ([Note: kept budget]) once a valid candidate is in
     hand (``have_valid``: the caller holds one already; [Note: first valid]); a cut list is
-    not memoised."""
+    not memoised. Timed actions are charged to ``meter`` (a memo hit times none)."""
     key = _memo_key(costs, m, act_limit, deadlines, families, greedy)
-    hit = _memo.get(key)
+    memo = _memo_of(meter)
+    hit = memo.get(key)
     if hit is None:
         wall = None if wall is None else FirstValid(wall, have_valid)
         got, complete, unaffordable = [], True, []
@@ -254,15 +273,15 @@ def simulated(costs: StageCosts, m: int, act_limit, deadlines, families: list[st
             if item is None:
                 break
             pos, name, sched = item
-            got.append((pos, (name, sched, *verdict(sched, costs, act_limit, deadlines))))
+            got.append((pos, (name, sched, *verdict(sched, costs, act_limit, deadlines, meter))))
             if wall is not None and got[-1][1][2] is not None:
                 wall.found = True
         if not complete or unaffordable:
             return [c for _, c in got]
         hit = [c for _, c in sorted(got, key=lambda g: g[0])]  # [Note: draw order]
-        _memo[key] = hit
-        while len(_memo) > _MEMO_SIZE:
-            _memo.popitem(last=False)
+        memo[key] = hit
+        while len(memo) > _MEMO_SIZE:
+            memo.popitem(last=False)
     else:
-        _memo.move_to_end(key)
+        memo.move_to_end(key)
     return hit

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 
 from planner.core.errors import BudgetExhausted, InfeasibleError, InputError
+from planner.core.meter import WorkMeter
 from planner.core.schedule import Key, Schedule
 from planner.core.stage_costs import StageCosts
 from planner.core.steady import steady_state
@@ -75,12 +76,12 @@ class ScheduleChoice:
 
 
 def _check(schedule: Schedule, costs: StageCosts, m: int, act_limit: list[int] | None,
-           deadlines: dict[Key, float]) -> tuple[float | None, str]:
+           deadlines: dict[Key, float], meter: WorkMeter | None) -> tuple[float | None, str]:
     """Simulated step time if valid (structure, deadlines, per-rank budget), else None and why."""
-    found = validate(schedule, costs, num_microbatches=m)
+    found = validate(schedule, costs, num_microbatches=m, meter=meter)
     if found:
         return None, str(found[0])
-    return limits(schedule, costs, act_limit, deadlines)
+    return limits(schedule, costs, act_limit, deadlines, meter)
 
 
 OBJECTIVES = ("makespan", "steady")
@@ -109,7 +110,8 @@ def _check_options(method: str, time_limit: float, seed: int) -> None:
 
 
 def _polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule], act_limit, deadlines, *,
-            limit: float, seed: int, workers: int | None, tried: list[dict], wall: Deadline | None):
+            limit: float, seed: int, workers: int | None, tried: list[dict], wall: Deadline | None,
+            meter: WorkMeter | None):
     """CP-SAT from ``best``; returns (status, the better of the two). CP-SAT's own wall
     limit is what is left of ``wall`` ([Note: kept budget])."""
     from solvers.schedule.cpsat.solve import cpsat_improve  # ortools: only when searching
@@ -117,12 +119,12 @@ def _polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule], act_li
     name, t, sched = best
     wall_s = None if wall is None else max(0.05, wall.left())
     out = cpsat_improve(costs, m, sched, activation_limit=act_limit, deadlines=deadlines, time_limit=limit,
-                        seed=seed, workers=workers, fuse=fuses(costs), wall_s=wall_s)
+                        seed=seed, workers=workers, fuse=fuses(costs), wall_s=wall_s, meter=meter)
     if wall is not None and wall.left() < WALL_SLACK_S:
         wall.cut()  # CP-SAT ran to the wall deadline, not to its deterministic limit
     status = out.status if out.status in ("OPTIMAL", "FEASIBLE") else "FEASIBLE"
     if out.schedule is not None:
-        t2, why = _check(out.schedule, costs, m, act_limit, deadlines)
+        t2, why = _check(out.schedule, costs, m, act_limit, deadlines, meter)
         tried.append({"schedule": out.method, "step_time_s": t2, "status": why})
         if t2 is not None and t2 < t - 1e-12:
             return status, (f"{out.method}({name})", t2, out.schedule)
@@ -136,7 +138,7 @@ machine (each move re-times the schedule over ``planner.core.steady.STEPS`` step
 
 
 def _steady_polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule], act_limit, deadlines, *,
-                   limit: float, seed: int, tried: list[dict], wall: Deadline | None):
+                   limit: float, seed: int, tried: list[dict], wall: Deadline | None, meter: WorkMeter | None):
     """The period search from ``best`` ([Note: period search]) unless its period is at
     ``steady_lower_bound`` already; returns the better valid one of the two."""
     name, t, sched = best
@@ -147,7 +149,7 @@ def _steady_polish(costs: StageCosts, m: int, best: tuple[str, float, Schedule],
                            seed=seed, deadline=wall)
     if found.period_s >= found.start_period_s * (1 - 1e-9):  # float noise is no gain
         return best
-    t2, why = _check(found.schedule, costs, m, act_limit, deadlines)
+    t2, why = _check(found.schedule, costs, m, act_limit, deadlines, meter)
     tried.append({"schedule": f"steady-ls({name})", "step_time_s": t2, "status": why,
                   "steady_step_time_s": found.period_s})
     return (f"steady-ls({name})", t2, found.schedule) if t2 is not None else best
@@ -164,7 +166,7 @@ def _until(items, wall: Deadline | None, *, keep: int):
 def _best_candidate(costs: StageCosts, m: int, act_limit, deadlines, method: str,
                     start: tuple[str, Schedule] | None, tried: list[dict],
                     heuristics: bool = True, wall: Deadline | None = None,
-                    objective: str = "makespan") -> tuple[str, float, Schedule]:
+                    objective: str = "makespan", meter: WorkMeter | None = None) -> tuple[str, float, Schedule]:
     """Fastest valid heuristic candidate; ``InfeasibleError`` naming a reason when none is.
     "Fastest" is by makespan, or with ``objective="steady"`` by steady-state period
     (``planner.core.steady``; ties by makespan).
@@ -181,12 +183,13 @@ def _best_candidate(costs: StageCosts, m: int, act_limit, deadlines, method: str
         own, pool = [start], []  # [Note: kept budget]: no time left to draw alternatives
     elif heuristics or start is None:
         own, pool = from_start(costs, act_limit, deadlines, families, start, greedy), \
-            simulated(costs, m, act_limit, deadlines, families, greedy, wall, have_valid=start is not None)
+            simulated(costs, m, act_limit, deadlines, families, greedy, wall, have_valid=start is not None,
+                      meter=meter)
     else:  # the start is the best heuristic already
         own, pool = [start], []
     if objective == "steady" and greedy and (heuristics or start is None):
         own = [*own, *steady_orders(costs, m, act_limit)]  # [Note: steady tail]
-    own = [(name, sched, *verdict(sched, costs, act_limit, deadlines)) for name, sched in
+    own = [(name, sched, *verdict(sched, costs, act_limit, deadlines, meter)) for name, sched in
            _until(own, wall, keep=1 if start is not None else 0)]
     for name, sched, t, why in own + pool:
         if not isinstance(sched, dict):
@@ -200,7 +203,7 @@ def _best_candidate(costs: StageCosts, m: int, act_limit, deadlines, method: str
             tried[k]["steady_step_time_s"] = steady_state(sched, costs, m).period_s
         ok.sort(key=lambda c: (tried[c[1]].get("steady_step_time_s", math.inf), c[0], c[1]))
     for t, k, name, sched in sorted(ok, key=lambda c: (c[0], c[1])) if objective != "steady" else ok:
-        found = validate(sched, costs, num_microbatches=m)
+        found = validate(sched, costs, num_microbatches=m, meter=meter)
         tried[k]["status"] = str(found[0]) if found else "valid"
         if not found:
             return name, t, sched
@@ -218,7 +221,7 @@ def best_schedule(costs: StageCosts, *, microbatches: int, memory_limit: MemoryL
                   time_limit: float = 10.0, seed: int = 0, workers: int | None = None,
                   start: tuple[str, Schedule] | None = None, polish: bool = True,
                   heuristics: bool = True, deadline: Deadline | None = None,
-                  objective: str = "makespan") -> ScheduleChoice:
+                  objective: str = "makespan", meter: WorkMeter | None = None) -> ScheduleChoice:
     """The fastest valid schedule for ``costs`` (see the module docstring).
 
     ``method`` is a family name (its order; for zero-bubble and V families also its
@@ -228,7 +231,9 @@ def best_schedule(costs: StageCosts, *, microbatches: int, memory_limit: MemoryL
     ``heuristics=False`` takes ``start`` as the best heuristic already (it was chosen
     among them for these costs) and only polishes it. ``deadline`` (a phase of a
     ``WallBudget``) stops drawing heuristics and caps CP-SAT's wall time ([Note: kept
-    budget]); without it only the reproducible budgets apply. ``objective="steady"``
+    budget]); without it only the reproducible budgets apply. ``meter`` (the plan's
+    ``WorkMeter``) is charged every action the search times ([Note: timed actions] in
+    ``planner.core.meter``). ``objective="steady"``
     ranks candidates by steady-state period ([Note: steady state] in
     ``planner.core.steady``), adds the orders built for it and runs the period search
 instead of CP-SAT, whose model minimises the makespan.
@@ -247,7 +252,7 @@ instead of CP-SAT, whose model minimises the makespan.
     check_deadlines(costs, deadlines)
     tried: list[dict] = []
     best = _best_candidate(costs, microbatches, act_limit, deadlines, method, start, tried, heuristics, deadline,
-                           objective)
+                           objective, meter)
     lb = step_lower_bound(costs, microbatches, activation_limit=act_limit)
     name, t, sched = best
     at_bound = t <= lb * (1 + 1e-9)
@@ -257,14 +262,14 @@ instead of CP-SAT, whose model minimises the makespan.
     if objective == "steady":
         if polish and method in ("auto", "cpsat"):
             name, t, sched = _steady_polish(costs, microbatches, (name, t, sched), act_limit, deadlines,
-                                            limit=time_limit, seed=seed, tried=tried, wall=deadline)
+                                            limit=time_limit, seed=seed, tried=tried, wall=deadline, meter=meter)
         limit = 0.0
     elif limit > 0 and deadline is not None and deadline.expired():
         limit = 0.0
     if limit > 0:
         status, (name, t, sched) = _polish(costs, microbatches, (name, t, sched), act_limit, deadlines,
                                            limit=limit, seed=seed, workers=workers, tried=tried,
-                                           wall=deadline)
+                                           wall=deadline, meter=meter)
     return ScheduleChoice(schedule=sched, name=name, status=status, step_time=t, lower_bound=lb,
                           gap=_gap(t, lb), wall_s=time.perf_counter() - t0,
                           tried=tried)
