@@ -86,8 +86,8 @@ def zb_reference(costs: StageCosts, m: int, mem: int) -> tuple[float, float, flo
     t0 = time.perf_counter()
     p = costs.num_ranks
     order = zb_h1(p, m) if mem <= p else zb_h2(p, m)
-    budget = MemoryLimit(microbatches=mem).act_budget(costs)
-    sched = fill_w(order, costs, act_budget=budget) or order
+    budget = MemoryLimit(microbatches=mem).activation_limit(costs)
+    sched = fill_w(order, costs, activation_limit=budget) or order
     wall = time.perf_counter() - t0
     return simulate(sched, costs).step_time, steady_state(sched, costs, m).period_s, wall
 

@@ -71,7 +71,7 @@ def run_case(shape: str, pp: int, m: int, repeat: int, clock: str = "wall") -> d
     costs = stage_costs_for(pp, vpp)
     n_actions = sum(len(v) for v in sched.values())
     comp = compile_schedule(sched, costs.num_stages, costs.ranks)
-    simulate_compiled(comp, costs)  # the first re-timing builds comp.steps, once per compiled schedule
+    simulate_compiled(comp, costs)  # warm-up: the first timing after compiling
     t_compile = _best(lambda: compile_schedule(sched, costs.num_stages, costs.ranks), repeat, clock)
     t_retime = _best(lambda: simulate_compiled(comp, costs), repeat, clock)
     t_full = _best(lambda: simulate(sched, costs), repeat, clock)

@@ -183,7 +183,7 @@ def zb_case(case: Case, peer, work: float | None) -> dict:
     """One row of the side-by-side table."""
     costs = case_costs(case)
     limit = MemoryLimit(microbatches=case.mem)
-    budget = limit.act_budget(costs)
+    budget = limit.activation_limit(costs)
     runs, peer_cpu = peer_orders(*peer, costs, case.m, budget)
     for run in runs:
         run["makespan_s"] = _timed(costs, run.pop("schedule"), budget) if "schedule" in run else None
@@ -196,7 +196,7 @@ def zb_case(case: Case, peer, work: float | None) -> dict:
     zg = min((t for _, t in mine if t is not None), default=None)
     first, first_cpu, first_wall = _ppplan(costs, case.m, limit, work, polish=False)
     ours, cpu, wall = _ppplan(costs, case.m, limit, work, polish=True)
-    lb = step_lower_bound(costs, case.m, act_budget=budget)
+    lb = step_lower_bound(costs, case.m, activation_limit=budget)
     peer_best = min((r["makespan_s"] for r in valid), default=None)
     return {"p": case.p, "microbatches": case.m, "kind": case.kind, "spread": case.spread,
             "memory_microbatches": case.mem, "lower_bound_s": lb,
@@ -236,7 +236,7 @@ def dv_case(p: int, m: int, work: float | None) -> dict:
     peak_mb = max(x / a for x, a in zip(sim.peak_act_bytes, act))
     limit = MemoryLimit(microbatches=peak_mb)
     row = {"p": p, "microbatches": m, "deepseek_s": sim.step_time, "deepseek_peak_mb": peak_mb,
-           "lower_bound_s": step_lower_bound(costs, m, act_budget=limit.act_budget(costs))}
+           "lower_bound_s": step_lower_bound(costs, m, activation_limit=limit.activation_limit(costs))}
     kw = {} if work is None else {"time_limit": work}
     for method in ("dualpipev", "dualpipev-list", "auto"):
         clear_memo()
