@@ -4,7 +4,8 @@ Public API for launchers::
 
     from planner import plan, load_plan, replan
 
-    p = plan("qwen3-30b-a3b", pp=4, vpp=2)      # keyword arguments mirror ``ppplan plan``
+    p = plan("qwen3-30b-a3b", pp=4, vpp=2)      # keyword options mirror ``ppplan plan``
+    p = plan("qwen3-30b-a3b", None, PlanOptions(pp=4, vpp=2))  # the same as one record
     p.stage_layers(rank=0); p.actions(rank=0)   # layer ranges and actions of one rank
     p.megatron_args(); p.torchtitan_options(); p.torch_csv(); p.to_json()
 
@@ -20,7 +21,7 @@ import functools
 import importlib
 from typing import Any, Callable
 
-__all__ = ["plan", "load_plan", "replan", "LaunchPlan"]
+__all__ = ["plan", "load_plan", "replan", "LaunchPlan", "PlanOptions"]
 
 _SOURCES = {"plan": ("planner.api", "plan"), "load_plan": ("planner.api", "load_plan"),
             "replan": ("planner.replanning", "replan")}
@@ -42,6 +43,10 @@ def __getattr__(name: str) -> Any:
         from planner.export import LaunchPlan
 
         return LaunchPlan
+    if name == "PlanOptions":
+        from planner.options import PlanOptions
+
+        return PlanOptions
     if name not in _SOURCES:
         raise AttributeError(f"module 'planner' has no attribute {name!r}")
     module, attr = _SOURCES[name]

@@ -9,6 +9,7 @@ from planner.cli.plan_options import GPU_HELP, MEMORY_LIMIT_HELP, Deadline, Memo
 from planner.cli.summary import plan_summary
 from planner.core.limits import BATCH_LIMITS, MAX_GPUS
 from planner.core.targets import DEFAULT_TARGET, TARGET_NAMES
+from planner.options import PlanOptions
 from solvers.schedule.budget import DEFAULT_WORK
 from solvers.schedule.search import OBJECTIVES, SCHEDULE_CHOICES
 
@@ -91,7 +92,8 @@ def plan_command(model: str | None, cluster: str | None, out: str, as_json: bool
     limit, work = options.get("time_limit"), options["work"]
     budget = f"work {work:g}" + ("" if limit is None else f", time limit {limit:g} s")
     with progress(f"planning {model or 'default model'} ({budget})", total=limit or work, unit="s", clock=True):
-        result = plan(model, cluster=cluster, **options)
+        # every flag but the outputs is a PlanOptions field (--first-stage-layers: first_stage_layers)
+        result = plan(model, cluster, PlanOptions(**options))
     files: dict[str, str | bytes] = {out: result.to_json()}
     if png:
         from planner.plot import png_bytes
