@@ -14,8 +14,9 @@ from planner.core.errors import InputError
 from planner.core.hf_config import load_model
 from planner.core.limits import check_stage_microbatches
 from planner.core.model import ModelSpec
-from planner.core.plan import Plan, load_plan_file
+from planner.core.plan import load_plan_file
 from planner.core.targets import DEFAULT_TARGET, get_target
+from planner.export import LaunchPlan
 from planner.options import PlanOptions, plan_options
 from planner.planning import PlanRequest
 from planner.planning.delivery import deliver
@@ -33,9 +34,9 @@ __all__ = ["plan", "load_plan", "PlanOptions", "DEFAULT_MODEL", "resolve_cluster
 DEFAULT_MODEL = "qwen3-next-80b-a3b"
 
 
-def load_plan(path: str | Path) -> Plan:
-    """Load and check a plan JSON file."""
-    return load_plan_file(path)
+def load_plan(path: str | Path) -> LaunchPlan:
+    """Load and check a plan JSON file; the ``LaunchPlan`` ``plan`` returns."""
+    return LaunchPlan.of(load_plan_file(path))
 
 
 def resolve_cluster(model: ModelSpec, cluster: str | Path | ClusterSpec | None, *,
@@ -116,7 +117,7 @@ models read as before."""
 
 
 def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = None,
-         options: PlanOptions | None = None, **overrides: Any) -> Plan:
+         options: PlanOptions | None = None, **overrides: Any) -> LaunchPlan:
     """Plan ``model`` (a shipped id or config path; default ``DEFAULT_MODEL``) on ``cluster``
     (a cluster file or ``ClusterSpec``; default the model's shipped one).
 
@@ -130,7 +131,8 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
     records it. ``work`` is the search effort in reference seconds (deterministic: the same
     plan at any machine load); ``time_limit`` an optional wall-clock cap on top ([Note: work
     budget] and [Note: kept budget] in ``solvers.schedule.budget``). Every plan returned has
-    read back and validated ([Note: delivered plans] in ``planner.planning.delivery``).
+    read back and validated ([Note: delivered plans] in ``planner.planning.delivery``) and is
+    a ``planner.export.LaunchPlan``, the type ``planner.plan`` (this function) returns.
     """
     o = plan_options(options, overrides)
     pp, vpp, tp, ep, dp, gpus, gpu = o.pp, o.vpp, o.tp, o.ep, o.dp, o.gpus, o.gpu

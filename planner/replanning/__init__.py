@@ -178,8 +178,7 @@ def replan(plan: Plan | str | Path, routing: list[str | Path], *, window: int | 
     fresh_moved = sum(a != b for a, b in zip(old_ranks, layer_ranks(fresh.bounds(), fresh.ranks())))
     new_plan.extra["replan"] = _replan_section(result, old, min_gain, move_penalty, fresh, fresh_moved)
     new_plan.extra["routing"] = routing_section(now, list(routing), window, fmt=routing_format)
-    deliver(new_plan)  # [Note: delivered plans]
-    return result
+    return replace(result, plan=deliver(new_plan))  # [Note: delivered plans]
 
 
 def _old_plan_under(old: Plan, table_then, table_now) -> tuple[StageCosts, StageCosts, float, float, str]:
