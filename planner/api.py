@@ -14,7 +14,7 @@ from planner.core.errors import InputError
 from planner.core.hf_config import load_model
 from planner.core.limits import check_stage_microbatches
 from planner.core.model import ModelSpec
-from planner.core.plan import load_plan_file
+from planner.core.plan import ModelInfo, load_plan_file
 from planner.core.targets import DEFAULT_TARGET, get_target
 from planner.export import LaunchPlan
 from planner.options import PlanOptions, plan_options
@@ -94,11 +94,10 @@ def command_line_cluster(gpus: int, *, gpu: str | None, global_batch: int | None
                              where="command line")
 
 
-def model_section(model: ModelSpec, table: CostTable | None = None) -> dict:
-    """The plan's ``model`` section."""
-    return {"name": model.name, "num_layers": model.num_layers,
-            "layout": model.layout,
-            "layer_types": [lc.type for lc in table.layers] if table else model.type_keys()}
+def model_section(model: ModelSpec, table: CostTable | None = None) -> ModelInfo:
+    """The plan's ``model`` part."""
+    return ModelInfo(name=model.name, num_layers=model.num_layers, layout=model.layout,
+                     layer_types=tuple(lc.type for lc in table.layers) if table else tuple(model.type_keys()))
 
 
 def cluster_section(spec: ClusterSpec) -> dict:
@@ -209,7 +208,7 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
                       peak_flops=cl.gpu.peak_flops, num_gpus=cl.num_gpus,
                       memory_limit_microbatches=limit_mb,
                       deadlines=_deadlines(deadline, p.pp * p.vpp, m if not auto else None))
-    check_shape(tgt, pp=p.pp, vpp=p.vpp, placement=placement, schedule=schedule, layout=req.model["layout"],
+    check_shape(tgt, pp=p.pp, vpp=p.vpp, placement=placement, schedule=schedule, layout=req.model.layout,
                 modes=[k for k, _ in tables], user_recompute=cl.training.recompute)
     best = plan_for_target(tgt, tables, req, lambda k, t: replace(
         req, model=model_section(spec, t), cluster=cluster_section(cl.with_recompute(k))))
