@@ -21,12 +21,12 @@ from planner.core.errors import InputError
 from planner.core.jsonio import json_text, read_json, write_text_atomic
 from planner.core.limits import MAX_STAGE_MICROBATCHES, check_batch_value, check_cost_value, check_stage_microbatches
 from planner.core.placement import check_bounds
-from planner.core.plan_parts import Microbatches, ModelInfo, Parallel, Stage, stages_from_list
+from planner.core.plan_parts import Microbatches, ModelInfo, Parallel, Stage, partition_stages, stages_from_list
 from planner.core.schedule import Action, Schedule, parse_schedule
 from planner.core.schemas import check_schema
 from planner.core.stage_costs import StageCosts
 
-__all__ = ["Plan", "ModelInfo", "Parallel", "Microbatches", "Stage", "SCHEMA_VERSION", "load_plan_file", "stage_costs_to_dict", "stage_costs_from_dict", "without_wall_s"]
+__all__ = ["Plan", "ModelInfo", "Parallel", "Microbatches", "Stage", "partition_stages", "SCHEMA_VERSION", "load_plan_file", "stage_costs_to_dict", "stage_costs_from_dict", "without_wall_s"]
 
 SCHEMA_VERSION = 1
 

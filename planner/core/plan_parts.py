@@ -12,11 +12,11 @@ Each part is also a read-only ``Mapping`` over its JSON form (``part["pp"]``,
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-__all__ = ["ModelInfo", "Parallel", "Microbatches", "Stage", "stages_from_list"]
+__all__ = ["ModelInfo", "Parallel", "Microbatches", "Stage", "stages_from_list", "partition_stages"]
 
 
 class _Part(Mapping):
@@ -151,6 +151,11 @@ class Stage(_Part):
     def _typed(cls, known: dict[str, Any]) -> dict[str, Any]:
         known["layers"] = tuple(known["layers"])
         return known
+
+
+def partition_stages(bounds: Iterable[tuple[int, int]], ranks: Iterable[int]) -> tuple[Stage, ...]:
+    """The partition as stages: stage ``s`` holds layers ``bounds[s]`` on rank ``ranks[s]``."""
+    return tuple(Stage(stage=s, rank=r, layers=(a, b)) for s, ((a, b), r) in enumerate(zip(bounds, ranks)))
 
 
 def stages_from_list(items: Any) -> tuple[Stage, ...]:

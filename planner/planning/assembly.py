@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from planner.core.plan import Microbatches, ModelInfo, Parallel, Plan, Stage, stage_costs_to_dict
+from planner.core.plan import Microbatches, ModelInfo, Parallel, Plan, partition_stages, stage_costs_to_dict
 from planner.core.schedule import format_schedule
 from planner.planning.records import limit_bytes_of, memory_limit_of
 from solvers.schedule.lower_bound import bound_parts
@@ -62,7 +62,7 @@ def to_plan(best: "Trial", ev: "Evaluation", baselines: dict, tried: list[dict],
         cluster=req.cluster,
         parallel=Parallel(**req.parallel, pp=req.pp, vpp=req.vpp, placement=req.placement),
         microbatches=Microbatches(count=req.microbatches, size=req.microbatch_size),
-        stages=tuple(Stage(stage=s, rank=r, layers=(a, b)) for s, ((a, b), r) in enumerate(zip(ev.bounds, ev.ranks))),
+        stages=partition_stages(ev.bounds, ev.ranks),
         schedule=format_schedule(ev.schedule),
         stage_costs=stage_costs_to_dict(ev.costs),
         predicted={

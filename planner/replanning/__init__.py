@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from planner.core.errors import InputError
-from planner.core.plan import Plan, load_plan_file, stage_costs_to_dict
+from planner.core.plan import Plan, load_plan_file, partition_stages, stage_costs_to_dict
 from planner.core.schedule import format_schedule, parse_schedule
 from planner.core.simulate import simulate
 from planner.core.stage_costs import StageCosts, stage_costs
@@ -252,8 +252,7 @@ def _act_budget(req: PlanRequest, sc: StageCosts) -> list[int] | None:
 def _plan_from(base: Plan, ev, cand: Candidate, req: PlanRequest) -> Plan:
     """``base`` (the front door's plan) with another partition/order re-timed in."""
     sc: StageCosts = ev.costs
-    stages = [{"stage": s, "rank": r, "layers": [a, b]} for s, ((a, b), r) in enumerate(zip(ev.bounds, ev.ranks))]
-    plan = replace(base, stages=stages, schedule=format_schedule(ev.schedule),
+    plan = replace(base, stages=partition_stages(ev.bounds, ev.ranks), schedule=format_schedule(ev.schedule),
                    stage_costs=stage_costs_to_dict(sc), extra=dict(base.extra))
     sim = ev.sim
     plan.predicted = {**base.predicted, "step_time_s": sim.step_time,
