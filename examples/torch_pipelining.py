@@ -71,7 +71,7 @@ def run_plan(plan_dict: dict, rank: int, workdir: str) -> str:
 
     plan = LaunchPlan.from_dict(plan_dict)
     bounds, ranks, m = plan.bounds(), plan.ranks(), plan.num_microbatches
-    layers = tiny_layers(int(plan.model["num_layers"]))
+    layers = tiny_layers(int(plan.model.num_layers))
     mine = [s for s, r in enumerate(ranks) if r == rank]
     stages = [PipelineStage(nn.Sequential(*copy.deepcopy(layers[a:b])), s, plan.num_stages,
                             torch.device("cpu"), group=dist.group.WORLD)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from planner.core.cluster import ClusterSpec, cluster_from_dict, default_cluster_path, load_cluster
 from planner.core.costs import CostTable
@@ -13,27 +14,29 @@ from planner.core.errors import InputError
 from planner.core.hf_config import load_model
 from planner.core.limits import check_stage_microbatches
 from planner.core.model import ModelSpec
-from planner.core.plan import Plan, load_plan_file
+from planner.core.plan import ModelInfo, load_plan_file
 from planner.core.targets import DEFAULT_TARGET, get_target
+from planner.export import LaunchPlan
+from planner.options import PlanOptions, plan_options
 from planner.planning import PlanRequest
 from planner.planning.delivery import deliver
 from planner.planning.dp_step import add_dp_step
 from planner.planning.targets import check_shape, plan_for_target
 from solvers.partition.pins import StagePins
-from solvers.schedule.search.budget import DEFAULT_WORK, check_time_limit, check_work
+from solvers.schedule.search.budget import check_time_limit, check_work
 from solvers.schedule.search.deadlines import parse_deadlines
 from solvers.schedule.engines.memory_limit import parse_memory_limit
 from solvers.partition.search import METHODS
 from solvers.schedule.search.search import check_objective, check_schedule_option
 
-__all__ = ["plan", "load_plan", "DEFAULT_MODEL", "resolve_cluster", "model_section"]
+__all__ = ["plan", "load_plan", "PlanOptions", "DEFAULT_MODEL", "resolve_cluster", "model_section"]
 
 DEFAULT_MODEL = "qwen3-next-80b-a3b"
 
 
-def load_plan(path: str | Path) -> Plan:
-    """Load and check a plan JSON file."""
-    return load_plan_file(path)
+def load_plan(path: str | Path) -> LaunchPlan:
+    """Load and check a plan JSON file; the ``LaunchPlan`` ``plan`` returns."""
+    return LaunchPlan.of(load_plan_file(path))
 
 
 def resolve_cluster(model: ModelSpec, cluster: str | Path | ClusterSpec | None, *,
@@ -91,11 +94,10 @@ def command_line_cluster(gpus: int, *, gpu: str | None, global_batch: int | None
                              where="command line")
 
 
-def model_section(model: ModelSpec, table: CostTable | None = None) -> dict:
-    """The plan's ``model`` section."""
-    return {"name": model.name, "num_layers": model.num_layers,
-            "layout": model.layout,
-            "layer_types": [lc.type for lc in table.layers] if table else model.type_keys()}
+def model_section(model: ModelSpec, table: CostTable | None = None) -> ModelInfo:
+    """The plan's ``model`` part."""
+    return ModelInfo(name=model.name, num_layers=model.num_layers, layout=model.layout,
+                     layer_types=tuple(lc.type for lc in table.layers) if table else tuple(model.type_keys()))
 
 
 def cluster_section(spec: ClusterSpec) -> dict:
@@ -113,36 +115,37 @@ _UNSET_WHEN_DEFAULT = {"moe_expert_capacity_factor": None, "moe_pad_expert_input
 models read as before."""
 
 
-def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None = None,
-         pp: int | None = None, vpp: int | None = None, tp: int | None = None,
-         ep: int | None = None, dp: int | None = None, microbatches: int | str | None = None,
-         memory_gib: float | None = None, partition: str = "overlap", schedule: str = "auto",
-         placement: str = "loop", profile: str | Path | None = None, seed: int = 0,
-         work: float = DEFAULT_WORK, time_limit: float | None = None,
-         global_batch: int | None = None, seq_len: int | None = None,
-         recompute: str | None = None, gpu: str | None = None,
-         first_stage_layers: int | None = None, last_stage_layers: int | None = None,
-         memory_limit: str | None = None, deadline: tuple[str, ...] | list[str] = (),
-         target: str = DEFAULT_TARGET, gpus: int | None = None, objective: str = "makespan") -> Plan:
-    """Plan ``model`` (a shipped id or config path; default ``DEFAULT_MODEL``).
+def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = None,
+         options: PlanOptions | None = None, **overrides: Any) -> LaunchPlan:
+    """Plan ``model`` (a shipped id or config path; default ``DEFAULT_MODEL``) on ``cluster``
+    (a cluster file or ``ClusterSpec``; default the model's shipped one).
 
-    Keyword arguments mirror ``ppplan plan``'s options. With ``profile``, measured
-    costs replace the analytical model. ``microbatches="auto"`` tries every count
-    dividing the per-replica batch; ``first_stage_layers``/``last_stage_layers`` pin
-    the decoder layers of the first/last stage (Megatron's
-    ``--decoder-first/last-pipeline-num-layers``). ``target`` (``planner.core.targets``)
-    limits the search to what that framework executes; the plan records it. ``work`` is the
-    search effort in reference seconds (deterministic: the same plan at any machine load);
-    ``time_limit`` an optional wall-clock cap on top ([Note: work budget] and [Note: kept
-    budget] in ``solvers.schedule.search.budget``). Every plan returned has read back and validated
-    ([Note: delivered plans] in ``planner.planning.delivery``).
+    ``options`` (``planner.options.PlanOptions``, the record ``ppplan plan`` builds from its
+    flags) with keyword ``overrides`` by field name on top; an unknown name is an
+    ``InputError`` naming it. With ``profile``, measured costs replace the analytical model.
+    ``microbatches="auto"`` tries every count dividing the per-replica batch;
+    ``first_stage_layers``/``last_stage_layers`` pin the decoder layers of the first/last
+    stage (Megatron's ``--decoder-first/last-pipeline-num-layers``). ``target``
+    (``planner.core.targets``) limits the search to what that framework executes; the plan
+    records it. ``work`` is the search effort in reference seconds (deterministic: the same
+    plan at any machine load); ``time_limit`` an optional wall-clock cap on top ([Note: work
+    budget] and [Note: kept budget] in ``solvers.schedule.search.budget``). Every plan returned has
+    read back and validated ([Note: delivered plans] in ``planner.planning.delivery``) and is
+    a ``planner.export.LaunchPlan``, the type ``planner.plan`` (this function) returns.
     """
-    work = check_work(work)  # the one check of --work and --time-limit
-    time_limit = None if time_limit is None else check_time_limit(time_limit)
+    o = plan_options(options, overrides)
+    pp, vpp, tp, ep, dp, gpus, gpu = o.pp, o.vpp, o.tp, o.ep, o.dp, o.gpus, o.gpu
+    global_batch, seq_len, recompute, microbatches = o.global_batch, o.seq_len, o.recompute, o.microbatches
+    partition, schedule, placement, target, profile = o.partition, o.schedule, o.placement, o.target, o.profile
+    first_stage_layers, last_stage_layers, deadline, objective = (o.first_stage_layers, o.last_stage_layers,
+                                                                  o.deadline, o.objective)
+    seed = o.seed
+    work = check_work(o.work)  # the one check of --work and --time-limit
+    time_limit = None if o.time_limit is None else check_time_limit(o.time_limit)
     check_objective(objective)
     started = time.perf_counter()  # the wall cap covers cost tables and every search
     tgt = get_target(target)
-    limit_bytes, limit_mb = _memory_options(memory_gib, memory_limit)  # [issue 4]
+    limit_bytes, limit_mb = _memory_options(o.memory_gib, o.memory_limit)  # [issue 4]
     if model is None and profile is not None:  # [issue 4] bring your own costs
         if tgt.name != DEFAULT_TARGET:
             raise InputError("--target", "planning from a profile without a MODEL supports only --target torch",
@@ -165,10 +168,7 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
 
         base = resolve_cluster(spec, cluster, global_batch=global_batch, seq_len=seq_len,
                                recompute=recompute, gpu=gpu, target=tgt.name)
-        rest = dict(pp=pp, vpp=vpp, tp=tp, ep=ep, dp=dp, microbatches=microbatches, memory_gib=memory_gib,
-                    partition=partition, schedule=schedule, placement=placement, profile=profile, seed=seed,
-                    first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers,
-                    memory_limit=memory_limit, deadline=deadline, target=target, objective=objective)
+        rest = {k: getattr(o, k) for k in _PER_DEGREE}
         return deliver(plan_for_gpus(plan, model or DEFAULT_MODEL, spec, base, gpus, work=work,
                                      time_limit=time_limit, started=started, options=rest), deadlines=deadline)
     try:
@@ -208,12 +208,18 @@ def plan(model: str | None = None, *, cluster: str | Path | ClusterSpec | None =
                       peak_flops=cl.gpu.peak_flops, num_gpus=cl.num_gpus,
                       memory_limit_microbatches=limit_mb,
                       deadlines=_deadlines(deadline, p.pp * p.vpp, m if not auto else None))
-    check_shape(tgt, pp=p.pp, vpp=p.vpp, placement=placement, schedule=schedule, layout=req.model["layout"],
+    check_shape(tgt, pp=p.pp, vpp=p.vpp, placement=placement, schedule=schedule, layout=req.model.layout,
                 modes=[k for k, _ in tables], user_recompute=cl.training.recompute)
     best = plan_for_target(tgt, tables, req, lambda k, t: replace(
         req, model=model_section(spec, t), cluster=cluster_section(cl.with_recompute(k))))
     # DP traffic and the Adam step beside the schedule; then the plan must read back and validate
     return deliver(add_dp_step(best, spec, cl), deadlines=deadline)
+
+
+_PER_DEGREE = ("pp", "vpp", "tp", "ep", "dp", "microbatches", "memory_gib", "partition", "schedule", "placement",
+               "profile", "seed", "first_stage_layers", "last_stage_layers", "memory_limit", "deadline", "target",
+               "objective")
+"""Options a ``--gpus`` search passes on to each degree choice it plans (the rest it sets itself)."""
 
 
 def _memory_options(memory_gib: float | None, memory_limit: str | None) -> tuple[int | None, float | None]:

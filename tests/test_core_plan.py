@@ -106,3 +106,31 @@ def test_bad_plan_files(tmp_path):
     bad.write_text("{")
     with pytest.raises(InputError, match=r"plan: .* is not valid JSON"):
         load_plan_file(bad)
+
+
+def test_plan_parts_are_typed_and_read_by_attribute(plan):
+    from dataclasses import FrozenInstanceError
+
+    from planner.core.plan import Microbatches, ModelInfo, Parallel, Stage
+
+    back = Plan.from_dict(json.loads(plan.to_json()))
+    assert isinstance(back.model, ModelInfo) and back.model.num_layers == 8 and back.model.layout == "EttttttL"
+    assert isinstance(back.parallel, Parallel) and (back.parallel.pp, back.parallel.vpp) == (2, 2)
+    assert back.parallel.placement_style == "loop" and back.parallel.cp is None and back.parallel.cp_size == 1
+    assert isinstance(back.microbatches, Microbatches) and (back.microbatches.count, back.microbatches.size) == (4, 1)
+    assert all(isinstance(s, Stage) for s in back.stages) and back.stages[1].layers == (2, 4)
+    assert back.parallel["pp"] == 2 and back.parallel.get("cp", 1) == 1 and "cp" not in back.parallel
+    assert back.stages[0]["layers"] == [0, 2] and dict(back.microbatches) == {"count": 4, "size": 1}
+    with pytest.raises(FrozenInstanceError):
+        back.parallel.pp = 3  # type: ignore[misc]
+
+
+def test_plan_parts_keep_keys_they_do_not_know_in_order(plan):
+    data = json.loads(plan.to_json())
+    data["parallel"] = {"tp": 1, "ep": 1, "dp": 1, "cp": 2, "pp": 2, "vpp": 2, "placement": "loop", "note": "x"}
+    data["stages"][0]["label"] = "first"
+    back = Plan.from_dict(data)
+    assert back.parallel.other == {"note": "x"} and back.parallel.cp_size == 2
+    assert list(back.to_dict()["parallel"]) == list(data["parallel"])
+    assert back.to_dict()["stages"][0] == {"stage": 0, "rank": 0, "layers": [0, 2], "label": "first"}
+    assert Plan.from_dict(back.to_dict()).to_json() == back.to_json()

@@ -8,6 +8,7 @@ parser. The framework's own ``PipelineParallelLayerLayout`` check runs in the ta
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 
 import pytest
@@ -151,7 +152,7 @@ def test_megatron_refuses(name, match):
 
 def test_megatron_refuses_overlap_without_ep_or_with_full_recompute():
     plan = copy.deepcopy(case_plan("fused_pp1_split"))
-    plan.parallel["ep"] = 1
+    plan.parallel = dataclasses.replace(plan.parallel, ep=1)  # the typed part is frozen
     with pytest.raises(ExportError, match=r"needs expert parallelism \(ep > 1\)"):
         megatron_args(plan)
     plan = copy.deepcopy(case_plan("fused_pp1_split"))

@@ -13,6 +13,7 @@ from planner.core.costs_io import save_costs
 from planner.core.errors import InputError
 from planner.core.hf_config import load_model
 from planner.core.plan import Plan
+from planner.export import LaunchPlan
 from planner.replanning import replan
 from planner.replanning.costs import rescale_profile
 from planner.replanning.inputs import requested_schedule
@@ -55,6 +56,7 @@ def test_balanced_trace_keeps_the_plan(start):
     assert not res.recommended and not res.migration.moves
     assert abs(res.gain) < 0.03
     assert res.plan.extra["replan"]["recommended"] is False
+    assert type(res.plan) is LaunchPlan  # the type planner.plan returns ([Note: delivered plans])
 
 
 def test_hot_late_layers_are_detected(start, tmp_path):

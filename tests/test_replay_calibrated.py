@@ -4,6 +4,7 @@ prediction from them (the path ``benchmarks/replay.py`` calibrates through)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 
@@ -41,7 +42,7 @@ def test_v_placed_plans_have_no_calibration_plans(tmp_path):
     from planner.replay.predict import calibration_plans
 
     plan = make_plan(tiny_config(tmp_path), interleaved_1f1b(2, 2, 4), [(0, 2), (2, 4), (4, 5), (5, 7)])
-    plan.parallel["placement"] = "v"
+    plan.parallel = dataclasses.replace(plan.parallel, placement="v")  # the typed part is frozen
     with pytest.raises(InputError, match="--calibrate: .*loop placement"):
         calibration_plans(plan)
 

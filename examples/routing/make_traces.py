@@ -153,7 +153,7 @@ TRACES = {"start": ("start", 1), "balanced": ("balanced", 1), "hot_early": ("hot
 def megatron_folders(out_dir: Path, plan_path: Path, *, seed: int, names: list[str] | None = None) -> list[Path]:
     """Per shipped trace, ``out_dir/<name>/`` with the logs a run of the plan writes."""
     plan = load_plan_file(plan_path)
-    model = load_model(plan.model["name"])
+    model = load_model(plan.model.name)
     layout = megatron_layout(plan, model)
     written = []
     for name in names or list(TRACES):

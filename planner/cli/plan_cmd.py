@@ -8,11 +8,14 @@ from planner.cli.common import SEED_MAX, FiniteFloat, check_outputs, echo_json
 from planner.cli.plan_options import GPU_HELP, MEMORY_LIMIT_HELP, Deadline, MemoryLimit
 from planner.cli.summary import plan_summary
 from planner.core.limits import BATCH_LIMITS, MAX_GPUS
-from planner.core.targets import DEFAULT_TARGET, TARGET_NAMES
-from solvers.schedule.search.budget import DEFAULT_WORK
+from planner.core.targets import TARGET_NAMES
+from planner.options import PlanOptions
 from solvers.schedule.search.search import OBJECTIVES, SCHEDULE_CHOICES
 
 __all__ = ["COMMANDS"]
+
+_DEFAULT = PlanOptions()
+"""The options' defaults: the flags show and use the record's own."""
 
 
 class MicrobatchCount(click.ParamType):
@@ -49,28 +52,28 @@ class MicrobatchCount(click.ParamType):
                    "with each mode and keeps the fastest plan that fits memory).")
 @click.option("--microbatches", type=MicrobatchCount(), help="Microbatches per step, or auto to try every count dividing the per-replica batch (default: per-replica batch / micro-batch size).")
 @click.option("--memory-gib", type=FiniteFloat(min=0, min_open=True, max=2**20), help="Per-GPU memory limit in GiB (default: GPU memory minus headroom).")
-@click.option("--partition", type=click.Choice(["overlap", "serial", "flops", "uniform"]), default="overlap", show_default=True,
+@click.option("--partition", type=click.Choice(["overlap", "serial", "flops", "uniform"]), default=_DEFAULT.partition, show_default=True,
               help="Stage boundaries balanced on post-overlap costs (overlap), on serial costs, on FLOPs, "
                    "or equal layer counts (uniform).")
 @click.option("--first-stage-layers", type=click.IntRange(min=0), help="Pin the decoder layers of the first stage (it also holds the embedding); like Megatron's --decoder-first-pipeline-num-layers.")
 @click.option("--last-stage-layers", type=click.IntRange(min=0), help="Pin the decoder layers of the last stage (it also holds MTP and the loss head); like Megatron's --decoder-last-pipeline-num-layers.")
-@click.option("--schedule", type=click.Choice(SCHEDULE_CHOICES), default="auto", show_default=True, help="Schedule family; auto = best heuristic for the costs (CP-SAT polish when >1% above the lower bound); cpsat = CP-SAT from the best heuristic within --work.")
+@click.option("--schedule", type=click.Choice(SCHEDULE_CHOICES), default=_DEFAULT.schedule, show_default=True, help="Schedule family; auto = best heuristic for the costs (CP-SAT polish when >1% above the lower bound); cpsat = CP-SAT from the best heuristic within --work.")
 @click.option("--memory-limit", type=MemoryLimit(), help=MEMORY_LIMIT_HELP)
 @click.option("--deadline", multiple=True, type=Deadline(), help="Latest end of a task in seconds, e.g. 0W3=0.8, or W=1.5 for every W (repeatable).")
-@click.option("--placement", type=click.Choice(["loop", "v"]), default="loop", show_default=True,
+@click.option("--placement", type=click.Choice(["loop", "v"]), default=_DEFAULT.placement, show_default=True,
               help="Virtual stages on ranks with --vpp > 1: loop (stage s on rank s mod pp, interleaved "
                    "1F1B) or v (down then back up, rank 0 holds the first and last stage: ZB-V, DualPipeV).")
-@click.option("--target", type=click.Choice(TARGET_NAMES), default=DEFAULT_TARGET, show_default=True, help="Framework that will run the plan: the search considers only what it executes (schedules, placement, fused pairs, recomputation), and megatron / torchtitan fill the cluster fields the file leaves open (dispatcher, kernels, CUDA graphs, FSDP, recomputation) from that framework's recipe for the model; see the README's targets table.")
+@click.option("--target", type=click.Choice(TARGET_NAMES), default=_DEFAULT.target, show_default=True, help="Framework that will run the plan: the search considers only what it executes (schedules, placement, fused pairs, recomputation), and megatron / torchtitan fill the cluster fields the file leaves open (dispatcher, kernels, CUDA graphs, FSDP, recomputation) from that framework's recipe for the model; see the README's targets table.")
 @click.option("--profile", type=click.Path(dir_okay=False), help="Measured cost table (ppplan profile) instead of the analytical model.")
-@click.option("--seed", type=click.IntRange(min=0, max=SEED_MAX), default=0, show_default=True, help="Seed of the searching solvers (0 .. 2^63-1): the same inputs and seed give the same plan.")
-@click.option("--work", type=FiniteFloat(min=0, min_open=True, max=86400), default=DEFAULT_WORK, show_default=True,
+@click.option("--seed", type=click.IntRange(min=0, max=SEED_MAX), default=_DEFAULT.seed, show_default=True, help="Seed of the searching solvers (0 .. 2^63-1): the same inputs and seed give the same plan.")
+@click.option("--work", type=FiniteFloat(min=0, min_open=True, max=86400), default=_DEFAULT.work, show_default=True,
               help="Search effort in reference seconds (about that many seconds on an idle 2-core machine), "
                    "counted in work, not read off a clock: the same inputs, --seed and --work give the same "
                    "plan on any machine at any load. Lower it for a quicker plan.")
 @click.option("--time-limit", type=FiniteFloat(min=0, min_open=True, max=86400),
               help="Wall-clock safety cap in seconds (default: none). When it fires, phases stop with their "
                    "best so far and the summary's first line says so: the plan may then differ between runs.")
-@click.option("--objective", type=click.Choice(OBJECTIVES), default="makespan", show_default=True, help="What the search minimises: one step's makespan, or steady = the period of repeated steps with no global barrier (each rank's optimizer step after its own last W; see planner/core/steady.py). Both are reported.")
+@click.option("--objective", type=click.Choice(OBJECTIVES), default=_DEFAULT.objective, show_default=True, help="What the search minimises: one step's makespan, or steady = the period of repeated steps with no global barrier (each rank's optimizer step after its own last W; see planner/core/steady.py). Both are reported.")
 @click.option("--out", type=click.Path(dir_okay=False), default="plan.json", show_default=True, help="Plan JSON to write (read by validate, simulate, export, replay and replan).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan JSON instead of the summary.")
 @click.option("--png", type=click.Path(dir_okay=False), help="Also draw the plan (Gantt, memory, stage costs) to this PNG (needs matplotlib).")
@@ -91,7 +94,8 @@ def plan_command(model: str | None, cluster: str | None, out: str, as_json: bool
     limit, work = options.get("time_limit"), options["work"]
     budget = f"work {work:g}" + ("" if limit is None else f", time limit {limit:g} s")
     with progress(f"planning {model or 'default model'} ({budget})", total=limit or work, unit="s", clock=True):
-        result = plan(model, cluster=cluster, **options)
+        # every flag but the outputs is a PlanOptions field (--first-stage-layers: first_stage_layers)
+        result = plan(model, cluster, PlanOptions(**options))
     files: dict[str, str | bytes] = {out: result.to_json()}
     if png:
         from planner.plot import png_bytes

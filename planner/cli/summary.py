@@ -27,19 +27,19 @@ def plan_summary(plan: Plan) -> str:
     """Stages, predictions and baselines as aligned text."""
     p, pred = plan.parallel, plan.predicted
     lines = [*cut_lines(plan),
-        f"model {plan.model['name']}  pp {p['pp']} vpp {p['vpp']} tp {p.get('tp', 1)} ep {p.get('ep', 1)} "
-        f"dp {p.get('dp', 1)}  microbatches {plan.num_microbatches} x {plan.microbatches['size']}"
-        f"  schedule {plan.solver.get('schedule', plan.solver['name'])}  placement {p.get('placement', 'loop')}"
+        f"model {plan.model.name}  pp {p.pp} vpp {p.vpp} tp {p.tp} ep {p.ep} "
+        f"dp {p.dp}  microbatches {plan.num_microbatches} x {plan.microbatches.size}"
+        f"  schedule {plan.solver.get('schedule', plan.solver['name'])}  placement {p.placement_style}"
         f"  recompute {plan.cluster.get('training', {}).get('recompute', 'none')}",
         "",
         f"{'stage':>5} {'rank':>4} {'layers':>11} {'n':>3}  {'F ms':>7} {'I ms':>7} {'W ms':>7}",
     ]
     sc = plan.stage_costs
-    layout = plan.model.get("layout", "")
+    layout = plan.model.layout or ""
     for st in plan.stages:
-        a, b = st["layers"]
-        s = st["stage"]
-        lines.append(f"{s:>5} {st['rank']:>4} {f'[{a},{b})':>11} {b - a:>3}  {sc['f'][s] * 1e3:7.2f} "
+        a, b = st.layers
+        s = st.stage
+        lines.append(f"{s:>5} {st.rank:>4} {f'[{a},{b})':>11} {b - a:>3}  {sc['f'][s] * 1e3:7.2f} "
                      f"{sc['i'][s] * 1e3:7.2f} {sc['w'][s] * 1e3:7.2f}  {layout[a:b]}")
     lines += ["", f"{'rank':>4} {'peak GiB':>9} {'limit GiB':>9} {'busy s':>8}"]
     for r, peak in enumerate(pred["peak_memory_bytes"]):

@@ -5,6 +5,9 @@ Top-level keys are fixed (other tools read them): ``schema_version``, ``model``,
 ``baselines``, ``solver``. ``stage_costs`` embeds the per-stage costs the prediction
 was made with, so ``ppplan simulate`` and ``ppplan validate`` need nothing else;
 ``costs`` records where they came from (analytical or measured, device, scale).
+
+``model``, ``parallel``, ``microbatches`` and ``stages`` are typed (``planner.core.plan_parts``):
+JSON only at the edges, ``Plan.to_dict``/``Plan.from_dict`` (checked by the schema).
 """
 
 from __future__ import annotations
@@ -18,29 +21,33 @@ from planner.core.errors import InputError
 from planner.core.jsonio import json_text, read_json, write_text_atomic
 from planner.core.limits import MAX_STAGE_MICROBATCHES, check_batch_value, check_cost_value, check_stage_microbatches
 from planner.core.placement import check_bounds
+from planner.core.plan_parts import Microbatches, ModelInfo, Parallel, Stage, partition_stages, stages_from_list
 from planner.core.schedule import Action, Schedule, parse_schedule
 from planner.core.schemas import check_schema
 from planner.core.stage_costs import StageCosts
 
-__all__ = ["Plan", "SCHEMA_VERSION", "load_plan_file", "stage_costs_to_dict", "stage_costs_from_dict", "without_wall_s"]
+__all__ = ["Plan", "ModelInfo", "Parallel", "Microbatches", "Stage", "partition_stages", "SCHEMA_VERSION", "load_plan_file", "stage_costs_to_dict", "stage_costs_from_dict", "without_wall_s"]
 
 SCHEMA_VERSION = 1
 
 
 @dataclass(kw_only=True)
 class Plan:
-    """A pipeline plan: partition, microbatches, per-rank schedule and predictions."""
+    """A pipeline plan: partition, microbatches, per-rank schedule and predictions.
 
-    model: dict[str, Any]
+    ``model``, ``parallel``, ``microbatches`` and ``stages`` are typed parts
+    (``planner.core.plan_parts``); given as JSON dicts, they are converted on construction."""
+
+    model: ModelInfo
     """name, num_layers, layout (one Megatron letter per layer: E, t, m, L), layer_types."""
     cluster: dict[str, Any]
     """gpu (name, peak_flops, memory_bytes, ...), num_gpus, gpus_per_node, training settings."""
-    parallel: dict[str, Any]
+    parallel: Parallel
     """pp, vpp, tp, ep, dp and the stage placement style (loop or v)."""
-    microbatches: dict[str, int]
+    microbatches: Microbatches
     """count and size (sequences per microbatch)."""
-    stages: list[dict[str, Any]]
-    """``{stage, rank, layers: [start, end]}`` per stage, end exclusive."""
+    stages: tuple[Stage, ...]
+    """The partition: stage, rank and layer range per stage, in stage order."""
     schedule: dict[str, list[str]]
     """Rank (as string) -> action strings in execution order."""
     stage_costs: dict[str, Any]
@@ -57,11 +64,21 @@ class Plan:
     extra: dict[str, Any] = field(default_factory=dict)
     """Optional sections written by later passes (e.g. ``replan``)."""
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, ModelInfo):
+            self.model = ModelInfo.from_dict(self.model)
+        if not isinstance(self.parallel, Parallel):
+            self.parallel = Parallel.from_dict(self.parallel)
+        if not isinstance(self.microbatches, Microbatches):
+            self.microbatches = Microbatches.from_dict(self.microbatches)
+        if not (isinstance(self.stages, tuple) and all(isinstance(s, Stage) for s in self.stages)):
+            self.stages = stages_from_list(self.stages)
+
     # --- derived views -------------------------------------------------------------
     @property
     def pp(self) -> int:
         """Pipeline ranks."""
-        return int(self.parallel["pp"])
+        return int(self.parallel.pp)
 
     @property
     def num_stages(self) -> int:
@@ -71,7 +88,7 @@ class Plan:
     @property
     def num_microbatches(self) -> int:
         """Microbatches per step."""
-        return int(self.microbatches["count"])
+        return int(self.microbatches.count)
 
     @property
     def memory_limit_bytes(self) -> int | None:
@@ -81,11 +98,11 @@ class Plan:
 
     def bounds(self) -> list[tuple[int, int]]:
         """Layer range ``(start, end)`` of each stage."""
-        return [(int(s["layers"][0]), int(s["layers"][1])) for s in self.stages]
+        return [(int(s.layers[0]), int(s.layers[1])) for s in self.stages]
 
     def ranks(self) -> list[int]:
         """Rank of each stage."""
-        return [int(s["rank"]) for s in self.stages]
+        return [int(s.rank) for s in self.stages]
 
     def parsed_schedule(self) -> Schedule:
         """The schedule as ``Action`` lists (fresh lists each call). The parse is kept while
@@ -115,11 +132,11 @@ class Plan:
         """JSON-ready dict with the fixed top-level keys first."""
         out = {
             "schema_version": SCHEMA_VERSION,
-            "model": self.model,
+            "model": self.model.to_dict(),
             "cluster": self.cluster,
-            "parallel": self.parallel,
-            "microbatches": self.microbatches,
-            "stages": self.stages,
+            "parallel": self.parallel.to_dict(),
+            "microbatches": self.microbatches.to_dict(),
+            "stages": [s.to_dict() for s in self.stages],
             "schedule": self.schedule,
             "predicted": self.predicted,
             "baselines": self.baselines,
@@ -173,8 +190,8 @@ def _check_action_lists(sched: dict, what: str) -> None:
 
 def _check_sizes(plan: Plan, what: str) -> None:
     """Sizes that later passes allocate for, held to ``planner.core.limits`` before any of them runs."""
-    check_stage_microbatches(plan.microbatches["count"], len(plan.stages), field=f"{what}.microbatches.count")
-    check_batch_value(f"{what}.microbatches.size", "microbatch_size", plan.microbatches["size"])
+    check_stage_microbatches(plan.microbatches.count, len(plan.stages), field=f"{what}.microbatches.count")
+    check_batch_value(f"{what}.microbatches.size", "microbatch_size", plan.microbatches.size)
     actions = sum(len(v) for v in plan.schedule.values())
     if actions > 3 * MAX_STAGE_MICROBATCHES:
         raise InputError(f"{what}.schedule", f"holds {actions} actions, above the planner's limit of "
@@ -184,16 +201,16 @@ def _check_sizes(plan: Plan, what: str) -> None:
 def _check_consistency(plan: Plan, what: str) -> None:
     _check_sizes(plan, what)
     for k, st in enumerate(plan.stages):
-        if st["stage"] != k:
-            raise InputError(f"{what}.stages[{k}].stage", f"is {st['stage']}, expected {k}",
+        if st.stage != k:
+            raise InputError(f"{what}.stages[{k}].stage", f"is {st.stage}, expected {k}",
                              "list stages in order 0, 1, ...")
-        if not 0 <= st["rank"] < plan.pp:
-            raise InputError(f"{what}.stages[{k}].rank", f"{st['rank']} is not in 0..{plan.pp - 1}")
-    if plan.num_stages != plan.pp * int(plan.parallel.get("vpp", 1)):
+        if not 0 <= st.rank < plan.pp:
+            raise InputError(f"{what}.stages[{k}].rank", f"{st.rank} is not in 0..{plan.pp - 1}")
+    if plan.num_stages != plan.pp * int(plan.parallel.vpp):
         raise InputError(f"{what}.stages", f"{plan.num_stages} stages but pp x vpp = "
-                         f"{plan.pp} x {plan.parallel.get('vpp', 1)}")
+                         f"{plan.pp} x {plan.parallel.vpp}")
     try:
-        check_bounds(plan.bounds(), int(plan.model["num_layers"]))
+        check_bounds(plan.bounds(), int(plan.model.num_layers))
     except ValueError as exc:
         raise InputError(f"{what}.stages", str(exc)) from None
     try:

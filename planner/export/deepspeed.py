@@ -86,19 +86,19 @@ def deepspeed_parts(plan: Plan) -> list[int]:
         r, pos, got, want = diff
         raise ExportError(_FMT, f"rank {r} runs {got} at step {pos} where DeepSpeed's 1F1B "
                           f"TrainSchedule runs {want}", "plan with --schedule 1f1b")
-    return [a for a, _ in plan.bounds()] + [int(plan.model["num_layers"])]
+    return [a for a, _ in plan.bounds()] + [int(plan.model.num_layers)]
 
 
 def deepspeed_snippet(plan: Plan) -> str:
     """Python source of a ``PipelineModule`` subclass with the plan's ``parts``."""
     parts = deepspeed_parts(plan)
-    layout = str(plan.model.get("layout", ""))
+    layout = plan.model.layout or ""
     note = (f"{layout.count('E')} embedding, {layout.count('t')} decoder, {layout.count('m')} MTP, "
             f"{layout.count('L')} head" if layout else f"{parts[-1]} layers")
-    size = int(plan.microbatches.get("size", 1))
+    size = int(plan.microbatches.size)
     config = {"train_micro_batch_size_per_gpu": size, "gradient_accumulation_steps": plan.num_microbatches}
     mode = plan.cluster.get("training", {}).get("recompute") or "none"
-    return _SNIPPET.format(name=plan.model.get("name", "?"), layout_note=note, config=config, pp=plan.pp,
+    return _SNIPPET.format(name=plan.model.name, layout_note=note, config=config, pp=plan.pp,
                            parts=parts, interval=checkpoint_interval(plan), recompute=mode)
 
 

@@ -57,8 +57,8 @@ class MegatronArgs:
 
 def stage_letters(plan: Plan) -> list[str]:
     """Layer letters (E, t, m, L) of each stage."""
-    layout = str(plan.model.get("layout", ""))
-    if len(layout) != int(plan.model["num_layers"]) or set(layout) - set(ROLE_LETTERS.values()):
+    layout = plan.model.layout or ""
+    if len(layout) != int(plan.model.num_layers) or set(layout) - set(ROLE_LETTERS.values()):
         raise ExportError(_FMT, "plan.model.layout must hold one letter E, t, m or L per layer",
                           "re-plan with this version of ppplan", replan=False)
     return [layout[a:b] for a, b in plan.bounds()]
@@ -182,7 +182,7 @@ def _check_overlap(plan: Plan, pp: int, vpp: int, n_mtp: int) -> None:
         raise ExportError(_FMT, "fused F&B pairs need --overlap-moe-expert-parallel-comm, which "
                           "Megatron runs only with virtual stages when pp > 1",
                           "plan with --vpp 2, or use --format torch-csv")
-    if int(plan.parallel.get("ep", 1)) < 2:
+    if int(plan.parallel.ep) < 2:
         raise ExportError(_FMT, "fused F&B pairs need --overlap-moe-expert-parallel-comm, which needs "
                           "expert parallelism (ep > 1)", "plan with --ep 2 or more")
     if plan.cluster.get("training", {}).get("recompute") == "full":

@@ -120,7 +120,7 @@ def bridge_overrides_yaml(plan: Plan) -> str:
                                     "tp_comm_overlap": False, **settings["comm_overlap"]}
     else:  # the model's own overlap fields (False) are what Megatron-Core reads
         del settings["comm_overlap"]
-    head = (f"# Megatron-Bridge recipe overrides from ppplan plan {plan.model.get('name', '?')!r}: "
+    head = (f"# Megatron-Bridge recipe overrides from ppplan plan {plan.model.name!r}: "
             f"pp {plan.pp}, {plan.num_stages} stages, {plan.num_microbatches} microbatches.\n"
             "# Merge into a recipe's ConfigContainer: the recipe entry point's --config-file, or\n"
             "# megatron.bridge.training.utils.omegaconf_utils.process_config_with_overrides(\n"

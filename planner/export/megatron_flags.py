@@ -59,7 +59,7 @@ class Companions:
 
 def is_moe(plan: Plan) -> bool:
     """Whether any layer of the plan's model is MoE (``model.layer_types``)."""
-    return any("moe" in str(t) for t in plan.model.get("layer_types", []))
+    return any("moe" in str(t) for t in plan.model.layer_types or ())
 
 
 def render(settings: dict[str, Any]) -> list[str]:
@@ -103,12 +103,12 @@ def companion_flags(plan: Plan, *, overlap: bool) -> Companions:
     ``overlap``: the plan runs Megatron's EP overlap (``--overlap-moe-expert-parallel-comm``).
     """
     par, train = plan.parallel, plan.cluster.get("training", {})
-    tp, ep = int(par.get("tp", 1)), int(par.get("ep", 1))
+    tp, ep = int(par.tp), int(par.ep)
     moe = is_moe(plan)
-    size = int(plan.microbatches.get("size", 1))
+    size = int(plan.microbatches.size)
     s: dict[str, Any] = {"tensor_model_parallel_size": tp, "sequence_parallel": tp > 1}
     if moe:
-        s.update(expert_model_parallel_size=ep, expert_tensor_parallel_size=int(par.get("etp", 1)),
+        s.update(expert_model_parallel_size=ep, expert_tensor_parallel_size=par.etp_size,
                  moe_grouped_gemm=True)
     s.update(micro_batch_size=size, global_batch_size=plan.num_microbatches * size * int(par.get("dp", 1)))
     seq = train.get("seq_len")

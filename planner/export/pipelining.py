@@ -66,8 +66,8 @@ def torchtitan_schedule_name(plan: Plan) -> str:
 def module_fqns(plan: Plan, *, fmt: str = "torchtitan") -> list[list[str]]:
     """torchtitan module FQNs per stage: tok_embeddings, layers.N, norm + lm_head (0.3; 0.2 named
     the head ``output``)."""
-    layout = str(plan.model.get("layout", ""))
-    if len(layout) != int(plan.model["num_layers"]):
+    layout = plan.model.layout or ""
+    if len(layout) != int(plan.model.num_layers):
         raise ExportError(fmt, "plan.model.layout is missing or does not have one letter per layer",
                           "re-plan with this version of ppplan", replan=False)
     if "m" in layout:
@@ -96,16 +96,15 @@ def torchtitan_options(plan: Plan, *, csv_path: str = "schedule.csv") -> dict[st
     The schedule CSV itself is ``torch_csv(plan)``, to be written at ``csv_path``.
     """
     name = torchtitan_schedule_name(plan)
-    size = int(plan.microbatches.get("size", 1))
+    size = int(plan.microbatches.size)
     par: dict[str, Any] = {
         "pipeline_parallel_degree": plan.pp,
         "pipeline_parallel_schedule": name,
         "pipeline_parallel_schedule_csv": csv_path,
         "pipeline_parallel_microbatch_size": size,
     }
-    for key, option in (("tp", "tensor_parallel_degree"), ("ep", "expert_parallel_degree")):
-        if key in plan.parallel:
-            par[option] = int(plan.parallel[key])
+    par["tensor_parallel_degree"] = int(plan.parallel.tp)
+    par["expert_parallel_degree"] = int(plan.parallel.ep)
     par["module_fqns_per_model_part"] = module_fqns(plan)
     training: dict[str, Any] = {"local_batch_size": plan.num_microbatches * size}
     seq = plan.cluster.get("training", {}).get("seq_len")

@@ -131,7 +131,7 @@ def torchtitan_fields(plan: Plan, *, csv_path: str) -> dict[str, dict[str, dict[
     FQNs and parallel degrees are ``torchtitan_options`` (the same in both forms).
     """
     options = torchtitan_options(plan, csv_path=csv_path)
-    size, count = int(plan.microbatches.get("size", 1)), plan.num_microbatches
+    size, count = int(plan.microbatches.size), plan.num_microbatches
     seq = plan.cluster.get("training", {}).get("seq_len")
     shared = {k: v for k, v in options["parallelism"].items() if k != "pipeline_parallel_microbatch_size"}
     old_training: dict[str, Any] = {"local_batch_size": count * size, "disable_cuda_graphs": True}
@@ -162,7 +162,7 @@ def cli_overrides(form: dict[str, dict[str, Any]]) -> list[str]:
 def torchtitan_config_py(plan: Plan, *, csv_path: str) -> str:
     """Python source of the config module (the CSV is ``torch_csv(plan)`` at ``csv_path``)."""
     fields = torchtitan_fields(plan, csv_path=csv_path)
-    name = str(plan.model.get("name", ""))
+    name = str(plan.model.name)
     base = BASE_CONFIGS.get(name)
     if base:
         pkg, fn, flavor = base
@@ -179,7 +179,7 @@ def torchtitan_config_py(plan: Plan, *, csv_path: str) -> str:
     return _MODULE.format(
         name=name, stages=plan.num_stages, pp=plan.pp, csv=csv_path,
         schedule=fields["0.3"]["parallelism"]["pipeline_parallel_schedule"], ac=activation_checkpoint(plan),
-        size=int(plan.microbatches.get("size", 1)), base_note=base_note, base_fn=base_fn,
+        size=int(plan.microbatches.size), base_note=base_note, base_fn=base_fn,
         stages_src="\n".join(f"    {part!r},  # stage {s}" for s, part in enumerate(stages)),
         fields=pprint.pformat(fields, width=100, sort_dicts=False))
 

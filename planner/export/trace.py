@@ -24,7 +24,7 @@ _CATEGORY = {ActionKind.F: "forward", ActionKind.I: "input-grad", ActionKind.W: 
 def trace_events(plan: Plan, sim: SimResult) -> list[dict[str, Any]]:
     """Trace events of a simulated plan: metadata, one X event per action, memory counters."""
     events: list[dict[str, Any]] = [
-        {"name": "process_name", "ph": "M", "pid": 0, "args": {"name": f"ppplan {plan.model.get('name', '')}"}}]
+        {"name": "process_name", "ph": "M", "pid": 0, "args": {"name": f"ppplan {plan.model.name}"}}]
     for r in range(len(sim.compiled.order)):
         events.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": r, "args": {"name": f"rank {r}"}})
         events.append({"name": "thread_sort_index", "ph": "M", "pid": 0, "tid": r, "args": {"sort_index": r}})
@@ -49,6 +49,6 @@ def chrome_trace(plan: Plan, sim: SimResult | None = None) -> dict[str, Any]:
     if sim is None:
         sim = simulate(plan.parsed_schedule(), plan.parsed_stage_costs())
     return {"traceEvents": trace_events(plan, sim), "displayTimeUnit": "ms",
-            "otherData": {"model": plan.model.get("name"), "step_time_s": sim.step_time,
+            "otherData": {"model": plan.model.name, "step_time_s": sim.step_time,
                           "bubble_fraction": sim.bubble_fraction,
                           "schedule": plan.solver.get("schedule", plan.solver.get("name"))}}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from planner.core.plan import Plan, stage_costs_to_dict
+from planner.core.plan import Microbatches, ModelInfo, Parallel, Plan, partition_stages, stage_costs_to_dict
 from planner.core.schedule import format_schedule
 from planner.planning.records import limit_bytes_of, memory_limit_of
 from solvers.schedule.search.lower_bound import bound_parts
@@ -57,12 +57,12 @@ def to_plan(best: "Trial", ev: "Evaluation", baselines: dict, tried: list[dict],
     # it by the one prediction's, over the whole optimizer step ([Note: one step])
     mfu = flops / (sim.step_time * gpus * req.peak_flops) if req.peak_flops and sim.step_time else 0.0
     return Plan(
-        model=req.model or {"name": best.table.model, "num_layers": best.table.num_layers},
+        model=ModelInfo.from_dict(req.model) if req.model else ModelInfo(name=best.table.model,
+                                                                          num_layers=best.table.num_layers),
         cluster=req.cluster,
-        parallel={**req.parallel, "pp": req.pp, "vpp": req.vpp, "placement": req.placement},
-        microbatches={"count": req.microbatches, "size": req.microbatch_size},
-        stages=[{"stage": s, "rank": r, "layers": [a, b]}
-                for s, ((a, b), r) in enumerate(zip(ev.bounds, ev.ranks))],
+        parallel=Parallel(**req.parallel, pp=req.pp, vpp=req.vpp, placement=req.placement),
+        microbatches=Microbatches(count=req.microbatches, size=req.microbatch_size),
+        stages=partition_stages(ev.bounds, ev.ranks),
         schedule=format_schedule(ev.schedule),
         stage_costs=stage_costs_to_dict(ev.costs),
         predicted={

@@ -8,7 +8,8 @@ refuses NaN and infinities) is read back the way users read it (the guarded read
 (``planner.core.validate.validate``) with its own memory limit and the request's
 deadlines. A plan failing either is a bug of the planner, raised as ``PlanDefect`` (the
 CLI's internal error, nothing written), never a file that ``ppplan validate``, ``simulate``,
-``export`` or ``replay`` then refuse.
+``export`` or ``replay`` then refuse. What leaves is a ``planner.export.LaunchPlan``: every
+front door returns the one type, with the launchers' views (``megatron_args``, ...).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from planner.core.jsonio import UnreadableOutput
 from planner.core.plan import Plan
 from planner.core.reader import parse_json
 from planner.core.validate import validate
+from planner.export import LaunchPlan
 from solvers.schedule.search.deadlines import parse_deadlines
 
 __all__ = ["PlanDefect", "deliver"]
@@ -29,8 +31,8 @@ class PlanDefect(RuntimeError):
     """A plan the planner made that its own loader or validator refuses: a bug, not bad input."""
 
 
-def deliver(plan: Plan, *, deadlines: Sequence[str] = ()) -> Plan:
-    """``plan``, once its JSON reads back and validates ([Note: delivered plans]);
+def deliver(plan: Plan, *, deadlines: Sequence[str] = ()) -> LaunchPlan:
+    """``plan`` (as a ``LaunchPlan``, fields shared), once its JSON reads back and validates ([Note: delivered plans]);
     ``deadlines`` are the request's ``--deadline`` items (``TASK=SECONDS``)."""
     try:
         loaded = Plan.from_dict(parse_json(plan.to_json(), what="plan", source="the plan made"), what="plan")
@@ -42,4 +44,4 @@ def deliver(plan: Plan, *, deadlines: Sequence[str] = ()) -> Plan:
                      memory_limit_bytes=loaded.memory_limit_bytes, deadlines=due)
     if found:
         raise PlanDefect(f"the plan made fails its own validator: {found[0]}")
-    return plan
+    return LaunchPlan.of(plan)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from planner.core.costs import CostTable
 from planner.core.placement import stage_ranks
 from planner.core.meter import WorkMeter
+from planner.core.plan_parts import ModelInfo
 from planner.core.schedule import Schedule
 from planner.core.simulate import Compiled, SimResult, simulate, simulate_compiled
 from planner.core.stage_costs import StageCosts, stage_costs
@@ -72,8 +73,8 @@ class PlanRequest:
     ``solvers.schedule.engines.memory_limit``)."""
     deadlines: dict = field(default_factory=dict)
     """(stage, kind, microbatch) -> latest end in seconds (``--deadline``)."""
-    model: dict = field(default_factory=dict)
-    """Plan ``model`` section (name, num_layers, layout, layer_types)."""
+    model: ModelInfo | dict = field(default_factory=dict)
+    """Plan ``model`` part (name, num_layers, layout, layer_types); empty: the cost table's name."""
     cluster: dict = field(default_factory=dict)
     """Plan ``cluster`` section."""
     parallel: dict = field(default_factory=dict)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from planner.core.errors import InputError
-from planner.core.plan import Plan, load_plan_file, stage_costs_to_dict
+from planner.core.plan import Plan, load_plan_file, partition_stages, stage_costs_to_dict
 from planner.core.schedule import format_schedule, parse_schedule
 from planner.core.simulate import simulate
 from planner.core.stage_costs import StageCosts, stage_costs
@@ -178,8 +178,7 @@ def replan(plan: Plan | str | Path, routing: list[str | Path], *, window: int | 
     fresh_moved = sum(a != b for a, b in zip(old_ranks, layer_ranks(fresh.bounds(), fresh.ranks())))
     new_plan.extra["replan"] = _replan_section(result, old, min_gain, move_penalty, fresh, fresh_moved)
     new_plan.extra["routing"] = routing_section(now, list(routing), window, fmt=routing_format)
-    deliver(new_plan)  # [Note: delivered plans]
-    return result
+    return replace(result, plan=deliver(new_plan))  # [Note: delivered plans]
 
 
 def _old_plan_under(old: Plan, table_then, table_now) -> tuple[StageCosts, StageCosts, float, float, str]:
@@ -253,8 +252,7 @@ def _activation_limit(req: PlanRequest, sc: StageCosts) -> list[int] | None:
 def _plan_from(base: Plan, ev, cand: Candidate, req: PlanRequest) -> Plan:
     """``base`` (the front door's plan) with another partition/order re-timed in."""
     sc: StageCosts = ev.costs
-    stages = [{"stage": s, "rank": r, "layers": [a, b]} for s, ((a, b), r) in enumerate(zip(ev.bounds, ev.ranks))]
-    plan = replace(base, stages=stages, schedule=format_schedule(ev.schedule),
+    plan = replace(base, stages=partition_stages(ev.bounds, ev.ranks), schedule=format_schedule(ev.schedule),
                    stage_costs=stage_costs_to_dict(sc), extra=dict(base.extra))
     sim = ev.sim
     plan.predicted = {**base.predicted, "step_time_s": sim.step_time,

@@ -32,14 +32,15 @@ __all__ = ["plan_model", "plan_cluster", "plan_request", "requested_schedule", "
 
 def plan_model(plan: Plan, model: str | None = None) -> ModelSpec:
     """The plan's model (``model`` overrides the recorded name: an id or a config path)."""
-    name = model or plan.model.get("name")
+    name = model or plan.model.name
     if not isinstance(name, str) or not name:
         raise InputError("plan.model.name", "missing", "pass --model ID_OR_CONFIG")
     spec = load_model(name)
     layout = spec.layout
-    if spec.num_layers != int(plan.model["num_layers"]) or plan.model.get("layout", layout) != layout:
+    recorded = plan.model.layout
+    if spec.num_layers != int(plan.model.num_layers) or (recorded is not None and recorded != layout):
         raise InputError("plan.model", f"{spec.name} has {spec.num_layers} layers ({layout}), the plan "
-                         f"{plan.model['num_layers']} ({plan.model.get('layout', '?')})",
+                         f"{plan.model.num_layers} ({recorded or '?'})",
                          "pass --model with the config the plan was made for")
     return spec
 
@@ -50,7 +51,7 @@ def plan_cluster(plan: Plan) -> ClusterSpec:
     if not isinstance(c, dict) or "gpu" not in c or "training" not in c:
         raise InputError("plan.cluster", "needs gpu, num_gpus, training",
                          "re-plan from a plan written by ppplan plan")
-    parallel = {k: p[k] for k in ("pp", "vpp", "tp", "ep", "dp", "cp", "etp") if k in p}
+    parallel = {k: getattr(p, k) for k in ("pp", "vpp", "tp", "ep", "dp", "cp", "etp") if getattr(p, k) is not None}
     data = {"gpu": c["gpu"], "num_gpus": c.get("num_gpus"), "gpus_per_node": c.get("gpus_per_node", 8),
             "parallel": parallel, "training": c["training"], **({"network": c["network"]} if "network" in c else {})}
     return cluster_from_dict(data, where="plan.cluster")
@@ -59,11 +60,11 @@ def plan_cluster(plan: Plan) -> ClusterSpec:
 def plan_request(plan: Plan, model: ModelSpec, cluster: ClusterSpec, table: CostTable) -> PlanRequest:
     """The request that re-plans ``plan``'s job on ``table`` (same shape, limits and choices)."""
     solver, par = plan.solver, cluster.parallel
-    placement = plan.parallel.get("placement", "loop")
+    placement = plan.parallel.placement_style
     schedule = requested_schedule(plan, table, vpp=par.vpp, placement=placement)
     return PlanRequest(
         pp=par.pp, vpp=par.vpp, microbatches=plan.num_microbatches,
-        microbatch_size=int(plan.microbatches.get("size", cluster.training.micro_batch_size)),
+        microbatch_size=int(plan.microbatches.size),
         memory_limit_bytes=plan.memory_limit_bytes, schedule=schedule,
         partition=solver.get("partition", "overlap"), placement=placement,
         seed=int(solver.get("seed", 0)), model=model_section(model, table),

@@ -38,19 +38,19 @@ def megatron_layout(plan: Plan, model: ModelSpec, *, tp_pp_dp_mapping: bool = Fa
                     expert_tp: int | None = None) -> TpeLayout:
     """The layout of the Megatron run ``plan`` describes (see the module doc)."""
     par = plan.parallel
-    placement = par.get("placement", "loop")
+    placement = par.placement_style
     if placement != "loop":
         raise InputError("plan.parallel.placement", f"{placement!r}: Megatron places stages in loop order "
                          "only", "read Megatron logs against a loop-placement plan")
-    pp = int(par["pp"])
+    pp = int(par.pp)
     for stage in plan.stages:
-        if stage["rank"] != stage["stage"] % pp:
-            raise InputError(f"plan.stages[{stage['stage']}].rank", f"{stage['rank']}, Megatron puts stage "
-                             f"{stage['stage']} on pipeline rank {stage['stage'] % pp}",
+        if stage.rank != stage.stage % pp:
+            raise InputError(f"plan.stages[{stage.stage}].rank", f"{stage.rank}, Megatron puts stage "
+                             f"{stage.stage} on pipeline rank {stage.stage % pp}",
                              "read Megatron logs against a plan Megatron can run")
-    etp = int(par.get("etp", 1)) if expert_tp is None else expert_tp
-    return tpe_layout(model, bounds=plan.bounds(), pp=pp, vpp=int(par.get("vpp", 1)), tp=int(par.get("tp", 1)),
-                      cp=int(par.get("cp", 1)), ep=int(par.get("ep", 1)), dp=int(par.get("dp", 1)),
+    etp = par.etp_size if expert_tp is None else expert_tp
+    return tpe_layout(model, bounds=plan.bounds(), pp=pp, vpp=int(par.vpp), tp=int(par.tp),
+                      cp=par.cp_size, ep=int(par.ep), dp=int(par.dp),
                       microbatches=plan.num_microbatches, order=ORDERS[tp_pp_dp_mapping], expert_tp=etp)
 
 
