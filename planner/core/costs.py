@@ -11,7 +11,7 @@ megatron/core/pipeline_parallel/combined_1f1b.py):
   A runtime that splits the backward (torch.distributed.pipelining's
   ``stage_backward_input`` then ``stage_backward_weight``) walks the autograd graph
   twice, so on torch the split costs more than one ``torch.autograd.backward``
-  (measured on CPU at 1/32 width: B is 0.52-0.78 of I + W). A schedule with full
+  (measured in docs/costs.md). A schedule with full
   backwards is timed with ``b``, one with the split with ``i`` and ``w``.
 - ``a2a_f``, ``a2a_b``: exposed expert-parallel all-to-all (dispatch + combine) when
   the layer runs alone, forward and backward; 0 for layers without experts.
