@@ -1,7 +1,6 @@
 """Native and transformers modules of one model timed side by side, in one process.
 
-Two profiles taken minutes apart on a shared machine differ by the machine's drift
-(on the 2-core reference machine under load the same LM head measured 2x apart), so
+Two profiles taken minutes apart on a shared machine differ by the machine's drift, so
 ``compare_sources`` builds the modules of every layer type from both sources
 (``profiler.measure_worker.measure_types``, which also warms them up) and then alternates
 their measurements round by round (``profiler.measure.measure_layer``, first source
@@ -13,8 +12,7 @@ median of the per-round ratio transformers / native.
 (``time.thread_time``), not the wall clock: with one torch thread every forward and
 (on the CPU) every backward op runs on the calling thread, so its CPU time is the
 layer's compute whatever else the machine runs, while the wall clock also counts the
-slices the scheduler gave other jobs (at a load average of 12 on 2 cores a 0.2 ms
-embedding gradient read 34 ms). It is the comparison's unit, not the profiler's:
+slices the scheduler gave other jobs. It is the comparison's unit, not the profiler's:
 ``ppplan profile`` keeps the wall clock a training step sees.
 
     python -m profiler.hf.ab qwen3-30b-a3b --scale 0.0625 --seq-len 256 --out ab.json

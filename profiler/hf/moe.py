@@ -129,7 +129,7 @@ class HfExperts:
         # rank's microbatch routed to it, as that rank does with every expert local (the
         # replay's reference); one GEMM over every rank's rows changes their low bits
         # ([Note: one GEMM per source rank] in profiler/layers/moe.py): with it, a pp 2 x ep 2
-        # replay of Qwen3-Next at 1/32 width failed its gradient check (max |diff| 1.63).
+        # replay of Qwen3-Next at 1/32 width failed its gradient check.
         recv = ctx["recv_counts"]                                        # [P, local experts]
         chunks = rows.split(recv.sum(1).tolist())
         return torch.cat([grouped_experts(experts, chunk, counts) if chunk.shape[0] else chunk

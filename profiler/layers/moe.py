@@ -132,10 +132,8 @@ class MoE(nn.Module):
         # very GEMM that rank runs with every expert local (the replay's single-process
         # reference). In one GEMM over every rank's rows a row gets other low bits (the
         # BLAS picks kernel and blocking by the row count: on a CPU, F.linear of n rows
-        # differed from the first n of n + m rows for 116 of 1521 pairs n, m <= 39),
-        # and a deep model amplifies them: a 51-layer Qwen3-Next at 1/32 width made them a
-        # 0.2% difference of its first layer's weight gradients (max |diff| 0.8-1.6 of
-        # 800), failing the EP replay's gradient check. Same FLOPs, P times the GEMMs.
+        # can differ from the first n of n + m rows), and a deep model amplifies them
+        # until the EP replay's gradient check fails. Same FLOPs, P times the GEMMs.
         recv = ctx["recv_counts"].tolist()                            # [P][local experts]
         chunks = rows.split([sum(c) for c in recv])
         return torch.cat([self._run(chunk, counts) for chunk, counts in zip(chunks, recv)])
