@@ -23,8 +23,8 @@ the same microbatch, so the reservoir "level <= limit" equals a cumulative const
 over the allocation lifetimes: interval [F start, I start) of demand act - act_w and
 [F start, W end) of demand act_w (half-open, so a release and an allocation at the same
 tick are allowed, as in the simulator). CP-SAT expands ``add_reservoir_constraint``
-into pairwise precedence literals, quadratic in the tasks per rank (an 8 x 16 model
-spent its whole 5 s presolving); ``add_cumulative`` propagates the same limit in
+into pairwise precedence literals, quadratic in the tasks per rank (a mid-sized model
+can spend its whole budget presolving); ``add_cumulative`` propagates the same limit in
 near-linear time.
 """
 

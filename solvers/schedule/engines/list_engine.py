@@ -18,7 +18,7 @@ then runs, in this order of preference:
 2. an F/I task ready now (the policy picks which, possibly a fused pair);
 3. a pending W, when it fits in the idle gap before the next F/I can start (known
    arrival), or while the next F/I still waits for inputs not yet computed (``eager``,
-   the default: on the benchmark shapes it beats waiting by up to 8%), or when memory
+   the default: on the benchmark shapes it beats waiting), or when memory
    forces it (a forward is waiting for activation bytes) or nothing else is left;
 4. otherwise it waits for the next arrival.
 
