@@ -1,17 +1,9 @@
 """Mixture of experts: top-k router, routed SwiGLU experts, optional (gated) shared expert.
 
-Routing follows the shipped models: softmax scores (Qwen3) or sigmoid scores
-(DeepSeek-V3), top-k, the k weights renormalised to sum to 1. DeepSeek's
-group-limited selection, score-correction bias and routed scaling factor are left
-out: they change which experts win, not the work per token.
-
-With an expert-parallel group of P ranks, rank r holds experts
-``[r E/P, (r+1) E/P)``. Tokens are copied once per chosen expert, sorted by expert,
-and sent with a real ``all_to_all_single`` (dispatch); each rank runs its experts on
-what it received and sends the results back (combine). Without a group every expert
-runs locally and there is nothing to exchange. The three compute parts are exposed
-separately (``route``, ``experts``, ``finish``) so a layer program can put the
-dispatch and combine between them.
+Routing follows the shipped models (``select_experts``); with an expert-parallel group
+the token copies go to their experts' ranks and back (``MoE``). The three compute parts
+are exposed separately (``route``, ``experts``, ``finish``) so a layer program can put
+the dispatch and combine between them.
 
 Dropless by default (every routed copy runs, the split sizes travel with the tokens:
 a counts all-to-all and a host sync per layer). With a ``CapacityMode``
@@ -39,7 +31,12 @@ __all__ = ["MoE", "select_experts"]
 
 
 def select_experts(logits: torch.Tensor, top_k: int, *, sigmoid: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """Top-k experts per token from router logits [N, E]: (weights summing to 1, expert ids)."""
+    """Top-k experts per token from router logits [N, E]: (weights summing to 1, expert ids).
+
+    Softmax scores (Qwen3) or sigmoid scores (DeepSeek-V3), top-k, the k weights
+    renormalised to sum to 1. DeepSeek's group-limited selection, score-correction bias
+    and routed scaling factor are left out: they change which experts win, not the work
+    per token."""
     logits = logits.float()
     scores = torch.sigmoid(logits) if sigmoid else torch.softmax(logits, dim=-1)
     top, idx = torch.topk(scores, top_k, dim=-1)
@@ -47,7 +44,13 @@ def select_experts(logits: torch.Tensor, top_k: int, *, sigmoid: bool) -> tuple[
 
 
 class MoE(nn.Module):
-    """Routed experts (+ shared expert); the parts are called by a layer program."""
+    """Routed experts (+ shared expert); the parts are called by a layer program.
+
+    With an expert-parallel group of P ranks, rank r holds experts ``[r E/P, (r+1) E/P)``.
+    Tokens are copied once per chosen expert, sorted by expert, and sent with a real
+    ``all_to_all_single`` (dispatch); each rank runs its experts on what it received and
+    sends the results back (combine). Without a group every expert runs locally.
+    """
 
     def __init__(self, hidden: int, spec: MoeSpec, *, sigmoid_scores: bool = False,
                  ep_group: Any = None, capacity: CapacityMode | None = None) -> None:
