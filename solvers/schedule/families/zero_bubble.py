@@ -5,8 +5,9 @@ weight-gradient W (free to move). Each generator (``zb_h1``, ``zb_h2``, ``zb_v``
 the order for the uniform picture F = I = W
 (``solvers.schedule.engines.list_scheduler.unit_costs``), drawn by the greedy list
 scheduler under the paper's memory limits; ``solvers.schedule.engines.w_fill.fill_w``
-and ``list_schedule`` adapt it to real, unequal stage costs. Per stage all generators keep microbatch order; their W tasks hold
-no memory in the unit picture, so where W lands is decided again with real costs.
+and ``list_schedule`` adapt it to real, unequal stage costs. Per stage all generators
+keep microbatch order; their W tasks hold no memory in the unit picture, so where W
+lands is decided again with real costs.
 """
 
 from __future__ import annotations
