@@ -6,17 +6,8 @@ starts, with the best result so far, one every ``HEARTBEAT_S`` during a long pha
 one at the end; nothing at all for a run that ends within ``LINES_AFTER_S`` (a refusal
 stays the one ``error:`` line). Nothing is written when something asked for quiet
 (``set_quiet(True)``, done by ``--quiet``, or the environment variable
-``PPPLAN_QUIET=1``); library code may report progress unconditionally::
-
-    with progress("profiling", total=len(layers)) as bar:
-        for layer in layers:
-            ...
-            bar.advance()
-
-    with progress("solving", total=time_limit, unit="s", clock=True):   # fills with elapsed time
-        phase("screening")        # the phase and best-so-far show after the bar
-        note("best 1.234 s")
-        solver.solve(model)
+``PPPLAN_QUIET=1``); library code may report progress unconditionally (example at
+``progress``).
 
 A clock bar never sits at 100%: past its total it says how far over it is and which
 phase is finishing (the planner's phases stop at their wall deadlines, so that is the
@@ -167,7 +158,18 @@ def _tail(phase: str, note: str) -> str:
 @contextmanager
 def progress(label: str, total: float | None = None, *, unit: str = "", clock: bool = False,
              stream: TextIO | None = None) -> Iterator[Progress]:
-    """A bar for the ``with`` block; ``clock=True`` fills it with elapsed seconds (time limits)."""
+    """A bar for the ``with`` block; ``clock=True`` fills it with elapsed seconds (time limits)::
+
+        with progress("profiling", total=len(layers)) as bar:
+            for layer in layers:
+                ...
+                bar.advance()
+
+        with progress("solving", total=time_limit, unit="s", clock=True):   # fills with elapsed time
+            phase("screening")        # the phase and best-so-far show after the bar
+            note("best 1.234 s")
+            solver.solve(model)
+    """
     bar = Progress(label, total, unit=unit, stream=stream, clock=clock)
     _active.append(bar)
     stop = threading.Event()

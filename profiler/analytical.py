@@ -1,40 +1,15 @@
 """Analytical cost table: roofline times from FLOPs and bytes, no device needed.
 
-Per layer and microbatch on one GPU (the parts live in ``profiler.cost_model``):
-
-- GEMMs: ``cost_model.gemm`` (efficiency by shape (m, n, k), FP8 block GEMMs at the FP8
-  peak with an input cast, attention core / router / embedding / head in BF16). Routed
-  experts are grouped GEMMs of ``tokens per expert`` rows and ``expert_intermediate /
-  etp`` columns: narrow experts run less efficiently than wide dense MLPs.
-- Token mixers: ``cost_model.mixer`` (attention cores, context-parallel ring passing).
-- Element-wise work (norms, activations, residuals, rotary, routing bookkeeping, token
-  permutation and un-permutation) is memory bound: bytes / (HBM bandwidth x 0.8).
-- Backward: input-gradient FLOPs = forward FLOPs for every matmul (dX = dY W^T) plus
-  2.5x the attention core; weight-gradient FLOPs = forward matmul FLOPs (dW = X^T dY).
-- MoE: each GPU receives ``local tokens x top_k x (busiest-rank load / mean)`` token
-  copies (under Megatron's capacity mode, at most the capacity factor, exactly it when
-  padded: ``capacity_load``); dispatch and combine follow ``cost_model.comm`` (NVLink inside a node, the NIC
-  across nodes, per-node deduplication and node-limited routing with DeepEP/HybridEP,
-  FP8 dispatch and BF16 combine); expert tensor parallelism adds an all-gather and a
-  reduce-scatter of the expert tokens in the etp group. A fixed per-layer overhead
-  (router, permutation bookkeeping, host syncs: ``FittedConstants.moe_layer_overhead_s``)
-  is charged in forward and in backward, unless the router and preprocessing run in
-  CUDA graphs (``training.cuda_graphs``).
-- Tensor parallelism with sequence parallelism: ``CostContext.tp_comm``, exposed.
-- Activation bytes follow Korthikanti et al. 2022 (saved inputs of every matmul and
-  nonlinearity), BF16, except that FP8 recipes save the matmul inputs in FP8 (Transformer
-  Engine caches the FP8 cast for the backward); recomputation drops what is recomputed
-  and adds it to the input-gradient: selective re-runs the attention core and
-  element-wise work; full re-runs the whole forward, its all-to-alls included, and holds
-  the layer's re-materialised activations while its backward runs (``work_bytes``).
-- The output head saves the loss's FP32 softmax, and the loss's backward allocates
-  logit-sized buffers (``LOSS_WORK_BYTES``, by ``training.cross_entropy``).
-- Memory per parameter: BF16 weights (2 B) + fp32 gradients (4 B) + fp32 Adam master,
-  m, v (12 B, divided by the data-parallel x context-parallel group with the
-  distributed optimizer; experts by their expert-data-parallel group dp x cp x tp /
-  (ep x etp)); with FSDP weights and gradients are divided by the same groups.
-- OV[a, b] comes from ``profiler.overlap_dag`` with the dispatcher's SM share as the
-  slowdown of overlapped compute.
+Per layer and microbatch on one GPU, against the GPU preset and the cluster's network;
+the parts live in ``profiler.cost_model`` (GEMMs, token mixers, all-to-all and TP
+collectives, optimizer). Element-wise work is memory bound; input-gradient FLOPs equal
+the forward's matmul FLOPs (dX = dY W^T) plus the attention core's backward,
+weight-gradient FLOPs the forward's matmul FLOPs (dW = X^T dY); MoE layers receive
+``local tokens x top_k x imbalance`` copies (``capacity_load`` under Megatron's capacity
+mode); activation bytes follow Korthikanti et al. 2022 ("Reducing Activation
+Recomputation in Large Transformer Models"), less what recomputation drops;
+``OV[a, b]`` comes from ``profiler.overlap_dag``. The whole model, term by term, is in
+docs/costs.md ("The cost table and the analytical model").
 """
 
 from __future__ import annotations
@@ -55,7 +30,19 @@ __all__ = ["analytical_costs", "capacity_load", "state_bytes"]
 
 
 def _decoder_tasks(ctx: CostContext, layer: LayerSpec, imbalance: float):
-    """LayerTasks (F and I split into sub-tasks), W time, saved elems, W-kept elems."""
+    """LayerTasks (F and I split into sub-tasks), W time, saved elems, W-kept elems.
+
+    Element-wise work (norms, activations, residuals, rotary, routing bookkeeping, token
+    permutation) runs at ``ctx.mem`` (HBM bandwidth x 0.8); the attention core's backward
+    is 2.5x its forward. MoE dispatch and combine follow ``cost_model.comm``; expert tensor
+    parallelism adds an all-gather and a reduce-scatter of the expert tokens in the etp
+    group; a fixed per-layer overhead (``FittedConstants.moe_layer_overhead_s``) is charged
+    in forward and backward unless the router and preprocessing run in CUDA graphs
+    (``training.cuda_graphs``). Saved activations are BF16, except that FP8 recipes save
+    the matmul inputs in FP8 (Transformer Engine caches the FP8 cast for the backward);
+    selective recomputation re-runs the attention core and element-wise work in the
+    input-gradient, full recomputation the whole forward, its all-to-alls included.
+    """
     m, T, tp = ctx.model, ctx.tokens, ctx.tp
     h, local = m.hidden, ctx.local
     recompute = ctx.cluster.training.recompute

@@ -1,7 +1,7 @@
 """The CPU's peak FP32 matmul rate, measured once by ``ppplan profile --device cpu`` and
 stored with the profile (``meta.cpu_peak``), so that a replay's MFU divides by a fixed,
 stated figure instead of one measured at its start-up under whatever load is present
-(measured that way, one prediction showed 2.19% MFU in one run and 12.36% in another).
+(measured that way, the MFU of one prediction moved severalfold between runs).
 
 The rate is the best of many short ``n x n`` products (2 n^3 FLOPs each) with the
 thread count one replay rank gets (``profiler.measured`` [Note: CPU threads]): the best

@@ -1,23 +1,10 @@
 """Measure one layer: F, I, W and full backward B per segment, exposed all-to-all, memory.
 
-``measure_layer`` runs the layer's program (``profiler.measure_run``) ``warmup +
-repeats`` times on the same microbatch and keeps, per repeat, the sums over compute
-segments (all, and routed-expert only) and over all-to-alls, forward and backward;
-each repeat then runs one more forward, untimed, and times its full backward B (one
-autograd pass per segment, ``planner.core.costs`` [Note: full backward]).
-Memory is measured on a separate, untimed forward:
-
-- ``act_bytes``: distinct storages autograd saves for backward (``saved_tensors_hooks``
-  pack hook), parameters excluded, the layer input included when it is saved;
-- ``act_w_bytes``: what only the weight-gradient needs: saved bytes with weights
-  requiring gradients minus saved bytes with weights frozen (autograd saves a matmul's
-  input only when the weight needs a gradient, see derivatives.yaml for ``mm``);
-- ``param_bytes``: this rank's parameters; ``out_bytes``: the output activation.
-
-``time_layer_calls`` times a layer the other way, called whole as torch's pipeline
-runtime calls a stage (``torch.distributed.pipelining._backward``: ``stage_backward_input``
-for I, ``stage_backward_weight`` for W, ``autograd.backward`` for B), with the collector
-held off ([Note: manual gc] in ``profiler.timing``): what the replay's re-prediction needs,
+``measure_layer`` times the layer's program (``profiler.measure_run``) segment by segment,
+the full backward B included (one autograd pass per segment, ``planner.core.costs``
+[Note: full backward]), and measures its saved-activation, parameter and output bytes on
+a separate, untimed forward. ``time_layer_calls`` times a layer the other way, called
+whole as torch's pipeline runtime calls a stage: what the replay's re-prediction needs,
 since its stages run that way and not segment by segment.
 """
 
@@ -92,7 +79,17 @@ def _sums(timed: list[tuple[Task, float]]) -> tuple[float, float, float]:
 def measure_layer(module: nn.Module, x: torch.Tensor, *, clock: Clock, warmup: int, repeats: int,
                   loss: Callable[[torch.Tensor], torch.Tensor] | None = None,
                   seed: int = 0) -> LayerTiming:
-    """Time F, I and W of ``module`` on input ``x`` (see the module doc)."""
+    """Time F, I and W of ``module`` on input ``x`` (see the module doc).
+
+    Runs the layer's program ``warmup + repeats`` times on the same microbatch and keeps,
+    per repeat, the sums over compute segments (all, and routed-expert only) and over
+    all-to-alls, forward and backward; each repeat then runs one more forward, untimed,
+    and times its full backward B (one autograd pass per segment). Memory comes from a
+    separate, untimed forward: ``act_bytes``, distinct storages autograd saves for backward
+    (``saved_tensors_hooks`` pack hook), parameters excluded, the layer input included when
+    it is saved; ``act_w_bytes``, what only the weight-gradient needs (``saved_bytes``);
+    ``param_bytes``, this rank's parameters; ``out_bytes``, the output activation.
+    """
     params = list(module.parameters())
     rows: list[tuple[float, ...]] = []
     run = None
@@ -145,7 +142,9 @@ def _a2a_bytes(module: nn.Module, run: LayerRun) -> int:
 
 def saved_bytes(module: nn.Module, x: torch.Tensor, params: list[nn.Parameter],
                 loss: Callable[[torch.Tensor], torch.Tensor] | None) -> tuple[int, int]:
-    """Saved-for-backward bytes of one forward: (weights trainable, weights frozen)."""
+    """Saved-for-backward bytes of one forward: (weights trainable, weights frozen). Their
+    difference is what only the weight-gradient needs: autograd saves a matmul's input only
+    when the weight needs a gradient (derivatives.yaml, ``mm``)."""
     total = _saved_once(module, x, params, loss)
     flags = [p.requires_grad for p in params]
     try:
@@ -182,7 +181,10 @@ def _saved_once(module: nn.Module, x: torch.Tensor, params: list[nn.Parameter],
 def time_layer_calls(module: nn.Module, forward: Sample, clock: Clock, *, repeats: int,
                      warmup: int = 2) -> tuple[float, float, float, float]:
     """Median (F, I, W, B) seconds of one microbatch through ``module`` called whole, as
-    torch's pipeline runtime calls a stage (see the module doc); ``forward`` runs it."""
+    torch's pipeline runtime calls a stage (``torch.distributed.pipelining._backward``:
+    ``stage_backward_input`` for I, ``stage_backward_weight`` for W, ``autograd.backward``
+    for B), with the collector held off ([Note: manual gc] in ``profiler.timing``); ``forward``
+    runs it."""
     with collector_off():
         rows = [_call_sample(module, forward, clock) for _ in range(warmup + repeats)][warmup:]
     return tuple(statistics.median(r[j] for r in rows) for j in range(4))  # type: ignore[return-value]

@@ -1,24 +1,13 @@
 """Run one layer program on one microbatch segment by segment, as schedulable tasks.
 
 The autograd graph is cut at every step of the program (``profiler.layers.program``):
-each compute segment's inputs become fresh leaves. Then
-
-- forward tasks run the segments and start the all-to-alls;
-- input-gradient (I) tasks run torch's own ``stage_backward_input`` per segment
-  (``torch.autograd.grad`` w.r.t. the segment inputs, keeping the graph and the
-  gradients of the intermediates the weights need) and send gradients back through
-  the all-to-alls with split sizes reversed;
-- weight-gradient (W) tasks run ``stage_backward_weight`` per segment;
-- or, for a full backward B, one ``torch.autograd.backward`` per segment (input and
-  weight gradients together, as torch's runtime runs B: ``backward_tasks(full=True)``).
-
-This is the F / I / W split ``torch.distributed.pipelining`` makes for a stage, applied
-to the pieces between communications. A segment whose inputs need no gradient (the
-embedding's token ids) does nothing in I and its whole backward in W, as torch does
-on stage 0. All-to-alls are started with ``async_op=True``; a task list is run either
-alone (``run_serial``: each task waited on and timed) or interleaved with another
-(``profiler.pairs``). On a GPU the same code runs with NCCL, whose collectives run on
-their own stream; ``work.wait()`` orders the compute stream after them.
+each compute segment's inputs become fresh leaves, and ``LayerRun`` makes forward, I, W
+(or full-backward B) tasks of the pieces between communications: the F / I / W split
+``torch.distributed.pipelining`` makes for a stage. All-to-alls are started with
+``async_op=True``; a task list is run either alone (``run_serial``: each task waited on
+and timed) or interleaved with another (``profiler.pairs``). On a GPU the same code runs
+with NCCL, whose collectives run on their own stream; ``work.wait()`` orders the compute
+stream after them.
 """
 
 from __future__ import annotations
@@ -67,7 +56,17 @@ def _leaf(t: torch.Tensor) -> torch.Tensor:
 
 
 class LayerRun:
-    """One layer on one microbatch: forward, input-gradient and weight-gradient tasks."""
+    """One layer on one microbatch: forward, input-gradient and weight-gradient tasks.
+
+    Forward tasks run the segments and start the all-to-alls; input-gradient (I) tasks run
+    torch's own ``stage_backward_input`` per segment (``torch.autograd.grad`` w.r.t. the
+    segment inputs, keeping the graph and the gradients of the intermediates the weights
+    need) and send gradients back through the all-to-alls with split sizes reversed;
+    weight-gradient (W) tasks run ``stage_backward_weight`` per segment; a full backward B
+    is one ``torch.autograd.backward`` per segment (``backward_tasks(full=True)``). A segment
+    whose inputs need no gradient (the embedding's token ids) does nothing in I and its
+    whole backward in W, as torch does on stage 0.
+    """
 
     def __init__(self, steps: tuple[Step, ...], x: torch.Tensor, params: list[torch.nn.Parameter],
                  *, loss: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:

@@ -3,31 +3,14 @@
 ``measured_costs`` checks the request, finds the routing imbalance (a trace read by
 ``profiler.routing``, or the model's routers on sample tokens), runs the profiling
 processes (``profiler.measure_launch``) and turns their measurements into the same
-table format the analytical profiler writes:
-
-- ``f``, ``i``, ``w``, ``b`` (full backward, one autograd pass: ``planner.core.costs``
-  [Note: full backward]): compute medians of the layer's type; the routed-expert part is
-  first brought to a balanced load (divided by the imbalance of the measured batch)
-  and then multiplied by the layer's imbalance (busiest EP rank / mean);
-- ``a2a_f``, ``a2a_b``: exposed all-to-all medians plus the extra volume of the
-  straggler, ``(imbalance - 1) x bytes / fitted all-to-all bandwidth``;
-- pairs: every distinct type pair is measured overlapped and serial back to back
-  (``profiler.pairs``); ``OV[a, b] = (OV / serial)_measured x (F[a] + A_F[a] + I[b] +
-  A_B[b])``, the measured hidden share applied to the per-layer medians, so a pair and
-  its layers agree even when the machine's speed drifted between the two
-  measurements. A layer whose imbalance is not 1 gets its own type ``type@index`` (as
-  in ``profiler.analytical``); its pairs add the layer's extra serial time to the base
-  pair's, i.e. the straggler's extra work is assumed exposed (an upper bound);
-- memory: measured saved-activation and parameter bytes; gradients 4 B and Adam state
-  12 B per parameter (fp32, as Megatron keeps them), not sharded;
-- ``flops``: the model FLOPs of the reduced-width layer (``planner.core.layer_math``).
+table format the analytical profiler writes (``assemble``); the method is in
+docs/profiler.md.
 
 [Note: capacity mode] With Megatron's ``--moe-expert-capacity-factor C``
-(``profiler.layers.moe_capacity``) the layers are measured in that mode. Padded to
-capacity every expert computes ``C x`` the mean rows whatever the routing, so the
-measured expert work and all-to-all volume stand as they are (imbalance 1 for every
-layer); without padding an expert keeps at most ``C x`` its mean, so a layer's
-imbalance is capped at ``max(C, 1)``. ``meta.moe_dispatch`` records the mode.
+(``profiler.layers.moe_capacity``) the layers are measured in that mode. Padded, every
+expert computes ``C x`` the mean rows whatever the routing, so the measured work stands
+(imbalance 1 for every layer); unpadded, a layer's imbalance is capped at ``max(C, 1)``.
+``meta.moe_dispatch`` records the mode.
 """
 
 from __future__ import annotations
@@ -211,7 +194,7 @@ def default_threads(device: str, ep: int) -> int:
     not torch's default of every core: on the user's path (2 cores, pp 2) the profile
     was taken with 2 threads and replayed with 1, and with other jobs on the machine
     a 2-thread process waits for its descheduled thread at every parallel region
-    (measured: layer forwards 5-20x slower than with 1 thread). The count used is in
+    (measured in docs/replay.md). The count used is in
     the table's ``meta.profiler.threads``; pass ``--threads`` to match another replay.
     On a GPU the count only drives the host side and torch's default is kept.
     """
@@ -256,7 +239,25 @@ def _layer_cost(layer: LayerSpec, lt: LayerTiming, imb: float, req: ProfileReque
 
 def assemble(model: ModelSpec, req: ProfileRequest, result: WorkerResult,
              imbalance: dict[int, float]) -> CostTable:
-    """Cost table from the measurements (see the module doc for each field)."""
+    """Cost table from the measurements, field by field:
+
+    - ``f``, ``i``, ``w``, ``b`` (full backward, one autograd pass: ``planner.core.costs``
+      [Note: full backward]): compute medians of the layer's type; the routed-expert part is
+      first brought to a balanced load (divided by the imbalance of the measured batch)
+      and then multiplied by the layer's imbalance (busiest EP rank / mean);
+    - ``a2a_f``, ``a2a_b``: exposed all-to-all medians plus the extra volume of the
+      straggler, ``(imbalance - 1) x bytes / fitted all-to-all bandwidth``;
+    - pairs: every distinct type pair is measured overlapped and serial back to back
+      (``profiler.pairs``); ``OV[a, b] = (OV / serial)_measured x (F[a] + A_F[a] + I[b] +
+      A_B[b])``, the measured hidden share applied to the per-layer medians, so a pair and
+      its layers agree even when the machine's speed drifted between the two
+      measurements. A layer whose imbalance is not 1 gets its own type ``type@index`` (as
+      in ``profiler.analytical``); its pairs add the layer's extra serial time to the base
+      pair's, i.e. the straggler's extra work is assumed exposed (an upper bound);
+    - memory: measured saved-activation and parameter bytes; gradients 4 B and Adam state
+      12 B per parameter (fp32, as Megatron keeps them), not sharded;
+    - ``flops``: the model FLOPs of the reduced-width layer (``planner.core.layer_math``).
+    """
     spec = scaled_model(model, req.scale)
     a2a_bw = result.a2a.bandwidth if result.a2a else math.inf
     layers, base_of = [], {}

@@ -1,49 +1,17 @@
 """Read the tokens-per-expert logs Megatron-LM writes, one ``rank<R>.jsonl`` per global rank.
 
-What Megatron writes (Megatron-LM ``megatron/training/activation_logging.py``,
-``ActivationLogger.save_tpe``, enabled by ``--save-tokens-per-expert-interval N``):
+Megatron-LM ``megatron/training/activation_logging.py`` (``ActivationLogger.save_tpe``,
+``--save-tokens-per-expert-interval N``) logs, per rank, each MoE layer's token counts of
+the rank's local experts, one row per forward call. ppplan maps ranks, local layers and
+local experts to the plan's global ones through the plan's layout (``TpeLayout``, built
+by ``planner.replanning.megatron_layout``); the format and the mapping are in
+docs/replan.md ("Routing traces").
 
-- every global rank R appends to ``<save dir>/tokens_per_expert/rank<R>.jsonl``; a rank
-  with no MoE layer writes nothing;
-- a line is ``{"iter": I, "block": "decoder", "layer": L, "tpe": [[...], ...]}`` or, for
-  MTP, ``{"iter": I, "block": "mtp", "mtp_idx": K, "layer": L, "tpe": ...}``;
-- ``layer`` comes from the module name ``decoder.layers.<L>.mlp.experts.linear_fc1``
-  (``_parse_tpe_module_name``): the 0-based index within the rank's own decoder block,
-  dense layers included, restarting at 0 on every pipeline rank; for MTP, ``K`` indexes the
-  rank's MTP layers and ``L`` the layer inside one (0: ppplan models one per MTP depth);
-- ``tpe`` has one row per forward call of that layer since the last save, each the
-  ``m_splits`` the grouped expert GEMM received: token counts of the rank's *local*
-  experts. The hook ignores the model-chunk name, so with virtual stages the chunks of
-  one rank that share a local index land in one record. Under ``--fp8`` the GEMM receives
-  counts padded up to the FP8 alignment (16 or 32, ``Fp8Padding`` in
-  ``megatron/core/transformer/moe/experts.py``, ``TEGroupedMLP.forward``): ppplan reads them
-  as logged, which overstates each expert by less than one alignment per microbatch.
+[Note: rows per microbatch] a record holds M rows, or 2M when recomputation re-runs each
+forward; the rows are summed and divided by the forward calls per microbatch.
 
-How ppplan reads it (the layout, built from the plan by
-``planner.replanning.megatron_layout``, says which rank holds what):
-
-- expert-parallel rank e holds global experts ``[e * n, (e + 1) * n)``, n = experts / EP
-  (Megatron ``moe_layer.py``: ``local_expert_indices_offset = ep_rank * num_local_experts``);
-- ranks that differ only in their expert-tensor-parallel index see the same tokens (the
-  dispatcher all-gathers over the ETP group): only ETP index 0 is counted, and the others
-  must agree with it; expert-data-parallel replicas route different tokens and are summed;
-- [Note: rows per microbatch] a record holds M rows (M microbatches per step), or 2M when
-  each forward is re-run for recomputation (full recomputation, ``--moe-layer-recompute``):
-  a re-run routes the same tokens, so the rows are summed and divided by the forward calls
-  per microbatch. The result is the layer's token count of the iteration, as in the
-  single-file formats (the per-microbatch mean is that over M; the imbalance ratios are
-  the same either way);
-- [Note: virtual stages] with virtual stages a shared local index holds the rows of
-  every chunk that has an MoE layer there, in the order the rank ran them. Forwards run in
-  Megatron's schedule-table order (``megatron/core/pipeline_parallel/schedules.py``,
-  ``get_schedule_table``: groups of ``--microbatch-group-size-per-virtual-pipeline-stage``
-  microbatches, chunk by chunk); with every forward recomputed (full recomputation, what
-  ppplan exports) the re-runs come inside the backwards, which
-  ``forward_backward_pipelining_with_interleaving`` runs after the rank's warm-up forwards
-  ((pp - rank - 1) x 2 + (vpp - 1) x group, ``get_pp_rank_microbatches``) one per steady
-  step, after that step's forward, backward k on chunk vpp - 1 - (the table's chunk k).
-  ppplan splits the rows by that order (M rows per chunk, or 2M with recomputation); any
-  other row count is refused, since the merged rows cannot then be told apart.
+[Note: virtual stages] with virtual stages one record merges the rows of a rank's chunks
+that share a local index; ``_split_rows`` splits them by Megatron's schedule order.
 """
 
 from __future__ import annotations
@@ -162,7 +130,14 @@ class _Rec:
 
 
 def read_megatron(paths: list[str | Path], model: ModelSpec, layout: TpeLayout) -> _Records:
-    """(iteration, ModelSpec layer index) -> tokens per expert of the iteration, all ranks."""
+    """(iteration, ModelSpec layer index) -> tokens per expert of the iteration, all ranks.
+
+    Expert-parallel rank e holds global experts ``[e * n, (e + 1) * n)``, n = experts / EP
+    (Megatron ``moe_layer.py``: ``local_expert_indices_offset = ep_rank * num_local_experts``).
+    Ranks that differ only in their expert-tensor-parallel index see the same tokens (the
+    dispatcher all-gathers over the ETP group): only ETP index 0 is counted and the others
+    must agree with it; expert-data-parallel replicas route different tokens and are summed.
+    """
     files = rank_files([Path(p) for p in paths], layout)
     per_rank = {rank: _read_rank(path, layout.ranks[rank].pp, model, layout) for rank, path in files.items()}
     _check_iterations(per_rank, files)
@@ -184,6 +159,19 @@ def read_megatron(paths: list[str | Path], model: ModelSpec, layout: TpeLayout) 
 
 
 def _read_rank(path: Path, pp: int, model: ModelSpec, layout: TpeLayout) -> dict[int, dict[TpeKey, _Rec]]:
+    """One rank's log: iteration -> (block, MTP index, layer) -> its chunks' counts.
+
+    A line is ``{"iter": I, "block": "decoder", "layer": L, "tpe": [[...], ...]}`` or, for
+    MTP, ``{"iter": I, "block": "mtp", "mtp_idx": K, "layer": L, "tpe": ...}``. ``layer``
+    comes from the module name ``decoder.layers.<L>.mlp.experts.linear_fc1``
+    (``_parse_tpe_module_name``): the 0-based index within the rank's own decoder block,
+    dense layers included, restarting at 0 on every pipeline rank; for MTP, ``K`` indexes
+    the rank's MTP layers and ``L`` the layer inside one (0: ppplan models one per MTP
+    depth). A rank with no MoE layer writes nothing. Each ``tpe`` row is the ``m_splits``
+    the grouped expert GEMM received; under ``--fp8`` they are padded up to the FP8
+    alignment (16 or 32, ``Fp8Padding`` in ``megatron/core/transformer/moe/experts.py``),
+    read as logged: each expert is overstated by less than one alignment per microbatch.
+    """
     text = read_input_text(path, what="routing trace", limit=MAX_TRACE_BYTES)
     out: dict[int, dict[TpeKey, _Rec]] = {}
     last = -1
@@ -254,7 +242,21 @@ def _chunks(key: TpeKey, pp: int, model: ModelSpec, layout: TpeLayout, where: st
 
 def _split_rows(tpe: Any, chunks: tuple[tuple[int, int], ...], layout: TpeLayout, pp: int, where: str
                 ) -> tuple[tuple[float, ...], ...]:
-    """Local-expert counts of the iteration per chunk (see [Note: rows per microbatch])."""
+    """Local-expert counts of the iteration per chunk (see [Note: rows per microbatch]).
+
+    The re-run of a recomputed forward routes the same tokens, so the rows are summed and
+    divided by the forward calls per microbatch: the layer's token count of the iteration,
+    as in the single-file formats. [Note: virtual stages]: forwards run in Megatron's
+    schedule-table order (``megatron/core/pipeline_parallel/schedules.py``,
+    ``get_schedule_table``: groups of ``--microbatch-group-size-per-virtual-pipeline-stage``
+    microbatches, chunk by chunk); with every forward recomputed (full recomputation, what
+    ppplan exports) the re-runs come inside the backwards, which
+    ``forward_backward_pipelining_with_interleaving`` runs after the rank's warm-up forwards
+    ((pp - rank - 1) x 2 + (vpp - 1) x group, ``get_pp_rank_microbatches``) one per steady
+    step, after that step's forward, backward k on chunk vpp - 1 - (the table's chunk k).
+    Rows split by that order (M per chunk, or 2M with recomputation); any other row count
+    is refused, since merged rows cannot then be told apart.
+    """
     n = layout.local_experts
     if not isinstance(tpe, list) or not tpe or not all(isinstance(r, list) for r in tpe):
         raise InputError(f"{where}: tpe", "expected one row of local-expert token counts per forward call")

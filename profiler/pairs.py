@@ -1,25 +1,12 @@
 """Overlapped layer pairs: F of layer a on one microbatch beside I of layer b on another.
 
-Both layers run as task lists (``profiler.measure_run``). ``run_overlapped`` takes
-turns: one compute segment of the forward, then one of the backward, each time
-first waiting for the all-to-all its segment needs and then starting the all-to-all
-that follows it without waiting. So the forward's dispatch travels while the
-backward's post-combine gradient runs, the backward's combine gradient while the
-forward's experts run, and so on, which is the issue order of Megatron's EP overlap
-(F.attn, B.combine, F.dispatch, B.mlp, B.dispatch, F.mlp, F.combine, B.attn; see Megatron-LM
-megatron/core/models/common/model_chunk_schedule_plan.py). The all-to-alls are
-``async_op=True`` work handles: gloo's
-background threads on the CPU, NCCL's own stream on a GPU.
-
-Each repeat times the interleaved run and, back to back, the same two task lists run
-one after the other (``F[a] + A_F[a] + I[b] + A_B[b]``), alternating which goes first,
-so the hidden share ``1 - OV / serial`` compares runs that saw the same machine
-state. Its median over repeats is the figure the cost table uses.
-
-``time_pair_calls`` is the same alternation for a forward and a backward called whole, run
-fused by a runner the caller gives (the replay and ``benchmarks/overlap_pairs.py`` pass
-``planner.runtime``'s turn-taking ``run_pair``, which the replay's fused actions run):
-one pair timer for the profiler, the replay's re-prediction and the benchmark.
+Both layers run as task lists (``profiler.measure_run``); ``run_overlapped`` interleaves
+them in the issue order of Megatron's EP overlap. Each repeat times the interleaved run
+and, back to back, the same two task lists run one after the other (``F[a] + A_F[a] +
+I[b] + A_B[b]``), alternating which goes first (``alternate``), so the hidden share
+``1 - OV / serial`` compares runs that saw the same machine state; its median over
+repeats is the figure the cost table uses. ``time_pair_calls`` is the same alternation
+for a forward and a backward called whole.
 """
 
 from __future__ import annotations
@@ -57,7 +44,18 @@ def _advance(queue: deque[Task], pending: list[Any], side: int) -> None:
 
 
 def run_overlapped(f_tasks: list[Task], b_tasks: list[Task], clock: Clock) -> float:
-    """Interleave two task lists (forward first); seconds from start to both done."""
+    """Interleave two task lists (forward first); seconds from start to both done.
+
+    Turns: one compute segment of the forward, then one of the backward, each first waiting
+    for the all-to-all its segment needs and then starting the one that follows it without
+    waiting. So the forward's dispatch travels while the backward's post-combine gradient
+    runs, the backward's combine gradient while the forward's experts run, and so on: the
+    issue order of Megatron's EP overlap (F.attn, B.combine, F.dispatch, B.mlp, B.dispatch,
+    F.mlp, F.combine, B.attn; Megatron-LM
+    megatron/core/models/common/model_chunk_schedule_plan.py). The all-to-alls are
+    ``async_op=True`` work handles: gloo's background threads on the CPU, NCCL's own
+    stream on a GPU.
+    """
     sides = [deque(f_tasks), deque(b_tasks)]
     pending: list[Any] = [None, None]
     start = clock.mark()
@@ -161,7 +159,10 @@ def time_pair_calls(forward: Callable[[], Any], backward: Callable[[], Callable[
     """A forward beside a backward, both called whole: one after the other, then fused
     (``fuse(forward, back)``), alternating (``alternate``), the collector held off
     ([Note: manual gc] in ``profiler.timing``). ``backward()`` runs, untimed, the forward
-    the backward needs and returns the backward; ``reset`` (untimed) clears gradients."""
+    the backward needs and returns the backward; ``reset`` (untimed) clears gradients.
+    The replay and ``benchmarks/overlap_pairs.py`` pass ``planner.runtime``'s turn-taking
+    ``run_pair`` as ``fuse``: one pair timer for the profiler, the replay's re-prediction
+    and the benchmark."""
     def timed(fused: bool) -> float:
         back = backward()
         t0 = clock.mark()

@@ -1,46 +1,17 @@
 """MoE routing traces: parse tokens-per-expert logs and measure per-layer imbalance.
 
-Three formats are read (``fmt``; ``auto`` tells them apart: a folder, or files all named
-``rank<R>.jsonl``, is ``megatron``; a file holding one ``{"layers": ...}`` object is
-``json``; any other file is ``jsonl``):
+Three formats (``fmt``; ``auto`` tells them apart, docs/replan.md "Routing traces"):
+``megatron``, the per-rank logs Megatron-LM writes, read by ``profiler.megatron_tpe``
+against the run's plan (only ``ppplan replan`` has one); ``jsonl``, ppplan's single-file
+JSON lines; ``json``, one snapshot. Counts from several single files add up, so every
+pipeline or data-parallel rank's trace can be passed together. Per MoE layer the
+imbalance (busiest EP rank / mean, the factor ``profiler.analytical`` applies to expert
+work and all-to-all volume) and MaxVio (Wang et al. 2024, arXiv:2408.15664) are averaged
+over the last ``window`` iterations.
 
-- ``megatron``: the per-rank logs Megatron-LM writes (``--save-tokens-per-expert-interval``),
-  one ``rank<R>.jsonl`` per global rank with rank-local layer and expert indices; read by
-  ``profiler.megatron_tpe`` against the layout of the run (from its plan: which rank holds
-  which layers and experts). Only ``ppplan replan`` has the plan, so only it reads them.
-- ``jsonl``: ppplan's single-file JSON lines (the format ppplan read before it read
-  Megatron's own logs; kept so existing traces still load), one record per iteration and
-  layer with *global* numbering::
-
-      {"iter": 100, "block": "decoder", "layer": 3, "tpe": [[128, 64], [96, 80]]}
-
-  ``tpe`` holds per-rank rows: either one row per source rank with a count for every
-  expert (rows are summed), or ``ep`` rows of ``num_experts / ep`` counts, the local
-  experts of each EP rank in order (rows are concatenated). ``block`` is ``decoder``
-  (default) or ``mtp``. [Note: layer numbering] ``layer`` is 1-based within its block,
-  as Megatron's ``TransformerLayer.layer_number`` (``TransformerBlock`` builds layer
-  ``i + 1 + offset``), so decoder layer ``k`` is the k-th decoder layer of the
-  ``ModelSpec``, which is layer index ``k`` because the embedding is index 0. MTP layers
-  are numbered from 1 within the ``mtp`` block.
-- ``json``: ``{"layers": {"<layer>": [tokens per expert, ...]}, "iter": N}`` with
-  the same numbering (decoder layers 1..D, then MTP layers D+1.., i.e. the ModelSpec
-  index); ``iter`` is optional (default 0). It is one snapshot.
-
-Counts from several single files add up, so the traces of every pipeline rank, or of
-every data-parallel rank, can be passed together; a record counts one iteration.
-Experts are assigned to EP ranks contiguously, ``num_experts / ep`` each (Megatron's
-expert-parallel layout). Only the last ``window`` distinct iterations are kept.
-
-Metrics per MoE layer, computed for each iteration from the counts of all files and
-averaged over the window's iterations (each step pays its own straggler; the ratio of
-the summed counts would understate it):
-
-- imbalance = busiest EP rank's token copies / mean over EP ranks (>= 1): the factor
-  ``profiler.analytical.analytical_costs(imbalance=...)`` applies to expert compute
-  and all-to-all volume.
-- MaxVio = (max - mean) / mean of tokens per expert (Wang et al. 2024, loss-free
-  balancing, "Auxiliary-Loss-Free Load Balancing Strategy for Mixture-of-Experts",
-  arXiv:2408.15664).
+[Note: layer numbering] single-file traces number layers from 1 within their block, as
+Megatron's ``TransformerLayer.layer_number``; decoder layer ``k`` is ModelSpec index ``k``
+(the embedding is index 0).
 """
 
 from __future__ import annotations
@@ -176,6 +147,11 @@ def _whole_json(path: Path, text: str) -> Any:
 
 
 def _read_lines(path: Path, text: str, model: ModelSpec, ep: int, records: _Records) -> None:
+    """ppplan's JSON lines (what ppplan read before it read Megatron's own logs; kept so
+    existing traces load): one record per iteration and layer with global numbering,
+    ``{"iter": 100, "block": "decoder", "layer": 3, "tpe": [[128, 64], [96, 80]]}``;
+    ``block`` is ``decoder`` (default) or ``mtp``, ``layer`` as [Note: layer numbering].
+    """
     last_iter, seen = -1, set()
     for _, where, rec in json_records(path, text, fields="iter, layer and tpe",
                                       fix="one JSON object per line, or a plain {\"layers\": ...} file"):
@@ -199,6 +175,8 @@ def _read_lines(path: Path, text: str, model: ModelSpec, ep: int, records: _Reco
 
 def _read_plain(path: Path, text: str, data: dict[str, Any], model: ModelSpec, ep: int,
                 records: _Records) -> None:
+    """One snapshot ``{"layers": {"<layer>": [tokens per expert, ...]}, "iter": N}``: decoder
+    layers 1..D, then MTP layers D+1.. (the ModelSpec index); ``iter`` defaults to 0."""
     it = _int_field(data, "iter", f"{path}:1", minimum=0) if "iter" in data else 0
     layers = data["layers"]
     if not isinstance(layers, dict) or not layers:
@@ -246,6 +224,10 @@ def _layer_index(model: ModelSpec, block: str, number: int, where: str) -> int:
 
 
 def _expert_counts(tpe: Any, model: ModelSpec, ep: int, where: str) -> list[float]:
+    """Tokens per global expert from ``tpe``'s rows: one row per source rank with a count
+    for every expert (summed), or ``ep`` rows of ``num_experts / ep`` counts, each EP rank's
+    local experts in order (concatenated; experts sit on EP ranks contiguously, as
+    Megatron's expert-parallel layout)."""
     experts = model.moe.num_experts
     if isinstance(tpe, list) and tpe and all(_is_number(x) for x in tpe):
         tpe = [tpe]
@@ -290,6 +272,9 @@ def _add(records: _Records, key: tuple[int, int], counts: list[float]) -> None:
 
 def _summarise(records: _Records, model: ModelSpec, ep: int, window: int | None,
                names: list[str]) -> RoutingSummary:
+    """Metrics of the last ``window`` distinct iterations, each computed from the counts of
+    all files and averaged over the window (each step pays its own straggler; the ratio of
+    the summed counts would understate it)."""
     iters = sorted({it for it, _ in records})
     kept = set(iters[-window:] if window is not None else iters)
     by_layer: dict[int, list[list[float]]] = defaultdict(list)

@@ -1,25 +1,20 @@
 """The cost table: the contract between the profiler (which fills it) and the solvers.
 
-All times are seconds for one microbatch of ``microbatch_size`` sequences of
-``seq_len`` tokens on one GPU of the cluster (after tensor/expert parallel sharding).
-Definitions (the pair cost after Megatron-LM's EP all-to-all overlap, ``--overlap-moe-expert-parallel-comm``:
-megatron/core/pipeline_parallel/combined_1f1b.py):
+All times are seconds for one microbatch of ``microbatch_size`` sequences of ``seq_len``
+tokens on one GPU of the cluster (after tensor/expert parallel sharding); each field is
+defined at ``LayerCost`` and ``CostTable``. ``pairs[(ta, tb)]`` is ``OV[a, b]``: F of a
+layer of type ``ta`` beside the input-gradient of a layer of type ``tb`` (another
+microbatch) with communication overlapped, after Megatron-LM's EP all-to-all overlap
+(``--overlap-moe-expert-parallel-comm``: megatron/core/pipeline_parallel/combined_1f1b.py);
+a missing pair means no overlap, ``OV = serial``. Memory: ``act_bytes`` is allocated at F;
+the input-gradient frees ``act_bytes - act_w_bytes``, the weight-gradient ``act_w_bytes``.
 
-- ``f``, ``i``, ``w``: serial compute of forward, input-gradient, weight-gradient.
-- ``b``: serial compute of one full backward (input and weight gradients in one
-  autograd pass), when it was measured; None means ``i + w``. [Note: full backward]
-  A runtime that splits the backward (torch.distributed.pipelining's
-  ``stage_backward_input`` then ``stage_backward_weight``) walks the autograd graph
-  twice, so on torch the split costs more than one ``torch.autograd.backward``
-  (measured on CPU at 1/32 width: B is 0.52-0.78 of I + W). A schedule with full
-  backwards is timed with ``b``, one with the split with ``i`` and ``w``.
-- ``a2a_f``, ``a2a_b``: exposed expert-parallel all-to-all (dispatch + combine) when
-  the layer runs alone, forward and backward; 0 for layers without experts.
-- ``pairs[(ta, tb)]``: ``OV[a, b]``, time to run F of a layer of type ``ta`` beside the
-  input-gradient backward of a layer of type ``tb`` (another microbatch) with
-  communication overlapped. A missing pair means no overlap: ``OV = serial``.
-- Memory: ``act_bytes`` is allocated at F and kept until backward; the input-gradient
-  frees ``act_bytes - act_w_bytes``, the weight-gradient frees ``act_w_bytes``.
+[Note: full backward] ``b``, when measured, is one full backward (input and weight
+gradients in one autograd pass); None means ``i + w``. A runtime that splits the backward
+(torch.distributed.pipelining's ``stage_backward_input`` then ``stage_backward_weight``)
+walks the autograd graph twice, so on torch the split costs more (measured in
+docs/costs.md). A schedule with full backwards is timed with ``b``, one with the split
+with ``i`` and ``w``.
 """
 
 from __future__ import annotations
@@ -45,9 +40,10 @@ class LayerCost:
     w: float
     """Weight-gradient compute, seconds."""
     b: float | None = None
-    """Full backward compute (one autograd pass), seconds; None: ``i + w`` (module doc)."""
+    """Full backward compute (one autograd pass), seconds; None: ``i + w`` ([Note: full backward])."""
     a2a_f: float = 0.0
-    """Exposed all-to-all in forward (dispatch + combine), seconds."""
+    """Exposed all-to-all in forward (dispatch + combine) when the layer runs alone, seconds;
+    0 for layers without experts."""
     a2a_b: float = 0.0
     """Exposed all-to-all in backward (gradients of combine and dispatch), seconds."""
     act_bytes: int = 0

@@ -58,7 +58,7 @@ _UNITS = {"f": "seconds", "i": "seconds", "w": "seconds", "b": "seconds", "a2a_f
 
 
 def _check_units(raw: dict[str, Any], where: str) -> None:
-    """[issue 15] Each time, byte count and FLOP count within ``planner.core.limits``'s range."""
+    """Each time, byte count and FLOP count within ``planner.core.limits``'s range."""
     for key, value in raw.items():
         unit = "bytes" if key.endswith("_bytes") else _UNITS.get(key)
         if unit is not None:
@@ -102,7 +102,7 @@ def costs_from_dict(data: Any, *, what: str = "costs") -> CostTable:
     decoder = [lc for lc in layers if lc.role == "decoder"] or layers
     if not any(lc.f for lc in decoder) or not any(lc.i + lc.w for lc in decoder):
         raise InputError(f"{what}.layers", "every decoder layer's forward (f) or backward (i, w) time is 0",
-                         "give the measured times, as ppplan profile writes them")  # [issue 15]
+                         "give the measured times, as ppplan profile writes them")
     types = {lc.type for lc in layers}
     pairs: dict[tuple[str, str], float] = {}
     for k, p in enumerate(data.get("pairs", [])):

@@ -7,8 +7,7 @@ it guards (numbers from the models' own Hugging Face ``config.json``):
 
 - layers: Llama 3.1 405B has 126 decoder layers; DeepSeek-V3 61. The cap, 512, is what the
   default search plans within a minute on the 2-core reference machine: the partition's
-  range table grows with the square of the layer count (512 layers at pp 4: 13.7 s of CPU;
-  1024: about 50 s; 4096 did not finish in 300 s).
+  range table grows with the square of the layer count (measured in docs/reliability.md).
 - hidden size: Llama 3.1 405B 16384; intermediate sizes: 53248 (Llama 3.1 405B).
 - experts: DeepSeek-V3 256 routed, Qwen3-Next 512; top-k 8 and 10.
 - vocabulary: Gemma 3 262144; attention heads: 128 (Llama 3.1 405B, DeepSeek-V3).

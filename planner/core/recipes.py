@@ -8,28 +8,7 @@ the file left out from the recipe of ``--target`` for ``model``; a field the fil
 always wins. ``--target torch`` and ``deepspeed`` have no recipe: the schema's defaults
 stay.
 
-Sources (read at the commits named):
-
-- megatron: Megatron-Bridge performance presets for H100 (BF16 preset where the FP8 one
-  differs), https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/f29a269f8728ff9075f88a226f92e554196a7e41/scripts/performance/configs/qwen/qwen3_workload_base_configs.py
-  (``QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_BF16_V1``: ``moe_flex_dispatcher_backend="hybridep"``,
-  ``cuda_graph_scope=["moe_router", "moe_preprocess"]``; ``QWEN3_235B_A22B_..._H100_BF16_V1``:
-  no flex backend, no CUDA graphs), https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/f0e2c37e3f82c57f9d0e95aa8ae98b3470a91107/scripts/performance/configs/deepseek/deepseek_workload_base_configs.py
-  (``DEEPSEEK_V3_PRETRAIN_CONFIG_H100_V1``: HybridEP, ``recompute_modules=["mla_up_proj",
-  "mlp"]``: selective), and Megatron-Core's defaults for the rest (Transformer Engine fused
-  kernels, ``--use-distributed-optimizer`` without FSDP, NCCL all-to-all dispatcher).
-- torchtitan: ``torchtitan/models/llama3/train_configs/llama3_8b.toml``
-  (https://github.com/pytorch/torchtitan/blob/f3534d77b3876a3c042b60b18785272576d91e59/torchtitan/models/llama3/train_configs/llama3_8b.toml:
-  ``compile = false``: eager; ``data_parallel_shard_degree = -1``: FSDP2 over every
-  data-parallel rank; ``activation_checkpoint.mode = "selective"``) and torchtitan's job
-  config defaults for other models (no ``torch.compile``, FSDP2 sharding over the
-  data-parallel ranks, MoE all-to-all through NCCL, no CUDA graphs: torchtitan refuses
-  CUDA graphs with pipeline parallelism), and FlashAttention-2 for the attention core
-  (torchtitan calls ``F.scaled_dot_product_attention``, whose default backend order puts
-  flash first and cuDNN last: ``sdp_priority_order`` in
-  https://github.com/pytorch/pytorch/blob/v2.7.0/aten/src/ATen/Context.h), and an eager
-  loss: ``F.cross_entropy(pred.flatten(0, 1).float(), ...)`` (torchtitan/components/loss.py),
-  and torchao's float8 for FP8 (``model.converters = ["float8"]``: torchao ``Float8Linear``).
+Sources: at ``RECIPES``.
 """
 
 from __future__ import annotations
@@ -85,7 +64,31 @@ RECIPES: dict[tuple[str, str], Recipe] = {
         values={**_TORCHTITAN, "training.recompute": "selective"},
         source="torchtitan/models/llama3/train_configs/llama3_8b.toml"),
 }
-"""(target, model id) -> recipe; ``"*"`` is the framework's default for models without one."""
+"""(target, model id) -> recipe; ``"*"`` is the framework's default for models without one.
+
+Sources (read at the commits named):
+
+- megatron: Megatron-Bridge performance presets for H100 (BF16 preset where the FP8 one
+  differs), https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/f29a269f8728ff9075f88a226f92e554196a7e41/scripts/performance/configs/qwen/qwen3_workload_base_configs.py
+  (``QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_BF16_V1``: ``moe_flex_dispatcher_backend="hybridep"``,
+  ``cuda_graph_scope=["moe_router", "moe_preprocess"]``; ``QWEN3_235B_A22B_..._H100_BF16_V1``:
+  no flex backend, no CUDA graphs), https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/f0e2c37e3f82c57f9d0e95aa8ae98b3470a91107/scripts/performance/configs/deepseek/deepseek_workload_base_configs.py
+  (``DEEPSEEK_V3_PRETRAIN_CONFIG_H100_V1``: HybridEP, ``recompute_modules=["mla_up_proj",
+  "mlp"]``: selective), and Megatron-Core's defaults for the rest (Transformer Engine fused
+  kernels, ``--use-distributed-optimizer`` without FSDP, NCCL all-to-all dispatcher).
+- torchtitan: ``torchtitan/models/llama3/train_configs/llama3_8b.toml``
+  (https://github.com/pytorch/torchtitan/blob/f3534d77b3876a3c042b60b18785272576d91e59/torchtitan/models/llama3/train_configs/llama3_8b.toml:
+  ``compile = false``: eager; ``data_parallel_shard_degree = -1``: FSDP2 over every
+  data-parallel rank; ``activation_checkpoint.mode = "selective"``) and torchtitan's job
+  config defaults for other models (no ``torch.compile``, FSDP2 sharding over the
+  data-parallel ranks, MoE all-to-all through NCCL, no CUDA graphs: torchtitan refuses
+  CUDA graphs with pipeline parallelism), and FlashAttention-2 for the attention core
+  (torchtitan calls ``F.scaled_dot_product_attention``, whose default backend order puts
+  flash first and cuDNN last: ``sdp_priority_order`` in
+  https://github.com/pytorch/pytorch/blob/v2.7.0/aten/src/ATen/Context.h), and an eager
+  loss: ``F.cross_entropy(pred.flatten(0, 1).float(), ...)`` (torchtitan/components/loss.py),
+  and torchao's float8 for FP8 (``model.converters = ["float8"]``: torchao ``Float8Linear``).
+"""
 
 
 def recipe_for(target: str, model_name: str) -> Recipe | None:

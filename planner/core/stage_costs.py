@@ -1,7 +1,8 @@
 """Per-stage costs: what the simulator, validator and schedule solvers consume.
 
 Built from a ``CostTable`` and a partition (layer range per stage), or written by hand
-(bring-your-own-costs: one layer per stage). Fused F&B costs follow design.md: a
+(bring-your-own-costs: one layer per stage). Fused F&B costs follow Megatron's combined 1F1B
+(megatron/core/models/common/model_chunk_schedule_plan.py): a
 stage running F of layers ``Lf`` beside the input-gradient of layers ``Lb`` pairs
 ``Lf[j]`` with ``reversed(Lb)[j]`` (Megatron pairs F.layer[0] with B.layer[last]);
 leftover layers of the longer side run at serial cost.

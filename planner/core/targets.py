@@ -2,44 +2,11 @@
 
 One ``Target`` per framework says which schedules, placements, virtual-stage counts,
 recomputation modes and MTP placements that framework runs, read from its own source
-(files and lines below; torch 2.13, Megatron-Core 0.16 / Megatron-LM main, torchtitan
+(files listed at ``TARGETS``; torch 2.13, Megatron-Core 0.16 / Megatron-LM main, torchtitan
 0.3.0, DeepSpeed 0.19.8). The planner's search consumes it as a filter on what it
 enumerates (``planner.api.plan``: families, pair costs, recomputation modes); the
 exporters refuse, in one line naming the ``--target`` to re-plan with, any plan a
 format cannot run.
-
-Sources:
-
-- torch: ``torch/distributed/pipelining/schedules.py``: ``ScheduleGPipe``,
-  ``Schedule1F1B``, ``ScheduleInterleaved1F1B``, ``ScheduleInterleavedZeroBubble``,
-  ``ScheduleZBVZeroBubble``, ``ScheduleDualPipeV`` and ``_PipelineScheduleRuntime``
-  (``_load_csv``: any per-rank order and stage-to-rank map; ``register_custom_function``
-  runs ``OVERLAP_F_B`` pairs, ppplan's runtime in ``planner/runtime/``). Recomputation is
-  the user's ``torch.utils.checkpoint`` around the stage modules: every mode.
-- megatron: ``megatron/core/pipeline_parallel/schedules.py``
-  (``get_forward_backward_func``: no pipelining, 1F1B without interleaving, interleaved
-  1F1B with virtual stages; ``forward_backward_pipelining_with_interleaving`` switches to
-  ``combined_1f1b_schedule_for_interleaved_pipelining`` under
-  ``--overlap-moe-expert-parallel-comm``, and ``forward_backward_no_pipelining`` to
-  ``combined_1f1b_schedule_for_no_pipelining``); W stays inside the backward step
-  (``--delay-wgrad-compute`` only splits it inside a combined step); stage i runs on
-  rank i % pp (``megatron/core/transformer/pipeline_parallel_layer_layout.py``), MTP in
-  one stage in the last virtual chunk (``validate_layer_layout``);
-  ``megatron/training/arguments.py``: ``--recompute-granularity full|selective``, and the
-  EP overlap refuses full recomputation.
-- torchtitan: ``torchtitan/distributed/pipeline_parallel.py``
-  (``_build_pipeline_schedule``: a CSV loads ``_PipelineScheduleRuntime``, so any order
-  of F, I, W and B runs, W moved included; ``_get_pp_rank_to_stage_indices_mapping``:
-  "v" placement only for ZBVZeroBubble/DualPipeV, "loop" otherwise; no OVERLAP_F_B
-  function is registered for the CSV runtime); ``torchtitan/distributed/
-  activation_checkpoint.py``: ``SelectiveAC``, ``FullAC``; the decoder
-  (``torchtitan/models/common/decoder.py``) has ``tok_embeddings``, ``layers``,
-  ``norm``, ``lm_head`` and no MTP module.
-- deepspeed: ``deepspeed/runtime/pipe/engine.py`` (``_exec_schedule`` always builds
-  ``schedule.TrainSchedule``, the 1F1B of ``deepspeed/runtime/pipe/schedule.py``;
-  ``DualPipeVSchedule`` there is not wired into the engine); ``deepspeed/runtime/pipe/
-  module.py``: one stage per pipeline rank, ``activation_checkpoint_interval`` recomputes
-  whole layers (full recomputation), no selective mode.
 """
 
 from __future__ import annotations
@@ -103,7 +70,39 @@ TARGETS: dict[str, Target] = {
                         fused_pairs=False, placements=("loop",), max_vpp=1, recompute=("none", "full"),
                         moe_capacity=False),
 }
-"""Capabilities per ``--target`` (sources in the module docstring)."""
+"""Capabilities per ``--target``, each read from its framework's source:
+
+- torch: ``torch/distributed/pipelining/schedules.py``: ``ScheduleGPipe``,
+  ``Schedule1F1B``, ``ScheduleInterleaved1F1B``, ``ScheduleInterleavedZeroBubble``,
+  ``ScheduleZBVZeroBubble``, ``ScheduleDualPipeV`` and ``_PipelineScheduleRuntime``
+  (``_load_csv``: any per-rank order and stage-to-rank map; ``register_custom_function``
+  runs ``OVERLAP_F_B`` pairs, ppplan's runtime in ``planner/runtime/``). Recomputation is
+  the user's ``torch.utils.checkpoint`` around the stage modules: every mode.
+- megatron: ``megatron/core/pipeline_parallel/schedules.py``
+  (``get_forward_backward_func``: no pipelining, 1F1B without interleaving, interleaved
+  1F1B with virtual stages; ``forward_backward_pipelining_with_interleaving`` switches to
+  ``combined_1f1b_schedule_for_interleaved_pipelining`` under
+  ``--overlap-moe-expert-parallel-comm``, and ``forward_backward_no_pipelining`` to
+  ``combined_1f1b_schedule_for_no_pipelining``); W stays inside the backward step
+  (``--delay-wgrad-compute`` only splits it inside a combined step); stage i runs on
+  rank i % pp (``megatron/core/transformer/pipeline_parallel_layer_layout.py``), MTP in
+  one stage in the last virtual chunk (``validate_layer_layout``);
+  ``megatron/training/arguments.py``: ``--recompute-granularity full|selective``, and the
+  EP overlap refuses full recomputation.
+- torchtitan: ``torchtitan/distributed/pipeline_parallel.py``
+  (``_build_pipeline_schedule``: a CSV loads ``_PipelineScheduleRuntime``, so any order
+  of F, I, W and B runs, W moved included; ``_get_pp_rank_to_stage_indices_mapping``:
+  "v" placement only for ZBVZeroBubble/DualPipeV, "loop" otherwise; no OVERLAP_F_B
+  function is registered for the CSV runtime); ``torchtitan/distributed/
+  activation_checkpoint.py``: ``SelectiveAC``, ``FullAC``; the decoder
+  (``torchtitan/models/common/decoder.py``) has ``tok_embeddings``, ``layers``,
+  ``norm``, ``lm_head`` and no MTP module.
+- deepspeed: ``deepspeed/runtime/pipe/engine.py`` (``_exec_schedule`` always builds
+  ``schedule.TrainSchedule``, the 1F1B of ``deepspeed/runtime/pipe/schedule.py``;
+  ``DualPipeVSchedule`` there is not wired into the engine); ``deepspeed/runtime/pipe/
+  module.py``: one stage per pipeline rank, ``activation_checkpoint_interval`` recomputes
+  whole layers (full recomputation), no selective mode.
+"""
 
 TARGET_NAMES = tuple(TARGETS)
 DEFAULT_TARGET = "torch"

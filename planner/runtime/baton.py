@@ -14,9 +14,6 @@ a helper thread and a two-party barrier (torchtitan PR #1443,
 expert-parallel group runs the same layers in the same order, so the sequence of
 all-to-alls each rank issues on the group is the same on every rank: collectives
 match without any extra synchronisation.
-
-Who is who: the thread that made the baton is the forward party; any other thread is
-the backward party (the helper, or on CUDA an autograd device thread working for it).
 """
 
 from __future__ import annotations
@@ -48,7 +45,9 @@ class Baton:
         self._timeout_s = timeout_s
 
     def party(self) -> str:
-        """The party the calling thread works for."""
+        """The party the calling thread works for: the thread that made the baton is the
+        forward party; any other thread is the backward party (the helper, or on CUDA an
+        autograd device thread working for it)."""
         return FORWARD_PARTY if threading.get_ident() == self._forward_thread else BACKWARD_PARTY
 
     def acquire(self, party: str) -> None:

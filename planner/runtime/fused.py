@@ -3,27 +3,13 @@
 torch's ``_PipelineScheduleRuntime`` runs the two halves of an ``OVERLAP_F_B`` one after
 the other unless a function is registered for it
 (``register_custom_function(OVERLAP_F_B, fn)``, torch/distributed/pipelining/
-schedules.py). ``overlap_f_b`` is that function. It first does the bookkeeping torch's
-own action loop does for each half (``_PipelineScheduleRuntime._step_microbatches``,
-``_perform_action``):
-
-- forward: wait for the stage input's receive (unless the stage is first, or the
-  previous stage sits on this rank: [Note: V-schedule special case] in torch), run
-  ``forward_one_chunk``, compute the loss on the last stage, and hand the output to
-  the next stage when it is on this rank;
-- backward (full B, or input-gradient I): wait for the output gradient's receive
-  (unless the stage is last, or the next stage sits on this rank), take the loss on
-  the last stage, count full backwards (the last one releases the data-parallel
-  gradient sync), run ``backward_one_chunk``, and hand the input gradient to the
-  previous stage when it is on this rank;
-
-and then runs the two concurrently (``baton.run_pair``): the backward in a helper
-thread, the forward here, taking turns at every expert-parallel all-to-all (see
-[Note: comm points] in ``profiler.layers.program``). Per MoE layer the turns fall in
-Megatron's combined-1F1B order: backward post-MoE + combine, forward attention +
-routing, backward experts + dispatch, forward dispatch, backward attention, forward
-experts, forward combine, ... Sends stay separate actions of the lowered schedule.
-The halves may sit on one stage or on two stages of this rank, in either order.
+schedules.py). ``overlap_f_b`` is that function: it does the bookkeeping torch's own
+action loop does for each half (``_prepare_forward``, ``_prepare_backward``) and then
+runs the two concurrently (``baton.run_pair``): the backward in a helper thread, the
+forward here, taking turns at every expert-parallel all-to-all (see [Note: comm points]
+in ``profiler.layers.program``), in Megatron's combined-1F1B order. Sends stay separate
+actions of the lowered schedule. The halves may sit on one stage or on two stages of
+this rank, in either order.
 """
 
 from __future__ import annotations
@@ -50,6 +36,14 @@ def split_pair(action: Any) -> tuple[Any, Any]:
 
 
 def _prepare_forward(rt: Any, stages: dict[int, Any], act: Any, ctx: Any):
+    """The forward half, with the bookkeeping torch's own action loop does
+    (``_PipelineScheduleRuntime._step_microbatches``, ``_perform_action``):
+
+    Forward: wait for the stage input's receive (unless the stage is first, or the previous
+    stage sits on this rank: [Note: V-schedule special case] in torch), run
+    ``forward_one_chunk``, compute the loss on the last stage, and hand the output to the
+    next stage when it is on this rank.
+    """
     from torch.distributed.pipelining.schedules import _wait_batch_p2p
 
     s, mb = act.stage_index, act.microbatch_index
@@ -69,6 +63,14 @@ def _prepare_forward(rt: Any, stages: dict[int, Any], act: Any, ctx: Any):
 
 
 def _prepare_backward(rt: Any, stages: dict[int, Any], act: Any):
+    """The backward half, with torch's own bookkeeping (as ``_prepare_forward``):
+
+    Backward (full B, or input-gradient I): wait for the output gradient's receive (unless
+    the stage is last, or the next stage sits on this rank), take the loss on the last
+    stage, count full backwards (the last one releases the data-parallel gradient sync), run
+    ``backward_one_chunk``, and hand the input gradient to the previous stage when it is on
+    this rank.
+    """
     from torch.distributed.pipelining.schedules import FULL_BACKWARD, _wait_batch_p2p
 
     s, mb = act.stage_index, act.microbatch_index
@@ -97,7 +99,11 @@ def overlap_f_b(action: Any, ctx: Any, *, timeout_s: float = 600.0, traces: list
 
     ``timeout_s`` bounds how long one half waits for the other to hand over; a rank
     that died is caught sooner by the collective timeout of the pending exchange.
-    ``traces``, when given, gets one ``PairTrace`` per pair run ([Note: overlap trace])."""
+    ``traces``, when given, gets one ``PairTrace`` per pair run ([Note: overlap trace]).
+    Per MoE layer the turns fall in Megatron's combined-1F1B order: backward post-MoE +
+    combine, forward attention + routing, backward experts + dispatch, forward dispatch,
+    backward attention, forward experts, forward combine, ...
+    """
     from profiler.layers.program import set_wait_hook
 
     rt = ctx.schedule_ref

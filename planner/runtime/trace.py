@@ -10,18 +10,10 @@ half's all-to-all travels. The trace records, in one order shared by both thread
 - ``done``: the first ``wait()`` on the work handed to the comm point returned, whoever
   called it (the hand-over code or anything it calls).
 
-A half's compute segments run from ``start`` or ``done`` to the next ``issue`` or
-``end``; an exchange's window runs from its ``issue`` to its ``done``. An exchange is
-hidden when a whole compute segment of the other half lies inside its window, which is
-a fact about order, not about how long anything took: it holds on a loaded machine and
-fails when the halves run one after the other, or when an exchange is waited for before
-the other half computes. Exchanges issued after the other half ended have nothing to
-hide behind and are not counted (nor is a half without exchanges, such as the
-input-gradient I of a first stage, whose token ids have no gradient). Not seen: a wait
-inside a layer before its comm point (``profiler.layers.program``), which ends the
-exchange before the trace's window opens. Off by default; ``attach(schedule,
-traces=[...])`` or ``run_pair(..., trace=PairTrace())`` turn it on (a lock and a list
-append per event).
+An exchange is hidden when a whole compute segment of the other half lies inside its
+window (``exposed``): a fact about order, not about how long anything took, so it holds
+on a loaded machine. Off by default; ``attach(schedule, traces=[...])`` or
+``run_pair(..., trace=PairTrace())`` turn it on (a lock and a list append per event).
 """
 
 from __future__ import annotations
@@ -84,13 +76,23 @@ class PairTrace:
         return out
 
     def overlappable(self, party: str) -> list[tuple[PairEvent, PairEvent | None]]:
-        """Exchanges of ``party`` issued while the other half still ran."""
+        """Exchanges of ``party`` issued while the other half still ran: those issued after it
+        ended have nothing to hide behind and are not counted (nor is a half without
+        exchanges, such as the input-gradient I of a first stage, whose token ids have no
+        gradient)."""
         other_end = next((e.seq for e in self.events if e.party != party and e.kind == "end"), len(self.events))
         return [(issue, done) for issue, done in self.windows(party) if issue.seq < other_end]
 
     def exposed(self, party: str) -> list[tuple[PairEvent, PairEvent | None]]:
         """Overlappable exchanges of ``party`` whose window holds no whole compute segment of
-        the other half."""
+        the other half.
+
+        A half's compute segments run from ``start`` or ``done`` to the next ``issue`` or
+        ``end``; an exchange's window runs from its ``issue`` to its ``done``. The test fails
+        when the halves run one after the other, or when an exchange is waited for before the
+        other half computes. Not seen: a wait inside a layer before its comm point
+        (``profiler.layers.program``), which ends the exchange before the window opens.
+        """
         segs = [s for p in {e.party for e in self.events} - {party} for s in self.segments(p)]
         return [(issue, done) for issue, done in self.overlappable(party)
                 if not any(issue.seq < a.seq and (done is None or b.seq < done.seq) for a, b in segs)]

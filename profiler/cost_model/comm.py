@@ -1,35 +1,14 @@
 """Communication times: expert-parallel all-to-all (hierarchical), TP/SP and CP collectives.
 
-Expert-parallel all-to-all (one dispatch or one combine), per GPU:
-
-- The EP group's ranks are consecutive in Megatron's expert rank order (etp fastest,
-  then ep: megatron/core/parallel_state.py ``RankGenerator`` for the expert layout), so
-  it spans ``nodes = ep x etp / gpus_per_node`` nodes (1 when it fits in one) and a
-  node holds ``g = ep / nodes`` of its ranks.
-- Routing is balanced (the published runs force balanced routing): a token copy goes
-  to each EP rank with probability 1/ep.
-- NVLink carries the copies for the other g-1 ranks of the own node; the NIC the
-  copies for other nodes: k x (ep - g) / ep per token with NCCL (each copy sent), or,
-  with a deduplicating dispatcher (DeepEP, HybridEP), one copy per distinct remote
-  node: with k uniform picks over ``nodes`` nodes the expected number of distinct
-  nodes is ``nodes x (1 - (1 - 1/nodes)^k)``, capped by node-limited routing (DeepSeek-V3
-  sends a token to at most ``topk_group`` = 4 of its ``n_group`` = 8 expert groups, one
-  group per node at EP 64: arXiv:2412.19437 section 2.1.2), times (nodes - 1) / nodes.
-  Deduplicated copies are forwarded over NVLink in the destination node, so NVLink also
-  carries the remote copies.
-- NVLink and NIC transfers run at once: time = latency + max(NVLink bytes / NVLink
-  all-to-all bandwidth, NIC bytes / NIC all-to-all bandwidth). The all-to-all
-  bandwidths are DeepEP's measured ones (planner/core/hardware.py), scaled when the
-  cluster's network section overrides the links.
-
+The EP all-to-all splits each token's copies between NVLink (the own node's ranks) and
+the NIC (other nodes), with per-node deduplication for DeepEP/HybridEP (``a2a_seconds``).
 TP with sequence parallelism: per layer two all-gathers and two reduce-scatters of the
 sequence (forward and backward), ring algorithm: bytes x (tp - 1) / tp each (Korthikanti
-et al. 2022, "Reducing Activation Recomputation", section 4.2.2).
-
-CP (ring attention, Megatron ``--context-parallel-size`` with ``p2p`` communication):
-each attention layer passes its K and V chunk around the ring, cp - 1 steps, overlapped
-with the attention-core blocks (Liu et al. 2023, "Ring Attention"); backward also passes
-dK and dV. Only the part longer than the attention core is exposed.
+et al. 2022, "Reducing Activation Recomputation", section 4.2.2). CP (ring attention,
+Megatron ``--context-parallel-size`` with ``p2p`` communication): each attention layer
+passes its K and V chunk around the ring, cp - 1 steps, overlapped with the attention-core
+blocks (Liu et al. 2023, "Ring Attention"); backward also passes dK and dV. Only the part
+longer than the attention core is exposed.
 """
 
 from __future__ import annotations
@@ -49,7 +28,13 @@ def link_bandwidth(cluster: ClusterSpec, group_span: int) -> float:
 
 
 def remote_nodes_per_token(model: ModelSpec, nodes: int) -> float:
-    """Expected distinct other nodes a token's copies reach, with per-node deduplication."""
+    """Expected distinct other nodes a token's copies reach, with per-node deduplication.
+
+    With k uniform picks over ``nodes`` nodes the expected number of distinct nodes is
+    ``nodes x (1 - (1 - 1/nodes)^k)``, capped by node-limited routing (DeepSeek-V3 sends a
+    token to at most ``topk_group`` = 4 of its ``n_group`` = 8 expert groups, one group per
+    node at EP 64: arXiv:2412.19437 section 2.1.2), times (nodes - 1) / nodes.
+    """
     k = model.moe.top_k
     distinct = nodes * (1.0 - (1.0 - 1.0 / nodes) ** k)
     moe = model.moe
@@ -59,7 +44,19 @@ def remote_nodes_per_token(model: ModelSpec, nodes: int) -> float:
 
 
 def a2a_seconds(cluster: ClusterSpec, model: ModelSpec, tokens: float, token_bytes: float) -> float:
-    """One dispatch (or combine) of ``tokens`` local tokens of ``token_bytes`` each."""
+    """One dispatch (or combine) of ``tokens`` local tokens of ``token_bytes`` each.
+
+    The EP group's ranks are consecutive in Megatron's expert rank order (etp fastest, then
+    ep: megatron/core/parallel_state.py ``RankGenerator``), so it spans ``nodes = ep x etp /
+    gpus_per_node`` nodes and a node holds ``ep / nodes`` of its ranks. Routing is balanced
+    (the published runs force it): a copy goes to each EP rank with probability 1/ep.
+    NVLink carries the copies for the own node's other ranks, the NIC those for other
+    nodes: each copy with NCCL, one per distinct remote node with a deduplicating
+    dispatcher (DeepEP, HybridEP), which forwards them over NVLink in the destination node.
+    Both links run at once: latency + max(NVLink bytes / bandwidth, NIC bytes / bandwidth),
+    at DeepEP's all-to-all bandwidths (planner/core/hardware.py), scaled when the cluster's
+    network section overrides the links.
+    """
     par = cluster.parallel
     if par.ep == 1 or tokens <= 0:
         return 0.0

@@ -1,23 +1,16 @@
 """Native and transformers modules of one model timed side by side, in one process.
 
-Two profiles taken minutes apart on a shared machine differ by the machine's drift
-(on the 2-core reference machine under load the same LM head measured 2x apart), so
-``compare_sources`` builds the modules of every layer type from both sources
-(``profiler.measure_worker.measure_types``, which also warms them up) and then alternates
-their measurements round by round (``profiler.measure.measure_layer``, first source
-swapped each round), so both see the same machine state. Per layer type it returns,
-for each source, the median over rounds of F, I, W and the full backward B, and the
-median of the per-round ratio transformers / native.
+Two profiles taken minutes apart on a shared machine differ by the machine's drift, so
+``compare_sources`` alternates the two sources' measurements round by round: both see
+the same machine state. Usage:
+``python -m profiler.hf.ab qwen3-30b-a3b --scale 0.0625 --seq-len 256 --out ab.json``.
 
 [Note: thread CPU time] The comparison reads the measuring thread's CPU time
 (``time.thread_time``), not the wall clock: with one torch thread every forward and
 (on the CPU) every backward op runs on the calling thread, so its CPU time is the
 layer's compute whatever else the machine runs, while the wall clock also counts the
-slices the scheduler gave other jobs (at a load average of 12 on 2 cores a 0.2 ms
-embedding gradient read 34 ms). It is the comparison's unit, not the profiler's:
+slices the scheduler gave other jobs. It is the comparison's unit, not the profiler's:
 ``ppplan profile`` keeps the wall clock a training step sees.
-
-    python -m profiler.hf.ab qwen3-30b-a3b --scale 0.0625 --seq-len 256 --out ab.json
 """
 
 from __future__ import annotations
@@ -63,7 +56,12 @@ def compare_sources(model: ModelSpec, *, raw: dict[str, Any], scale: float, seq_
                     repeats: int = 3, seed: int = 0) -> dict[str, dict[str, Any]]:
     """Per layer type: ``{"transformers": {f, i, w, b, experts_f, ...}, "native": {...},
     "ratio": {f, i, w, b}}`` in seconds (``experts_*``: the routed-expert segment's part;
-    ratio: transformers / native), medians over ``rounds`` alternated rounds."""
+    ratio: transformers / native), medians over ``rounds`` alternated rounds.
+
+    The modules of every layer type are built from both sources
+    (``profiler.measure_worker.measure_types``, which also warms them up), then measured
+    round by round (``profiler.measure.measure_layer``), the first source swapped each
+    round."""
     built = {s: _built(model, raw, s, scale=scale, seq_len=seq_len, seed=seed) for s in ("transformers", "native")}
     clock = ThreadClock()
     samples: dict[tuple[str, str], list[dict[str, float]]] = {}

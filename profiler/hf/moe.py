@@ -7,16 +7,10 @@ The block's own modules do the work: its router (``block.gate``, which returns
 [E, 2I, H] and ``down_proj`` [E, H, I]) with their own gate function
 (``experts._apply_gate``, from ``integrations/moe.py``), and its shared expert
 (``shared_expert`` + ``shared_expert_gate`` in Qwen2-MoE / Qwen3-Next, ``shared_experts``
-in DeepSeek). What this module adds is what transformers does not have: expert
-parallelism. Token copies are sorted by expert, counted, and sent to the rank that
-holds their expert with ppplan's all-to-alls (``profiler.layers.program``); each rank
-keeps ``experts / ep`` of the block's expert weights.
-
-The experts run as one grouped GEMM pair over the received rows
-(``grouped_experts``): ``torch.nn.functional.grouped_mm`` (``torch._grouped_mm`` on
-older torch) with the cumulative row counts as offsets, as transformers'
-``grouped_mm_experts_forward`` does (``integrations/moe.py``), on the CPU as on a GPU;
-no Python loop over experts.
+in DeepSeek). What this module adds is expert parallelism: token copies sorted by
+expert, counted and sent to their expert's rank with ppplan's all-to-alls
+(``profiler.layers.program``); each rank keeps ``experts / ep`` of the block's expert
+weights, run as one grouped GEMM pair (``grouped_experts``).
 """
 
 from __future__ import annotations
@@ -63,7 +57,12 @@ def _grouped_mm(rows: torch.Tensor, weight: torch.Tensor, offsets: torch.Tensor)
 
 def grouped_experts(experts: nn.Module, rows: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
     """The experts of ``experts`` (a transformers experts module, possibly sliced to this
-    rank's) on ``rows`` [S, H] grouped by expert, ``counts[e]`` rows each."""
+    rank's) on ``rows`` [S, H] grouped by expert, ``counts[e]`` rows each.
+
+    One grouped GEMM pair over the received rows: ``torch.nn.functional.grouped_mm``
+    (``torch._grouped_mm`` on older torch) with the cumulative row counts as offsets, as
+    transformers' ``grouped_mm_experts_forward`` does (``integrations/moe.py``), on the CPU
+    as on a GPU; no Python loop over experts."""
     if rows.shape[0] == 0:  # see [Note: no tokens, same collectives] in profiler.layers.moe
         return rows[:0]
     offsets = torch.cumsum(counts.to(rows.device), 0, dtype=torch.int32)
@@ -129,7 +128,7 @@ class HfExperts:
         # rank's microbatch routed to it, as that rank does with every expert local (the
         # replay's reference); one GEMM over every rank's rows changes their low bits
         # ([Note: one GEMM per source rank] in profiler/layers/moe.py): with it, a pp 2 x ep 2
-        # replay of Qwen3-Next at 1/32 width failed its gradient check (max |diff| 1.63).
+        # replay of Qwen3-Next at 1/32 width failed its gradient check.
         recv = ctx["recv_counts"]                                        # [P, local experts]
         chunks = rows.split(recv.sum(1).tolist())
         return torch.cat([grouped_experts(experts, chunk, counts) if chunk.shape[0] else chunk

@@ -1,17 +1,9 @@
 """Mixture of experts: top-k router, routed SwiGLU experts, optional (gated) shared expert.
 
-Routing follows the shipped models: softmax scores (Qwen3) or sigmoid scores
-(DeepSeek-V3), top-k, the k weights renormalised to sum to 1. DeepSeek's
-group-limited selection, score-correction bias and routed scaling factor are left
-out: they change which experts win, not the work per token.
-
-With an expert-parallel group of P ranks, rank r holds experts
-``[r E/P, (r+1) E/P)``. Tokens are copied once per chosen expert, sorted by expert,
-and sent with a real ``all_to_all_single`` (dispatch); each rank runs its experts on
-what it received and sends the results back (combine). Without a group every expert
-runs locally and there is nothing to exchange. The three compute parts are exposed
-separately (``route``, ``experts``, ``finish``) so a layer program can put the
-dispatch and combine between them.
+Routing follows the shipped models (``select_experts``); with an expert-parallel group
+the token copies go to their experts' ranks and back (``MoE``). The three compute parts
+are exposed separately (``route``, ``experts``, ``finish``) so a layer program can put
+the dispatch and combine between them.
 
 Dropless by default (every routed copy runs, the split sizes travel with the tokens:
 a counts all-to-all and a host sync per layer). With a ``CapacityMode``
@@ -39,7 +31,12 @@ __all__ = ["MoE", "select_experts"]
 
 
 def select_experts(logits: torch.Tensor, top_k: int, *, sigmoid: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """Top-k experts per token from router logits [N, E]: (weights summing to 1, expert ids)."""
+    """Top-k experts per token from router logits [N, E]: (weights summing to 1, expert ids).
+
+    Softmax scores (Qwen3) or sigmoid scores (DeepSeek-V3), top-k, the k weights
+    renormalised to sum to 1. DeepSeek's group-limited selection, score-correction bias
+    and routed scaling factor are left out: they change which experts win, not the work
+    per token."""
     logits = logits.float()
     scores = torch.sigmoid(logits) if sigmoid else torch.softmax(logits, dim=-1)
     top, idx = torch.topk(scores, top_k, dim=-1)
@@ -47,7 +44,13 @@ def select_experts(logits: torch.Tensor, top_k: int, *, sigmoid: bool) -> tuple[
 
 
 class MoE(nn.Module):
-    """Routed experts (+ shared expert); the parts are called by a layer program."""
+    """Routed experts (+ shared expert); the parts are called by a layer program.
+
+    With an expert-parallel group of P ranks, rank r holds experts ``[r E/P, (r+1) E/P)``.
+    Tokens are copied once per chosen expert, sorted by expert, and sent with a real
+    ``all_to_all_single`` (dispatch); each rank runs its experts on what it received and
+    sends the results back (combine). Without a group every expert runs locally.
+    """
 
     def __init__(self, hidden: int, spec: MoeSpec, *, sigmoid_scores: bool = False,
                  ep_group: Any = None, capacity: CapacityMode | None = None) -> None:
@@ -132,10 +135,8 @@ class MoE(nn.Module):
         # very GEMM that rank runs with every expert local (the replay's single-process
         # reference). In one GEMM over every rank's rows a row gets other low bits (the
         # BLAS picks kernel and blocking by the row count: on a CPU, F.linear of n rows
-        # differed from the first n of n + m rows for 116 of 1521 pairs n, m <= 39),
-        # and a deep model amplifies them: a 51-layer Qwen3-Next at 1/32 width made them a
-        # 0.2% difference of its first layer's weight gradients (max |diff| 0.8-1.6 of
-        # 800), failing the EP replay's gradient check. Same FLOPs, P times the GEMMs.
+        # can differ from the first n of n + m rows), and a deep model amplifies them
+        # until the EP replay's gradient check fails. Same FLOPs, P times the GEMMs.
         recv = ctx["recv_counts"].tolist()                            # [P][local experts]
         chunks = rows.split([sum(c) for c in recv])
         return torch.cat([self._run(chunk, counts) for chunk, counts in zip(chunks, recv)])

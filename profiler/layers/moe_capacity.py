@@ -2,29 +2,17 @@
 
 Megatron-LM's flags and semantics (``megatron/core/transformer/moe/moe_utils.py``
 ``get_capacity`` and ``apply_router_token_dropping``; ``token_dispatcher.py``
-``MoEAlltoAllTokenDispatcher.preprocess``):
-
-- ``--moe-expert-capacity-factor C``: each expert takes at most
-  ``capacity = ceil(tokens x top_k / experts x C)`` copies of one rank's tokens
-  (``tokens``: that rank's tokens of the microbatch); the copies over capacity are
-  dropped (their expert output is missing from the token's weighted sum);
-- ``--moe-token-drop-policy``: ``probs`` keeps the copies with the highest routing
-  weight, ``position`` the earliest tokens. Ties are broken by position here (Megatron
-  leaves them to ``torch.topk``);
-- ``--moe-pad-expert-input-to-capacity``: every expert's buffer is filled up to
-  capacity, the empty slots holding a token with routing weight 0 (as Megatron's
-  padded routing map does), so every rank sends ``capacity`` rows per expert to every
-  rank. The all-to-all splits are then known from the shapes alone: no token-count
-  exchange and nothing that reads a device value on the host.
+``MoEAlltoAllTokenDispatcher.preprocess``): ``--moe-expert-capacity-factor``
+(``expert_capacity``; the copies over capacity are dropped, their expert output missing
+from the token's weighted sum), ``--moe-token-drop-policy`` (``expert_order``) and
+``--moe-pad-expert-input-to-capacity`` (``padded_slots``), gathered in ``CapacityMode``.
 
 [Note: no host sync when padded] In the padded mode ``route``, ``experts`` and
 ``finish`` only use shapes (Python ints) and device ops whose output size is fixed by
 their input shapes (``sort``, ``scatter``, ``gather``, ``index_select``, ``index_add``,
 ``bmm``): no ``.tolist()``/``.item()``, no ``nonzero``/``bincount``/boolean indexing.
 ``tests/test_moe_capacity.py`` runs the three parts under a guard that fails on any of
-those. The local experts run as one batched GEMM over ``[local experts, rows, hidden]``
-(``torch.bmm``: with equal group sizes a grouped GEMM such as ``torch._grouped_mm``
-does the same single launch, so it is not used).
+those.
 """
 
 from __future__ import annotations
@@ -86,7 +74,8 @@ def describe(mode: CapacityMode | None) -> dict[str, object]:
 
 def expert_capacity(num_tokens: int, top_k: int, num_experts: int, factor: float) -> int:
     """Copies one expert takes from one rank: Megatron ``get_capacity(num_tokens=tokens x
-    top_k, num_experts, capacity_factor)`` = ``ceil(tokens x top_k / experts x factor)``."""
+    top_k, num_experts, capacity_factor)`` = ``ceil(tokens x top_k / experts x factor)``
+    (``tokens``: that rank's tokens of the microbatch)."""
     return math.ceil(num_tokens * top_k / num_experts * factor)
 
 
@@ -96,7 +85,8 @@ def expert_order(top: torch.Tensor, idx: torch.Tensor, num_experts: int,
     weight of token n at expert e, 0 where not chosen) from top-k weights and ids [N, k].
 
     Chosen tokens come before the others; among them ``probs`` sorts by weight
-    (descending), ``position`` by token index; a stable sort breaks ties by position."""
+    (descending), ``position`` by token index; a stable sort breaks ties by position
+    (Megatron leaves them to ``torch.topk``)."""
     n = top.shape[0]
     probs = top.new_zeros(n, num_experts).scatter(1, idx, top).T
     chosen = torch.zeros(n, num_experts, dtype=torch.bool, device=top.device).scatter(1, idx, True).T
@@ -107,7 +97,14 @@ def expert_order(top: torch.Tensor, idx: torch.Tensor, num_experts: int,
 def padded_slots(top: torch.Tensor, idx: torch.Tensor, num_experts: int, capacity: int,
                  policy: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(token of each slot, its weight), each ``[E x capacity]`` expert-major: the kept
-    copies of each expert, then weight-0 padding. Fixed shapes, no host sync."""
+    copies of each expert, then weight-0 padding. Fixed shapes, no host sync.
+
+    Every expert's buffer is filled up to capacity, the empty slots holding a token with
+    routing weight 0 (as Megatron's padded routing map does), so every rank sends
+    ``capacity`` rows per expert to every rank: the all-to-all splits are known from the
+    shapes alone, with no token-count exchange and nothing that reads a device value on the
+    host.
+    """
     order, probs = expert_order(top, idx, num_experts, policy)
     n = order.shape[1]
     slots = order[:, :capacity]
@@ -129,6 +126,8 @@ def kept_copies(top: torch.Tensor, idx: torch.Tensor, num_experts: int, capacity
 
 def batched_experts(rows: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tensor) -> torch.Tensor:
     """SwiGLU experts on rows [L, R, H] with weights [L, 2I, H] and [L, H, I]: one batched
-    GEMM per projection (the per-expert ``F.linear`` of ``MoE._run``, batched)."""
+    GEMM per projection (the per-expert ``F.linear`` of ``MoE._run``, batched). With equal
+    group sizes a grouped GEMM such as ``torch._grouped_mm`` does the same single launch,
+    so it is not used."""
     gate, up = torch.bmm(rows, w_gate_up.transpose(1, 2)).chunk(2, dim=-1)
     return torch.bmm(F.silu(gate) * up, w_down.transpose(1, 2))

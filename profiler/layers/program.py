@@ -3,26 +3,18 @@
 Every layer module describes its forward as a tuple of steps over a named state:
 ``Compute`` steps read named tensors and add new ones, ``Exchange`` steps move one
 tensor across the expert-parallel group with ``all_to_all_single`` (MoE dispatch and
-combine). The state starts as ``{"x": input}`` and the layer's output is ``"y"``.
-Non-tensor facts a step computes (split sizes, token order) go into a per-run
-``ctx`` dict that later steps read.
+combine); the state starts as ``{"x": input}``, the output is ``"y"``, and non-tensor
+facts (split sizes, token order) go into a per-run ``ctx`` dict. [Note: one program,
+two runners] ``run_program`` executes the steps with differentiable all-to-alls, which is
+what ``module.forward`` does; the profiler runs the same steps cut at every step, to time
+each segment and interleave two layers (``profiler.pairs``), so the module that is timed
+is the module that trains.
 
-``run_program`` executes the steps in order with differentiable all-to-alls, which is
-what ``module.forward`` does. The profiler runs the same steps itself: it cuts the
-autograd graph at every step (each segment's inputs become leaves), so it can time
-forward, input-gradient and weight-gradient of each segment, launch the all-to-alls
-asynchronously and interleave the segments of two layers (see
-``profiler.pairs``). [Note: one program, two runners] keeps the module that is
-timed identical to the module that trains.
-
-[Note: comm points] Every all-to-all a module issues (the MoE token counts, dispatch,
-combine, and their gradients) is started asynchronously and then handed to
-``wait_for``. By default that just waits; an overlap runtime (``planner.runtime``)
-installs a hook there (``set_wait_hook``) that lets another microbatch compute while
-the exchange travels, then waits. A group may also be an ``EmulatedLink``: the same
-rows are copied locally and the exchange completes no earlier than its issue time
-plus the link's time for it (an emulated network, for machines whose loopback
-copies would eat the overlap).
+[Note: comm points] Every all-to-all a module issues (token counts, dispatch, combine,
+and their gradients) is started asynchronously and then handed to ``wait_for``: by
+default that just waits; an overlap runtime (``planner.runtime``) installs a hook
+(``set_wait_hook``) that lets another microbatch compute while the exchange travels.
+A group may also be an ``EmulatedLink``.
 """
 
 from __future__ import annotations
@@ -84,7 +76,8 @@ class EmulatedLink:
 
     Each all-to-all copies its rows locally (the same tokens, the same bytes moved) and
     its work completes no earlier than issue time + ``seconds[name]`` (``name``:
-    ``dispatch``, ``combine``, ``dispatch.grad``, ``combine.grad``; missing = 0)."""
+    ``dispatch``, ``combine``, ``dispatch.grad``, ``combine.grad``; missing = 0): an
+    emulated network, for machines whose loopback copies would eat the overlap."""
 
     seconds: dict[str, float]
     """Link time of each exchange of one layer, in seconds."""

@@ -3,20 +3,7 @@
 ``scaled_model(model, s)`` is the one owner of a model's widths at a scale: the native
 layers, the transformers configs (``profiler.hf.config``), the routing sampler and the
 replay all read the spec it returns. It multiplies every width by ``s`` and keeps the
-model whole, so that transformers' own config classes and layers accept it:
-
-- head counts scale by sqrt(s), KV heads at least 1, and query heads stay KV heads x
-  the query-per-KV group (GQA; Gated DeltaNet's value heads per key head), whole;
-- head sizes take the rest, so ``heads x head_dim`` scales like ``hidden``; they are
-  even (rotary embedding rotates pairs); the hidden size is a multiple of the query
-  heads (``LlamaConfig`` and ``DeepseekV2Config`` check it), and where the heads span
-  the hidden size (Llama) they still do;
-- routed experts and top-k scale by ``s`` (tokens per expert stay about the same), at
-  least one each; with MLA (DeepSeek) at least two experts, since DeepSeek-V3's router
-  ranks expert groups by the sum of each group's best two scores
-  (``modeling_deepseek_v3.py``, ``DeepseekV3MoE.route_tokens_to_experts``); expert groups
-  are halved until they divide the experts with two or more each; a shared expert
-  ``n`` routed experts wide stays ``n`` wide (DeepSeek's ``n_shared_experts``).
+model whole, so that transformers' own config classes and layers accept it.
 
 [Note: smallest scale] A scale is too small when a width, multiplied by it, falls under
 its minimum before any rounding: a head size under 2, the hidden size under its query
@@ -157,7 +144,21 @@ def minimum_scale(model: ModelSpec) -> float:
 
 def scaled_model(model: ModelSpec, scale: float) -> ModelSpec:
     """``model`` at ``scale`` times its width (1.0 returns it unchanged); ``InputError``
-    naming ``--scale`` when the scale is too small to keep it whole."""
+    naming ``--scale`` when the scale is too small to keep it whole ([Note: smallest scale]).
+
+    - head counts scale by sqrt(s), KV heads at least 1, and query heads stay KV heads x
+      the query-per-KV group (GQA; Gated DeltaNet's value heads per key head), whole;
+    - head sizes take the rest, so ``heads x head_dim`` scales like ``hidden``; they are
+      even (rotary embedding rotates pairs); the hidden size is a multiple of the query
+      heads (``LlamaConfig`` and ``DeepseekV2Config`` check it), and where the heads span
+      the hidden size (Llama) they still do;
+    - routed experts and top-k scale by ``s`` (tokens per expert stay about the same), at
+      least one each; with MLA (DeepSeek) at least two experts, since DeepSeek-V3's router
+      ranks expert groups by the sum of each group's best two scores
+      (``modeling_deepseek_v3.py``, ``DeepseekV3MoE.route_tokens_to_experts``); expert groups
+      are halved until they divide the experts with two or more each; a shared expert
+      ``n`` routed experts wide stays ``n`` wide (DeepSeek's ``n_shared_experts``).
+    """
     if not (0 < scale <= 1):
         raise InputError("--scale", f"must be in (0, 1], got {scale}", "e.g. --scale 0.0625")
     if scale == 1:

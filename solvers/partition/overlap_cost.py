@@ -2,7 +2,7 @@
 
 In its steady state a stage holding layers [a, b) runs F of layer a+j beside the
 input-gradient of layer b-1-j (Megatron pairs F.layer[0] with B.layer[last]), so
-its overlapped F+I cost is ``sum_j OV[a+j, b-1-j]`` (design.md). This is not additive
+its overlapped F+I cost is ``sum_j OV[a+j, b-1-j]``. This is not additive
 per layer; with ``P[a][b]`` that sum, ``P[a][b] = OV[a, b-1] + OV[b-1, a] + P[a+1][b-1]``
 for b - a >= 2, ``P[a][a+1] = OV[a, a]``: all O(N^2) ranges in O(N^2) time.
 """

@@ -1,7 +1,7 @@
 """Pinned stage sizes: how many decoder layers the first and the last stage hold.
 
 Megatron's ``--decoder-first-pipeline-num-layers`` / ``--decoder-last-pipeline-num-layers``
-(reference.md): users shrink the first stage (it also holds the embedding) and the
+(megatron/training/arguments.py): users shrink the first stage (it also holds the embedding) and the
 last stage (MTP and the loss head) by hand. Here a pin fixes one stage boundary: the
 first stage ends right after its ``first``-th decoder layer, the last stage starts at
 its first of the last ``last`` decoder layers; the solvers place the other stages

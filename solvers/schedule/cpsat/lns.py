@@ -1,39 +1,19 @@
 """Large-neighbourhood search with CP-SAT: re-optimise time windows of a schedule.
 
 Plain CP-SAT over all tasks stalls past a few hundred tasks, so large instances are
-improved window by window around the incumbent (the best heuristic to start with).
-For a window [t0, t1) of the incumbent, re-timed in ticks:
-
-- actions starting before t0 (the prefix) are frozen at their times;
-- actions starting in the window are free: an interval each, any order on their rank
-  (``add_no_overlap``), precedences (``predecessors``, P2P ticks), W deadlines, and a
-  reservoir per rank over the window's memory events starting from the level the
-  prefix leaves (outside the window the order is unchanged, so memory there is as in
-  the incumbent);
-- actions after the window keep their per-rank order. With that order fixed they run
-  as early as their inputs allow, so the makespan is exactly
-  ``max(end_x + q_x)`` over prefix and window actions x, where ``q_x`` is the longest
-  path from x's end through the after-window actions (its *tail*, computed once per
-  window from the incumbent's timing graph). The model holds only the window's tasks.
-
-Objective: that makespan; hint: the incumbent. Windows slide from the start of the
-step to its end by half a window; passes repeat until one brings no gain or the budget
-is spent. Fused OVERLAP_F_B actions move as one unit. Each window is solved by one
-deterministic worker, so the search is reproducible for a seed.
+improved window by window around the incumbent (the best heuristic to start with), in
+the manner of LNS (Shaw 1998, "Using Constraint Programming and Local Search Methods to
+Solve Vehicle Routing Problems"). A window's model (``_build``) frees the actions that
+start in it, freezes those before it and keeps the per-rank order after it, so its
+objective is the exact makespan; the hint is the incumbent. Fused OVERLAP_F_B actions
+move as one unit. Each window is solved by one deterministic worker, so the search is
+reproducible for a seed.
 
 [Note: work clock] The budget is counted in *work seconds*, not in CP-SAT's
-deterministic time: a window costs ``WORK_S_PER_VAR`` x its model's variables plus
-``DET_TO_WORK`` x the deterministic seconds its solve used. The deterministic clock alone
-counts neither model building nor presolve: on the 2-core reference machine it ran 8-13x
-slower than the wall clock on small windows (214 windows of Qwen3-Next pp 8: 0.77
-deterministic s against 9.9 wall s), about 2-4x on large ones. The two terms were fitted
-on 335 windows (build, solve, extraction and re-simulation timed) of the Qwen3-235B pp 8
-vpp 2, Qwen3-Next pp 8 and DeepSeek-V3 pp 8 plans, windows of 8 to 32 actions per rank,
-on a quiet machine: 0.35 ms per variable and 3.2 wall s per deterministic s put the
-total of windows under 100, 100-300 and over 300 variables each within 5% of its wall
-time (the previous 0.5 ms and 2.0 ran windows of 100+ variables 1.4x over). Both terms are
-reproducible, so ``time_limit`` is about that many seconds on such a machine and the
-search is deterministic.
+deterministic time, which counts neither model building nor presolve: a window costs
+``WORK_S_PER_VAR`` x its model's variables plus ``DET_TO_WORK`` x the deterministic
+seconds its solve used. Both terms are reproducible, so ``time_limit`` is about that
+many seconds on the reference machine and the search is deterministic.
 """
 
 from __future__ import annotations
@@ -54,7 +34,9 @@ __all__ = ["LnsResult", "lns_improve", "WORK_S_PER_VAR", "DET_TO_WORK"]
 
 WORK_S_PER_VAR = 3.5e-4
 """Work seconds charged per window-model variable (build + solve on the 2-core reference
-machine; see [Note: work clock])."""
+machine; see [Note: work clock]). Fitted with ``DET_TO_WORK`` on windows of 8 to 32
+actions per rank of the Qwen3-235B pp 8 vpp 2, Qwen3-Next pp 8 and DeepSeek-V3 pp 8
+plans, each window's build, solve, extraction and re-simulation timed on a quiet machine."""
 MAX_ACTIONS_PER_RANK = 32
 """Largest window (actions per rank) the search grows to."""
 DET_TO_WORK = 3.2
@@ -139,6 +121,17 @@ class _Window:
 
 def _build(g: _Graph, ticks: Ticks, t0: int, t1: int, limit: list[int | None] | None,
            deadlines: dict[Key, float]) -> _Window | None:
+    """The model of window [t0, t1) of the incumbent, re-timed in ticks.
+
+    Actions starting before t0 (the prefix) are frozen at their times. Actions starting
+    in the window are free: an interval each, any order on their rank (``add_no_overlap``),
+    precedences (``predecessors``, P2P ticks), W deadlines, and a reservoir per rank over
+    the window's memory events from the level the prefix leaves (outside the window the
+    order is unchanged, so memory there is as in the incumbent). Actions after the window
+    keep their per-rank order, so they run as early as their inputs allow and the makespan
+    is exactly ``max(end_x + q_x)`` over prefix and window actions x (``q_x``: ``_tails``).
+    The model holds only the window's tasks; None when it frees fewer than two.
+    """
     c, rows, horizon = ticks.costs, g.timed.rows, g.timed.makespan
     free = {(r, k) for r, row in rows.items() for k, (_, st, _) in enumerate(row) if t0 <= st < t1}
     if len(free) < 2:

@@ -1,31 +1,18 @@
 """CP-SAT schedule model over every (stage, microbatch, kind) task.
 
-Built in the fixed order of style.md item 8:
+``build_model`` adds, in a fixed order, interval tasks, per-rank no-overlap, precedences,
+symmetry breaking, activation memory, W deadlines, optional fused F&B intervals, the
+makespan objective and the best heuristic as hint. The horizon is the warm start's
+makespan in ticks, so the model only holds schedules at least as good as the warm start.
+Symmetry breaking restricts the search to microbatch-ordered schedules (every generator
+in ``solvers`` produces one); OPTIMAL is meant within that class, while the reported gap
+is always against the independent ``solvers.schedule.search.lower_bound``. Fine for a
+few hundred tasks; larger instances go through ``solvers.schedule.cpsat.lns``.
 
-data -> horizon -> ``tasks[(stage, kind, mb)] = Task(start, end, interval)`` ->
-per-rank ``add_no_overlap`` -> precedences (``planner.core.schedule.predecessors``,
-P2P ticks across ranks) -> symmetry breaking (per stage, F, I and W in microbatch
-order) -> reservoir per rank for activation memory (F allocates ``act_bytes`` at its
-start, I frees ``act_bytes - act_w_bytes`` and W frees ``act_w_bytes`` at their ends)
--> W deadlines -> optional fused F&B intervals (an F and an I of another microbatch on
-one rank may share one interval of the fused duration; the solver chooses which pairs)
--> objective (makespan) -> hints (the best heuristic, re-timed in ticks).
-
-The horizon is the warm start's makespan in ticks, so the model only holds schedules
-at least as good as the warm start. Symmetry breaking restricts the search to
-microbatch-ordered schedules (every generator in ``solvers`` produces one); OPTIMAL is
-meant within that class, while the reported gap is always against the independent
-``solvers.schedule.search.lower_bound``. Fine for a few hundred tasks; larger instances go through
-``solvers.schedule.cpsat.lns``.
-
-[Note: reservoir as cumulative] Every allocation here is released by a later event of
-the same microbatch, so the reservoir "level <= limit" equals a cumulative constraint
-over the allocation lifetimes: interval [F start, I start) of demand act - act_w and
-[F start, W end) of demand act_w (half-open, so a release and an allocation at the same
-tick are allowed, as in the simulator). CP-SAT expands ``add_reservoir_constraint``
-into pairwise precedence literals, quadratic in the tasks per rank (an 8 x 16 model
-spent its whole 5 s presolving); ``add_cumulative`` propagates the same limit in
-near-linear time.
+[Note: reservoir as cumulative] Every allocation is released by a later event of the
+same microbatch, so the reservoir "level <= limit" equals a cumulative constraint over
+the allocation lifetimes; ``add_cumulative`` propagates it in near-linear time where
+``add_reservoir_constraint`` expands into pairwise literals (``_memory``).
 """
 
 from __future__ import annotations
@@ -91,7 +78,17 @@ def _keys(costs: StageCosts, m: int) -> list[Key]:
 
 
 def build_model(data: ScheduleData, meter: WorkMeter | None = None) -> ScheduleModel:
-    """The model of the module docstring."""
+    """The model of the module docstring, built in a fixed order:
+
+    data -> horizon -> ``tasks[(stage, kind, mb)] = Task(start, end, interval)`` ->
+    per-rank ``add_no_overlap`` -> precedences (``planner.core.schedule.predecessors``,
+    P2P ticks across ranks) -> symmetry breaking (per stage, F, I and W in microbatch
+    order) -> activation memory per rank (``_memory``: F allocates ``act_bytes`` at its
+    start, I frees ``act_bytes - act_w_bytes`` from its start, W frees ``act_w_bytes`` at its
+    end) -> W deadlines -> optional fused F&B intervals (an F and an I of another microbatch on
+    one rank may share one interval of the fused duration; the solver chooses which pairs)
+    -> objective (makespan) -> hints (the best heuristic, re-timed in ticks).
+    """
     c, m = data.costs, data.microbatches
     ticks = Ticks.for_makespan(c, simulate(data.hint, c, meter=meter).step_time)
     timed = retime(split_b(data.hint), ticks)
@@ -199,7 +196,10 @@ def _memory(model, c: StageCosts, m: int, tasks: dict[Key, Task], limit: list[in
     """Per-rank activation reservoir, as lifetimes: [F start, I start) holds act - act_w,
     [F start, W end) holds act_w [Note: reservoir as cumulative]. An input-gradient's release
     counts from its start: alone on its rank that moves no peak, and in a fused pair it is the
-    simulator's rule (``planner.core.stage_costs.memory_order``)."""
+    simulator's rule (``planner.core.stage_costs.memory_order``). Intervals are half-open, so
+    a release and an allocation at the same tick are allowed, as in the simulator; CP-SAT
+    expands ``add_reservoir_constraint`` into pairwise precedence literals, quadratic in the
+    tasks per rank, which ``add_cumulative`` avoids."""
     for r in range(c.num_ranks):
         if limit[r] is None:
             continue

@@ -9,18 +9,8 @@ One engine serves two passes:
   activation budget allows), which adapts zero-bubble schedules to heterogeneous costs.
 
 The engine plays the step forward in time with the simulator's model
-(``planner.core.simulate``): one compute stream per rank, P2P time between ranks.
-A rank deciding at time ``x`` knows every task that started before ``x`` (it only
-ever starts work at the moment it decides, so decisions are made in time order). It
-then runs, in this order of preference:
-
-1. a W whose deadline would be missed if the next F/I ran first;
-2. an F/I task ready now (the policy picks which, possibly a fused pair);
-3. a pending W, when it fits in the idle gap before the next F/I can start (known
-   arrival), or while the next F/I still waits for inputs not yet computed (``eager``,
-   the default: on the benchmark shapes it beats waiting by up to 8%), or when memory
-   forces it (a forward is waiting for activation bytes) or nothing else is left;
-4. otherwise it waits for the next arrival.
+(``planner.core.simulate``), each rank choosing what to start in a fixed order of
+preference (``run_engine``).
 
 [Note: W memory] Deferring a W keeps its ``act_w_bytes`` alive; the engine counts
 them, so a forward that would exceed the budget first drains pending W tasks.
@@ -205,7 +195,21 @@ def _decide(st: _State, policy: Policy, rank: int, x: float) -> str | None:
 
 def run_engine(costs: StageCosts, policy: Policy, *, activation_limit: list[int | None] | None = None,
                deadlines: dict[Key, float] | None = None, w_mode: str = "eager") -> EngineResult:
-    """Play the step forward with ``policy`` choosing F/I work (see the module docstring).
+    """Play the step forward with ``policy`` choosing F/I work.
+
+    The engine plays the step forward in time with the simulator's model
+    (``planner.core.simulate``): one compute stream per rank, P2P time between ranks.
+    A rank deciding at time ``x`` knows every task that started before ``x`` (it only
+    ever starts work at the moment it decides, so decisions are made in time order). It
+    then runs, in this order of preference:
+
+    1. a W whose deadline would be missed if the next F/I ran first;
+    2. an F/I task ready now (the policy picks which, possibly a fused pair);
+    3. a pending W, when it fits in the idle gap before the next F/I can start (known
+       arrival), or while the next F/I still waits for inputs not yet computed (``eager``,
+       the default: on the benchmark shapes it beats waiting), or when memory
+       forces it (a forward is waiting for activation bytes) or nothing else is left;
+    4. otherwise it waits for the next arrival.
 
     ``w_mode`` says when an idle rank runs a pending W: ``fit`` when it ends before the
     next F/I can start (as far as the rank can tell), ``eager`` also while the next

@@ -1,33 +1,14 @@
 """Zero Bubble's automatic heuristic on real stage costs, one stage per rank.
 
 Qi et al., "Zero Bubble Pipeline Parallelism" (ICLR 2024), section 3 ("automatic
-pipeline scheduling", heuristic algorithm), re-derived from the paper's text:
-
-1. warm-up: each stage runs as many forwards as its memory allows before the first
-   input-gradient reaches it, short of delaying it; whether one more forward may fill
-   the last small gap (and delay that input-gradient by less than a forward) is a knob;
-2. then one forward and one input-gradient in turn. A W fills a gap at least as long as
-   itself; a shorter gap gets a W too when leaving it idle would make this rank's total
-   bubble the largest of all ranks (or always, a knob); a W also runs when a forward
-   needs the memory its activations still hold;
-3. stage r always has at least one more forward done than stage r + 1; when it is two or
-   more ahead it may hold one back where running it would delay its next
-   input-gradient (a knob);
-4. a stage whose forwards and input-gradients are done runs its remaining Ws.
-
-The three knobs give eight variants (``zb_greedy_orders``); the search keeps the fastest
-as the simulator times it. The builder plays one step microbatch by microbatch, a forward
-sweep down the stages and an input-gradient sweep back up, so each task's inputs are
-placed before it and its start is exact in the simulator's model
-(``planner.core.simulate``: one stream per rank, P2P time per boundary). Unlike
-``solvers.schedule.engines.w_fill`` (a W wherever a rank would idle), a W here waits when a
-gap is shorter than it and other ranks have idled more: the last stage then keeps
-feeding input-gradients back, and the Ws it defers fill the step's tail while the
-gradients travel to the first stage (p 4, M 16, F/I/W 1/1/2 ms, P2P 0.1 ms, memory 2p:
-the lower bound 67.3 ms, against 67.9 ms for ZB-H2 W-filled).
-
-Only one stage per rank (loop placement, vpp 1); fused pairs and full backwards are
-left to the other candidates.
+pipeline scheduling", heuristic algorithm), re-derived from the paper's text (the rules
+at ``zb_greedy``). The three knobs give eight variants (``zb_greedy_orders``); the search
+keeps the fastest as the simulator times it. Unlike ``solvers.schedule.engines.w_fill``
+(a W wherever a rank would idle), a W here waits when a gap is shorter than it and other
+ranks have idled more: the last stage then keeps feeding input-gradients back, and the
+Ws it defers fill the step's tail while the gradients travel to the first stage (an
+example in docs/search-peers.md). Only one stage per rank (loop placement, vpp 1); fused
+pairs and full backwards are left to the other candidates.
 """
 
 from __future__ import annotations
@@ -47,7 +28,7 @@ _EPS = 1e-12
 
 @dataclass(frozen=True, kw_only=True)
 class ZbKnobs:
-    """The heuristic's three binary hyperparameters (rules 1-3 of the module docstring)."""
+    """The heuristic's three binary hyperparameters (rules 1-3 at ``zb_greedy``)."""
 
     fill_warmup: bool
     """Run one more warm-up forward into a gap shorter than a forward before the first
@@ -189,7 +170,25 @@ def _applies(costs: StageCosts) -> bool:
 def zb_greedy(costs: StageCosts, microbatches: int, *, activation_limit: list[int] | None,
               knobs: ZbKnobs) -> Schedule | None:
     """The heuristic's order for ``costs`` with ``knobs``; None when a forward never fits
-    ``activation_limit`` (bytes per rank) or the stages are not one per rank."""
+    ``activation_limit`` (bytes per rank) or the stages are not one per rank.
+
+    1. warm-up: each stage runs as many forwards as its memory allows before the first
+       input-gradient reaches it, short of delaying it; whether one more forward may fill
+       the last small gap (and delay that input-gradient by less than a forward) is a knob;
+    2. then one forward and one input-gradient in turn. A W fills a gap at least as long as
+       itself; a shorter gap gets a W too when leaving it idle would make this rank's total
+       bubble the largest of all ranks (or always, a knob); a W also runs when a forward
+       needs the memory its activations still hold;
+    3. stage r always has at least one more forward done than stage r + 1; when it is two or
+       more ahead it may hold one back where running it would delay its next
+       input-gradient (a knob);
+    4. a stage whose forwards and input-gradients are done runs its remaining Ws.
+
+    The builder plays one step microbatch by microbatch, a forward sweep down the stages
+    and an input-gradient sweep back up, so each task's inputs are placed before it and
+    its start is exact in the simulator's model (``planner.core.simulate``: one stream per
+    rank, P2P time per boundary).
+    """
     if not _applies(costs):
         return None
     st = _Build(costs, microbatches, activation_limit)

@@ -3,24 +3,10 @@
 The order of ``DualPipeV.step()`` in deepseek-ai/DualPipe (``dualpipe/dualpipev.py``), as
 torch re-implements it in ``ScheduleDualPipeV._calculate_single_rank_operations``
 (torch/distributed/pipelining/schedules.py, torch 2.13): p ranks, two stages each in V
-placement (rank r holds stages r and 2p - 1 - r), eight steps per rank:
-
-1. ``2(p - r - 1)`` forwards of the first stage;
-2. ``r + 1`` pairs: forward of the first stage, forward of the second;
-3. ``p - r - 1`` times: input-gradient of the second stage, one pending W, its forward;
-4. ``M - 2p + r + 1`` times: (F first, B second) fused, then (F second, B first) fused; the
-   last rank runs its first pair unfused (a smaller bubble);
-5. ``p - r - 1`` times: B of the second stage, then (F second, B first) fused;
-6. ``r + 1`` times: backward of the second stage, then of the first; from the middle one
-   on (odd ranks: before the second stage's, even ranks: before the first stage's) as an
-   input-gradient whose W is queued (zero bubble), before that as a full B;
-7. ``p - r - 1`` times: one pending W, then the first stage's backward (I when step 6
-   switched to zero bubble, else B);
-8. ``r + 1`` pending Ws.
-
+placement (rank r holds stages r and 2p - 1 - r), eight steps per rank (``_rank_order``).
 Microbatch indices count per (stage, kind), a full B advancing the I and W counters both.
 DualPipeV needs ``M >= 2p`` (torch raises otherwise). Its bubble on uniform costs with no
-overlap is measured against DeepSeek's formula in ``tests/test_dualpipev_exact.py``.
+overlap is checked against DeepSeek's formula in ``tests/test_dualpipev_exact.py``.
 """
 
 from __future__ import annotations
@@ -80,6 +66,21 @@ class _Rank:
 
 
 def _rank_order(p: int, r: int, m: int, first: int, second: int) -> list[Action]:
+    """Rank r's eight steps (stages ``first`` = r and ``second`` = 2p - 1 - r):
+
+    1. ``2(p - r - 1)`` forwards of the first stage;
+    2. ``r + 1`` pairs: forward of the first stage, forward of the second;
+    3. ``p - r - 1`` times: input-gradient of the second stage, one pending W, its forward;
+    4. ``M - 2p + r + 1`` times: (F first, B second) fused, then (F second, B first) fused; the
+       last rank runs its first pair unfused (a smaller bubble);
+    5. ``p - r - 1`` times: B of the second stage, then (F second, B first) fused;
+    6. ``r + 1`` times: backward of the second stage, then of the first; from the middle one
+       on (odd ranks: before the second stage's, even ranks: before the first stage's) as an
+       input-gradient whose W is queued (zero bubble), before that as a full B;
+    7. ``p - r - 1`` times: one pending W, then the first stage's backward (I when step 6
+       switched to zero bubble, else B);
+    8. ``r + 1`` pending Ws.
+    """
     o = _Rank()
     for _ in range(2 * (p - r - 1)):                       # 1: F0
         o.act(first, _F)

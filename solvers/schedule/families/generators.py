@@ -1,26 +1,13 @@
 """Classic schedule generators: ``(pp, vpp, microbatches) -> Schedule``.
 
 Generators only emit order; timing, memory and validity are separate passes
-(``planner.core.simulate``, ``planner.core.validate``).
-
-- ``gpipe``: all forwards, then all backwards (Huang et al. 2019).
-- ``one_f_one_b``: PipeDream-flush / Megatron 1F1B (Narayanan et al. 2021): rank r
-  warms up with pp-1-r forwards, then alternates, then drains. ``fuse=True`` is
-  Megatron's combined 1F1B with EP A2A overlap: each steady step runs F(m+warm)
-  beside B(m) as one OVERLAP_F_B action. Fusing couples neighbouring stages (step k of
-  stage s needs step k of s+1 for its gradient, and s+1 needs an earlier step of s for
-  its input), so rank r warms up with 2(pp-1-r)+1 forwards, as interleaved 1F1B does;
-  with pp-r warm-ups the steady cycle would be two fused steps long [Note: fused warm-up].
-- ``interleaved_1f1b``: Megatron's interleaved schedule over vpp chunks per rank
-  (loop placement, stage = chunk * pp + rank); needs M divisible by pp. ``fuse=True``
-  is what Megatron runs with ``--overlap-moe-expert-parallel-comm`` and virtual stages
-  (``combined_1f1b_schedule_for_interleaved_pipelining``): one more warm-up forward, so
-  that each steady step runs F of virtual microbatch k + warm-up beside B of virtual
-  microbatch k, which are always independent; F and B orders stay those of the plain
-  interleaved schedule.
-
-``split_w=True`` emits each backward as I followed at once by W (no deferral), the
-input a W-moving pass starts from.
+(``planner.core.simulate``, ``planner.core.validate``). ``gpipe`` (Huang et al. 2019),
+``one_f_one_b`` (PipeDream-flush / Megatron 1F1B, Narayanan et al. 2021) and
+``interleaved_1f1b`` (Megatron's interleaved schedule); ``fuse=True`` gives Megatron's
+combined 1F1B with EP all-to-all overlap (``--overlap-moe-expert-parallel-comm``), each
+steady step's F and B one OVERLAP_F_B action [Note: fused warm-up] at ``one_f_one_b``.
+``split_w=True`` emits each backward as I followed at once by W (no deferral), the input
+a W-moving pass starts from.
 """
 
 from __future__ import annotations
@@ -56,7 +43,14 @@ def gpipe(pp: int, microbatches: int, *, split_w: bool = False) -> Schedule:
 
 
 def one_f_one_b(pp: int, microbatches: int, *, split_w: bool = False, fuse: bool = False) -> Schedule:
-    """1F1B with one stage per rank; ``fuse`` pairs steady-state F and B (see module doc)."""
+    """1F1B with one stage per rank: rank r warms up with pp-1-r forwards, then alternates,
+    then drains. ``fuse`` pairs steady-state F(m+warm) and B(m) as one OVERLAP_F_B.
+
+    [Note: fused warm-up] Fusing couples neighbouring stages (step k of stage s needs step
+    k of s+1 for its gradient, and s+1 needs an earlier step of s for its input), so rank r
+    warms up with 2(pp-1-r)+1 forwards, as interleaved 1F1B does; with pp-r warm-ups the
+    steady cycle would be two fused steps long.
+    """
     sched: Schedule = {}
     for r in range(pp):
         warm = min(2 * (pp - r - 1) + 1 if fuse else pp - r - 1, microbatches)
@@ -71,8 +65,13 @@ def one_f_one_b(pp: int, microbatches: int, *, split_w: bool = False, fuse: bool
 
 def interleaved_1f1b(pp: int, vpp: int, microbatches: int, *, split_w: bool = False,
                      fuse: bool = False) -> Schedule:
-    """Megatron interleaved 1F1B; stage of chunk c on rank r is c * pp + r. ``fuse`` is its
-    EP-overlap form (see module doc)."""
+    """Megatron interleaved 1F1B over vpp chunks per rank (loop placement: stage of chunk c
+    on rank r is c * pp + r); needs M divisible by pp. ``fuse`` is what Megatron runs with
+    ``--overlap-moe-expert-parallel-comm`` and virtual stages
+    (``combined_1f1b_schedule_for_interleaved_pipelining``): one more warm-up forward, so
+    that each steady step runs F of virtual microbatch k + warm-up beside B of virtual
+    microbatch k, which are always independent; F and B orders stay those of the plain
+    interleaved schedule."""
     if vpp == 1:
         return one_f_one_b(pp, microbatches, split_w=split_w, fuse=fuse)
     if microbatches % pp:

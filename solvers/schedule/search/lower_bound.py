@@ -2,37 +2,18 @@
 
 The step time is the simulator's makespan (``planner.core.simulate``): each rank runs
 one action at a time, every action waits for its ``predecessors`` (plus P2P time across
-ranks), F allocates ``act_bytes`` at its start, I frees ``act_bytes - act_w_bytes`` and
-W frees ``act_w_bytes`` at their ends. The bound is the largest of three, each a
-necessary condition on every schedule:
+ranks), F allocates ``act_bytes`` at its start, I and W free it at their ends. The bound
+is the largest of three necessary conditions on every schedule (``bound_parts``):
 
-1. **Busiest rank, shifted by its earliest start.** Rank r runs M x (F + I + W) of
-   each of its stages. Fusing an F with an I of another microbatch saves
-   ``sav(a, b) = F_a + I_b - fused(a, b)``; each F and each I is in at most one pair,
-   so the saving is at most M x min(sum_a max_b sav(a, b), sum_b max_a sav(a, b)).
-   No task of rank r can start before ``head_r``, the shortest forward chain to any
-   of its stages (every task of stage s needs F(s, m), which needs F(0..s-1, m)).
-   So T >= head_r + work_r - saving_r.
-2. **One microbatch's round trip**, the memory-free case of 3.
-3. **Memory-limited throughput.** Let k_s = floor(budget_r / act_s) for stage s on
-   rank r: a microbatch holds at least ``act_s`` from the start of F(s, m) to the end
-   of I(s, m), so at most k_s are in that window at any time. Sort the starts of
-   F(s, .) as a_1 <= ... <= a_M. When the (j+k)-th starts, one of the k microbatches
-   started at a_j..a_{j+k-1} has already ended its I(s, .), which took at least the
-   round trip R_s = sum_{t >= s} (F_t + I_t) + 2 x P2P of each rank crossing after s
-   since its own F(s) start >= a_j; so a_{j+k} >= a_j + R_s, and the last F(s) starts
-   at >= head_s + (ceil(M / k_s) - 1) R_s. Its I(s) ends a round trip later, and the
-   gradient still has to pass every W: tail_s = max over t <= s of the I chain
-   s-1..t (with P2P) plus W_t. So T >= head_s + ceil(M / k_s) R_s + tail_s. With no budget,
-   k_s = M gives the single round trip (bound 2).
+1. ``rank_work``: the busiest rank's work less what fused pairs can save, shifted by its
+   earliest start (``_rank_work``);
+2. ``round_trip``: one microbatch's round trip, the memory-free case of 3;
+3. ``memory``: memory-limited throughput, at most ``budget / act`` microbatches in flight
+   per stage, each for at least a round trip.
 
-Durations in chains use each task's cheapest form: F_s alone or inside any fused pair
-(``min(F_s, fused(s, b))``), likewise I, so fused schedules are covered. A measured
-full backward B may cost less than I + W (``planner.core.costs`` [Note: full
-backward]): the bound then reads I as ``min(I, B)`` and W as ``min(W, B - that)``, so
-each stage's backward work is at most the cheaper of its two forms, and each fused
-pair keeps its saving (``_cheapest_backward``). Everything above holds for any order,
-placement and deadline, hence for the optimum.
+Chains use each task's cheapest form (``_cheapest``, ``_cheapest_backward``), so fused and
+full-backward schedules are covered; all three hold for any order, placement and
+deadline, hence for the optimum.
 """
 
 from __future__ import annotations
@@ -50,7 +31,13 @@ class LowerBound(dict):
 
 
 def _cheapest_backward(costs: StageCosts) -> StageCosts:
-    """Costs whose I and W are no dearer than a full backward (module docstring)."""
+    """Costs whose I and W are no dearer than a full backward.
+
+    A measured full backward B may cost less than I + W (``planner.core.costs`` [Note: full
+    backward]): I reads as ``min(I, B)`` and W as ``min(W, B - that)``, so each stage's
+    backward work is at most the cheaper of its two forms, and each fused pair keeps its
+    saving.
+    """
     if not costs.b:
         return costs
     i = tuple(min(x, b) for x, b in zip(costs.i, costs.b))
@@ -60,6 +47,8 @@ def _cheapest_backward(costs: StageCosts) -> StageCosts:
 
 
 def _cheapest(costs: StageCosts) -> tuple[list[float], list[float]]:
+    """Per stage the cheapest F and I: alone or inside any fused pair
+    (``min(F_s, fused(s, b))``), so chains of fused schedules are bounded too."""
     S = costs.num_stages
     fmin, imin = list(costs.f), list(costs.i)
     for (a, b), t in costs.fused.items():
@@ -75,6 +64,15 @@ def _hop(costs: StageCosts, t: int) -> float:
 
 
 def _rank_work(costs: StageCosts, m: int, head: list[float], first_i: list[float]) -> float:
+    """Bound 1: the busiest rank, shifted by its earliest start.
+
+    Rank r runs M x (F + I + W) of each of its stages. Fusing an F with an I of another
+    microbatch saves ``sav(a, b) = F_a + I_b - fused(a, b)``; each F and each I is in at
+    most one pair, so the saving is at most M x min(sum_a max_b sav(a, b), sum_b max_a
+    sav(a, b)). No task of rank r can start before ``head_r``, the shortest forward chain
+    to any of its stages (every task of stage s needs F(s, m), which needs F(0..s-1, m)).
+    So T >= head_r + work_r - saving_r.
+    """
     best = 0.0
     for r in range(costs.num_ranks):
         mine = [s for s in range(costs.num_stages) if costs.ranks[s] == r]
@@ -96,7 +94,19 @@ def _rank_work(costs: StageCosts, m: int, head: list[float], first_i: list[float
 
 def bound_parts(costs: StageCosts, microbatches: int, *,
                 activation_limit: list[int | None] | None = None) -> LowerBound:
-    """The three bounds of the module docstring, by name."""
+    """The three bounds of the module docstring, by name.
+
+    Bound 3: let k_s = floor(budget_r / act_s) for stage s on rank r: a microbatch holds
+    at least ``act_s`` from the start of F(s, m) to the end of I(s, m), so at most k_s are
+    in that window at any time. Sort the starts of F(s, .) as a_1 <= ... <= a_M. When the
+    (j+k)-th starts, one of the k microbatches started at a_j..a_{j+k-1} has already ended
+    its I(s, .), which took at least the round trip R_s = sum_{t >= s} (F_t + I_t) + 2 x
+    P2P of each rank crossing after s since its own F(s) start >= a_j; so a_{j+k} >= a_j +
+    R_s, and the last F(s) starts at >= head_s + (ceil(M / k_s) - 1) R_s. Its I(s) ends a
+    round trip later, and the gradient still has to pass every W: tail_s = max over t <= s
+    of the I chain s-1..t (with P2P) plus W_t. So T >= head_s + ceil(M / k_s) R_s + tail_s.
+    With no budget, k_s = M gives the single round trip (bound 2).
+    """
     costs = _cheapest_backward(costs)
     S, m = costs.num_stages, microbatches
     fmin, imin = _cheapest(costs)
