@@ -243,4 +243,23 @@ STALE_PAGES = [
             why="from the replay benchmark's second run (docs/replay.md, first recorded 2026-12-01)"),
 ]
 
-CLAIMS = TARGET_CLAIMS + DEGREE_CLAIMS + REPLAN_CLAIMS + PROFILER_CLAIMS + FRAMEWORK_CLAIMS + STALE_PAGES
+_PU = "docs/published-user-path.md"
+_MEMORY_RUN = ("ppplan plan qwen3-30b-a3b --cluster benchmarks/data/clusters/mb-qwen3-30b-a3b-ep16-memory.yaml "
+               "--target megatron --out plan.json --quiet")
+_MEMORY_ROW = r"^\| mb-qwen3-30b-a3b-ep16-memory \| ([\d.]+) GiB \| ([\d.]+) GiB \(\+([\d.]+)%\) \| (\S+) "
+
+
+def _memory_row(run) -> tuple:
+    """Measured peak (the row's input), the plan's rank-0 peak, its excess, its schedule."""
+    plan = run.file_json("plan.json")
+    peak = plan["predicted"]["peak_memory_bytes"][0] / 2**30
+    return ("62.2", f"{peak:.2f}", f"{100 * (peak / 62.2 - 1):.1f}", plan["solver"]["schedule"])
+
+
+MEMORY_CLAIMS = [
+    Claim(id="published-memory-ep16", where="published runs: the Megatron-Bridge Qwen3-30B-A3B EP 16 memory row",
+          command=_MEMORY_RUN, figure=Page(path=_PU, section="## Memory", pattern=_MEMORY_ROW),
+          measured=_memory_row),
+]
+
+CLAIMS = MEMORY_CLAIMS + TARGET_CLAIMS + DEGREE_CLAIMS + REPLAN_CLAIMS + PROFILER_CLAIMS + FRAMEWORK_CLAIMS + STALE_PAGES
