@@ -133,3 +133,14 @@ def test_stage_moves_are_partitions_that_keep_pins(c):
         assert m != bounds
     far = [m for m in moves if sum(x != y for x, y in zip(m, bounds)) >= 3]
     assert far or c >= 4  # several boundaries moved at once (but not across the pin)
+
+
+def test_joint_moves_stop_when_the_work_budget_is_spent():
+    """``stop`` (the planner's ``Deadline.expired``) ends the search after the given partition."""
+    table = random_table(3, 14)
+    sched = generate("interleaved", pp=2, vpp=2, microbatches=4)
+    comp = compile_schedule(sched, 4, [0, 1, 0, 1])
+    start = [(0, 1), (1, 2), (2, 3), (3, 14)]
+    res = joint_moves(table, comp, start, [0, 1, 0, 1], stop=lambda: True)
+    assert res.evaluated == 1 and res.bounds == start
+    assert joint_moves(table, comp, start, [0, 1, 0, 1]).evaluated > 1
