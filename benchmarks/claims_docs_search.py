@@ -1,10 +1,10 @@
-"""Claims of the search pages: docs/partition.md, joint.md, schedule.md, simulator.md."""
+"""Claims of the search pages: docs/partition.md, vs-torch-partition.md, joint.md, schedule.md, simulator.md."""
 
 from __future__ import annotations
 
 from claim_kit import Claim, Exact, InRange, Page, Ratio, Targets, column_pattern, row_pattern
 from claim_outputs import (CPU_TIME, JOINT, JOINT_STALE, PARTITION, PROFILE_ANALYTICAL, SCHEDULE, SIMULATOR, VS_ZB,
-                           WALL, ZB_SETTING, history, joint_row, minutes, ms, partition_row, pct, ratio_text,
+                           WALL, ZB_SETTING, by, history, joint_row, minutes, ms, partition_row, pct, ratio_text,
                            schedule_row, span)
 
 __all__ = ["CLAIMS"]
@@ -311,4 +311,46 @@ SIMULATOR_CLAIMS = [
             "re-derives it"),
 ]
 
-CLAIMS = PARTITION_CLAIMS + JOINT_CLAIMS + SCHEDULE_CLAIMS + VS_ZB_CLAIMS + ZB_SETTING_CLAIMS + SIMULATOR_CLAIMS
+_VST = "docs/vs-torch-partition.md"
+_VSR = "## Result"
+VS_TORCH = "python benchmarks/vs_torch_partition.py --json"
+VS_TORCH_SUMMARY = (("vpp1", "1f1b (vpp 1)"), ("vpp2", "interleaved (vpp 2)"))
+VS_TORCH_ROWS = [(m, pp, mb) for m in ("llama3-8b", "qwen3-30b-a3b", "qwen3-next-80b-a3b", "qwen3-235b-a22b",
+                                        "deepseek-v3") for pp in (4, 8, 16) for mb in (2 * pp, 4 * pp)] + [
+    (f"generated-{s}", 4, mb) for s in range(3) for mb in (8, 16)]
+"""(model, pp, M) of the vpp 2 table, in the page's order."""
+
+
+def _vs_torch_summary(run, key: str) -> tuple:
+    s = run.json()["summary"][key]
+    return (s["cases"], s["peer_faster_and_fits"], s["ppplan_ahead"], s["min_peer_over_ppplan"],
+            s["max_peer_over_ppplan"], s["peer_over_memory"])
+
+
+def _vs_torch_row(run, model: str, pp: int, m: int) -> tuple:
+    r = by(run.json()["rows"], model=model, pp=pp, vpp=2, microbatches=m)
+    peer = r["peer"]
+    return (r["recompute"] or "-", r["ppplan"]["step_s"], f"{peer['step_s']:.3f}" + ("" if peer["fits"] else "*"),
+            r["ratio_peer_over_ppplan"], r["ppplan"]["peak_gib"], peer["peak_gib"], r["memory_limit_gib"])
+
+
+VS_TORCH_CLAIMS = [
+    Claim(id=f"vs-torch-summary-{key}", where=f"summary table, {name}", command=VS_TORCH,
+          figure=Page(path=_VST, section=_VSR, pattern=row_pattern(name, cells=6)),
+          measured=lambda run, k=key: _vs_torch_summary(run, k))
+    for key, name in VS_TORCH_SUMMARY] + [
+    Claim(id=f"vs-torch-{m}-pp{pp}-m{mb}", where=f"vpp 2 table, {m} pp {pp} M {mb}", command=VS_TORCH,
+          figure=Page(path=_VST, section=_VSR, pattern=row_pattern(m, str(pp), str(mb), cells=7)),
+          measured=lambda run, k=(m, pp, mb): _vs_torch_row(run, *k))
+    for m, pp, mb in VS_TORCH_ROWS] + [
+    Claim(id="vs-torch-never-behind", where="result: peer_faster_and_fits in both summaries", command=VS_TORCH,
+          figure=Page(path=_VST, section=_VSR, pattern=r"`peer_faster_and_fits` (\d+) in both summaries"),
+          measured=lambda run: max(s["peer_faster_and_fits"] for s in run.json()["summary"].values())),
+    Claim(id="vs-torch-wall", where="result: the command's wall time", command=VS_TORCH,
+          figure=Page(path=_VST, section=_VSR, pattern=r"\n(\d+ min \d+ s)\. \*\*No case", combine=minutes),
+          measured=lambda run: run.wall_s, compare=WALL),
+    history("vs-torch-before", _VST, "the one-boundary refine's figures (commit 97a8348)", "## Before",
+            r"first recorded\n(\d{4}-\d\d-\d\d)", command=VS_TORCH),
+]
+
+CLAIMS = PARTITION_CLAIMS + VS_TORCH_CLAIMS + JOINT_CLAIMS + SCHEDULE_CLAIMS + VS_ZB_CLAIMS + ZB_SETTING_CLAIMS + SIMULATOR_CLAIMS

@@ -173,7 +173,7 @@ def refine(best: Trial, *, deadline: Deadline | None) -> dict:
                            fits=None if limit is None else limit.fits,
                            pinned=pinned_of(best), max_rounds=32,
                            deadline=None if deadline is None else deadline.at, compiled=best.compiled,
-                           meter=meter_of(deadline))
+                           meter=meter_of(deadline), stop=None if deadline is None else deadline.expired)
     if deadline is not None:
         deadline.expired()  # records the cut when the moves stopped at the deadline
     if res.step_time < best.step and _period_kept(best, res.bounds):

@@ -7,7 +7,9 @@ simulator itself: the schedule is compiled once (``compile_schedule``), and each
 neighbour (one boundary moved by one layer, or a layer passed along two boundaries) is
 re-timed with ``simulate_compiled``. It is steepest-descent hill climbing with a fixed
 neighbour order, so it is deterministic; it stops at a local optimum or after
-``max_rounds`` improving moves or when ``deadline`` (perf_counter time) passes.
+``max_rounds`` improving moves or when ``deadline`` (perf_counter time) passes. With several
+stages per rank (vpp > 1) the boundaries are then also moved several at once
+(``solvers.partition.virtual_moves``), and the faster of the two results is kept.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from planner.core.placement import Bounds
 from planner.core.schedule import Schedule
 from planner.core.simulate import Compiled, compile_schedule, simulate_compiled
 from planner.core.stage_costs import StageCosts, stage_costs
+from solvers.partition.virtual_moves import joint_moves
 
 __all__ = ["RefineResult", "refine_partition", "boundary_neighbours"]
 
@@ -63,12 +66,13 @@ def refine_partition(table: CostTable, schedule: Schedule, bounds: Bounds, ranks
                      fits: Callable[[StageCosts, list[int]], bool] | None = None,
                      pinned: frozenset[int] = frozenset(), max_rounds: int = 64,
                      deadline: float | None = None, compiled: Compiled | None = None,
-                     meter: WorkMeter | None = None) -> RefineResult:
+                     meter: WorkMeter | None = None, stop: Callable[[], bool] | None = None) -> RefineResult:
     """Hill-climb ``bounds`` by simulated step time under ``schedule``.
 
     ``fits(stage_costs, peak_memory_bytes_per_rank)`` rejects partitions over the memory
     limit (the planner passes ``MemoryLimit.fits``, the validator's check). Each re-timing
-    is charged to ``meter`` (the plan's ``WorkMeter``).
+    is charged to ``meter`` (the plan's ``WorkMeter``). ``stop`` (the planner's work budget)
+    bounds the joint moves of vpp > 1.
     """
     comp = compiled or compile_schedule(schedule, len(bounds), ranks)
 
@@ -96,4 +100,10 @@ def refine_partition(table: CostTable, schedule: Schedule, bounds: Bounds, ranks
             break
         best, best_t = improved
         rounds += 1
+    if len(bounds) > len(set(ranks)):
+        joint = joint_moves(table, comp, best, ranks, fits=fits, pinned=pinned, deadline=deadline, stop=stop,
+                            meter=meter)
+        evaluated += joint.evaluated
+        if joint.step_time < best_t:
+            best, best_t, rounds = joint.bounds, joint.step_time, rounds + joint.rounds
     return RefineResult(best, best_t, rounds, evaluated)
