@@ -76,6 +76,7 @@ def _transformer_config(model: str, flags: dict[str, list[str]], vpp: int):
     one = lambda k, cast=int: cast(flags[k][0]) if k in flags else None  # noqa: E731
     kw = dict(num_layers=one("num_layers"), hidden_size=spec.hidden, num_attention_heads=16,
               tensor_model_parallel_size=one("tensor_model_parallel_size"),
+              context_parallel_size=one("context_parallel_size") or 1,
               pipeline_model_parallel_size=one("pipeline_model_parallel_size"),
               virtual_pipeline_model_parallel_size=vpp if vpp > 1 else None,
               pipeline_model_parallel_layout=flags["pipeline_model_parallel_layout"][0],
@@ -137,3 +138,15 @@ def test_ep_overlap_plan_carries_its_companion_flags():
         pytest.skip("the fastest megatron plan here does not use the EP overlap")
     assert flags["moe_token_dispatcher_type"] == ["alltoall"] and "bf16" in flags
     assert flags.get("recompute_granularity") != ["full"]
+
+
+def test_context_parallel_plan_exports_its_size(tmp_path):
+    """A cp 2 plan says so to Megatron (``--context-parallel-size``), and Megatron-Core takes it."""
+    cluster = tmp_path / "cp2.yaml"
+    cluster.write_text("gpu: h100\nnum_gpus: 16\ngpus_per_node: 8\n"
+                       "parallel: {pp: 4, vpp: 1, tp: 1, ep: 1, cp: 2, dp: 2}\n"
+                       "training: {global_batch: 64, seq_len: 16384, micro_batch_size: 1, precision: bf16}\n")
+    plan = api_plan("llama3-8b", str(cluster), target="megatron", work=1.0)
+    flags = _flags(megatron_args(plan).args)
+    assert flags["context_parallel_size"] == ["2"]
+    assert _transformer_config("llama3-8b", flags, 1).context_parallel_size == 2
