@@ -179,3 +179,12 @@ def test_old_memory_limit_spelling_on_a_refused_plan_prints_one_line(ppplan):
     """The deprecation line waits for success: a refused command prints its one error line only."""
     res = ppplan("plan", "llama3-8b", "--microbatches", "5", "--memory-limit", "3mb", "--quiet")
     assert res.code == 2 and res.err.count("\n") == 1 and res.err.startswith("error: --microbatches"), res.err
+
+
+def test_printed_json_is_as_strict_as_a_written_file():
+    """``--json`` output with a NaN would not parse: it is refused as a bug, not printed."""
+    from planner.cli.common import echo_json
+    from planner.core.jsonio import UnreadableOutput
+
+    with pytest.raises(UnreadableOutput):
+        echo_json({"step_time_s": float("nan")})

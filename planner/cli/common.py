@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -13,6 +12,7 @@ import click
 from planner.cli.environment import environment_error
 from planner.cli.interrupt import INTERRUPT_MESSAGE, Terminated, interruptible, stop_message
 from planner.core.errors import BudgetExhausted, InfeasibleError, InputError
+from planner.core.jsonio import json_text
 from planner.core.outputs import check_outputs
 
 __all__ = ["run_guarded", "defer_warning", "echo_json", "fail", "USER_ERRORS", "BUG_EXIT", "BUDGET_EXIT", "FiniteFloat", "SEED_MAX",
@@ -130,8 +130,9 @@ def fail(code: int) -> None:
 
 
 def echo_json(obj: Any) -> None:
-    """Print indented JSON to stdout."""
-    click.echo(json.dumps(obj, indent=1))
+    """Print indented JSON to stdout, as strict as a written file: a NaN or an infinity is
+    ``UnreadableOutput`` (a bug, reported as one), never a ``NaN`` a JSON reader refuses."""
+    click.echo(json_text(obj, what="stdout"), nl=False)
 
 
 def is_tty() -> bool:
