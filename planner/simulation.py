@@ -32,7 +32,7 @@ def simulate_plan(path: str | Path | Plan) -> dict[str, Any]:
             "bubble_s": sim.bubble, "peak_memory_bytes": sim.peak_memory_bytes,
             "memory_limit_bytes": plan.memory_limit_bytes,
             "critical_path": sim.critical_path_text(),
-            "predicted_step_time_s": plan.predicted.get("step_time_s")}
+            "predicted_step_time_s": plan.predicted.step_time_s}
 
 
 def require_valid(path: str | Path | Plan, doing: str) -> Plan:

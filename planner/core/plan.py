@@ -6,13 +6,15 @@ Top-level keys are fixed (other tools read them): ``schema_version``, ``model``,
 was made with, so ``ppplan simulate`` and ``ppplan validate`` need nothing else;
 ``costs`` records where they came from (analytical or measured, device, scale).
 
-``model``, ``parallel``, ``microbatches`` and ``stages`` are typed (``planner.core.plan_parts``):
+``model``, ``parallel``, ``microbatches`` and ``stages`` are typed (``planner.core.plan_parts``),
+``predicted`` and ``solver`` too (``planner.core.plan_records``):
 JSON only at the edges, ``Plan.to_dict``/``Plan.from_dict`` (checked by the schema).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,11 +24,12 @@ from planner.core.jsonio import json_text, read_json, write_text_atomic
 from planner.core.limits import MAX_STAGE_MICROBATCHES, check_batch_value, check_cost_value, check_stage_microbatches
 from planner.core.placement import check_bounds
 from planner.core.plan_parts import Microbatches, ModelInfo, Parallel, Stage, partition_stages, stages_from_list
+from planner.core.plan_records import Predicted, SolverRecord
 from planner.core.schedule import Action, Schedule, parse_schedule
 from planner.core.schemas import check_schema
 from planner.core.stage_costs import StageCosts
 
-__all__ = ["Plan", "ModelInfo", "Parallel", "Microbatches", "Stage", "partition_stages", "SCHEMA_VERSION", "load_plan_file", "stage_costs_to_dict", "stage_costs_from_dict", "without_wall_s"]
+__all__ = ["Plan", "ModelInfo", "Parallel", "Microbatches", "Stage", "Predicted", "SolverRecord", "partition_stages", "SCHEMA_VERSION", "load_plan_file", "stage_costs_to_dict", "stage_costs_from_dict", "without_wall_s"]
 
 SCHEMA_VERSION = 1
 
@@ -35,8 +38,9 @@ SCHEMA_VERSION = 1
 class Plan:
     """A pipeline plan: partition, microbatches, per-rank schedule and predictions.
 
-    ``model``, ``parallel``, ``microbatches`` and ``stages`` are typed parts
-    (``planner.core.plan_parts``); given as JSON dicts, they are converted on construction."""
+    ``model``, ``parallel``, ``microbatches``, ``stages`` (``planner.core.plan_parts``),
+    ``predicted`` and ``solver`` (``planner.core.plan_records``) are typed; given as JSON
+    dicts, they are converted on construction."""
 
     model: ModelInfo
     """name, num_layers, layout (one Megatron letter per layer: E, t, m, L), layer_types."""
@@ -52,11 +56,11 @@ class Plan:
     """Rank (as string) -> action strings in execution order."""
     stage_costs: dict[str, Any]
     """Per-stage costs the prediction used (see ``stage_costs_to_dict``)."""
-    predicted: dict[str, Any] = field(default_factory=dict)
+    predicted: Predicted = field(default_factory=dict)  # type: ignore[assignment]
     """step_time_s, bubble_fraction, mfu, peak_memory_bytes (per rank), memory_limit_bytes, ..."""
     baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Name -> at least step_time_s, for the same model and cluster."""
-    solver: dict[str, Any] = field(default_factory=dict)
+    solver: SolverRecord = field(default_factory=dict)  # type: ignore[assignment]
     """name, status, wall_s, gap, and what was tried."""
     costs: dict[str, Any] = field(default_factory=dict)
     """Provenance of the costs: source, device, scale, and for a plan made from a profile
@@ -71,6 +75,10 @@ class Plan:
             self.parallel = Parallel.from_dict(self.parallel)
         if not isinstance(self.microbatches, Microbatches):
             self.microbatches = Microbatches.from_dict(self.microbatches)
+        if not isinstance(self.predicted, Predicted):
+            self.predicted = Predicted.from_dict(self.predicted)
+        if not isinstance(self.solver, SolverRecord):
+            self.solver = SolverRecord.from_dict(self.solver)
         if not (isinstance(self.stages, tuple) and all(isinstance(s, Stage) for s in self.stages)):
             self.stages = stages_from_list(self.stages)
 
@@ -93,7 +101,7 @@ class Plan:
     @property
     def memory_limit_bytes(self) -> int | None:
         """Per-GPU memory limit the plan was made for."""
-        v = self.predicted.get("memory_limit_bytes")
+        v = self.predicted.memory_limit_bytes
         return int(v) if v is not None else None
 
     def bounds(self) -> list[tuple[int, int]]:
@@ -138,9 +146,9 @@ class Plan:
             "microbatches": self.microbatches.to_dict(),
             "stages": [s.to_dict() for s in self.stages],
             "schedule": self.schedule,
-            "predicted": self.predicted,
+            "predicted": self.predicted.to_dict(),
             "baselines": self.baselines,
-            "solver": self.solver,
+            "solver": self.solver.to_dict(),
             "costs": self.costs,
             "stage_costs": self.stage_costs,
         }
@@ -248,7 +256,7 @@ _OPTIONAL: tuple[tuple[str, str, type | tuple[type, ...], float], ...] = (
 def _check_optional_fields(plan: Plan, what: str) -> None:
     for section, key, kind, low in _OPTIONAL:
         data = getattr(plan, section)
-        if not isinstance(data, dict) or key not in data:
+        if not isinstance(data, Mapping) or key not in data:
             continue
         value = data[key]
         if isinstance(value, bool) or not isinstance(value, kind) or (kind is not str and value < low):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from planner.core.plan import Microbatches, ModelInfo, Parallel, Plan, partition_stages, stage_costs_to_dict
+from planner.core.plan import (Microbatches, ModelInfo, Parallel, Plan, Predicted, SolverRecord, partition_stages,
+                               stage_costs_to_dict)
 from planner.core.schedule import format_schedule
 from planner.planning.records import limit_bytes_of, memory_limit_of
 from solvers.schedule.search.lower_bound import bound_parts
@@ -65,26 +66,26 @@ def to_plan(best: "Trial", ev: "Evaluation", baselines: dict, tried: list[dict],
         stages=partition_stages(ev.bounds, ev.ranks),
         schedule=format_schedule(ev.schedule),
         stage_costs=stage_costs_to_dict(ev.costs),
-        predicted={
-            "step_time_s": sim.step_time,
-            "bubble_fraction": sim.bubble_fraction,
-            "mfu": mfu,
-            "peak_memory_bytes": sim.peak_memory_bytes,
-            "memory_limit_bytes": limit_bytes_of(req, ev.costs),
+        predicted=Predicted(
+            step_time_s=sim.step_time,
+            bubble_fraction=sim.bubble_fraction,
+            mfu=mfu,
+            peak_memory_bytes=sim.peak_memory_bytes,
+            memory_limit_bytes=limit_bytes_of(req, ev.costs),
             **bound_record(ev.costs, req.microbatches, activation_limit),
-            "steady_step_time_s": ev.steady.period_s,
-            "steady_bubble_fraction": ev.steady.bubble_fraction,
-            "busy_s": sim.busy,
-            "critical_path": sim.critical_path_text()[:64],
-        },
+            steady_step_time_s=ev.steady.period_s,
+            steady_bubble_fraction=ev.steady.bubble_fraction,
+            busy_s=sim.busy,
+            critical_path=sim.critical_path_text()[:64],
+        ),
         baselines={**baselines, "plan": {"step_time_s": sim.step_time, "schedule": best.name,
                                          "stages": [list(b) for b in ev.bounds],
                                          "microbatches": req.microbatches}},
-        solver={"name": f"{best.part.solver}+sim+{best.name}", "status": best.part.status,
-                "wall_s": wall, "gap": best.part.gap, "seed": req.seed, "partition": req.partition,
-                "schedule": best.name, "estimate_s": best.part.estimate_s, "objective": req.objective,
-                "microbatch_search": req.search_microbatches, "refine": refine,
-                "pins": {"first": req.pins.first, "last": req.pins.last}, "candidates": tried},
+        solver=SolverRecord(name=f"{best.part.solver}+sim+{best.name}", status=best.part.status,
+                            wall_s=wall, gap=best.part.gap, seed=req.seed, partition=req.partition,
+                            schedule=best.name, estimate_s=best.part.estimate_s, objective=req.objective,
+                            microbatch_search=req.search_microbatches, refine=refine,
+                            pins={"first": req.pins.first, "last": req.pins.last}, candidates=tried),
         costs={"source": best.table.source, "device": best.table.device, "scale": best.table.scale,
                "microbatch_size": best.table.microbatch_size, "seq_len": best.table.seq_len,
                **_modules(best.table), **_profile(best.table)},
