@@ -36,7 +36,7 @@ def simulate_plan(path: str | Path | Plan) -> dict[str, Any]:
 
 
 def require_valid(path: str | Path | Plan, doing: str) -> Plan:
-    """[issue 15] The plan, or an ``InputError`` with ``ppplan validate``'s first finding: a
+    """The plan, or an ``InputError`` with ``ppplan validate``'s first finding: a
     verb that runs the schedule (simulate, replan, replay) gives the same verdict as validate."""
     plan = path if isinstance(path, Plan) else load_plan_file(path)
     problems = validate_plan(plan)

@@ -244,7 +244,7 @@ def _check_consistency(plan: Plan, what: str) -> None:
     _check_optional_fields(plan, what)
 
 
-# [issue 15] Optional fields that replan, replay and the exports read, with their types and
+# Optional fields that replan, replay and the exports read, with their types and
 # smallest values (the schema leaves ``solver`` open and ``costs`` untyped).
 _OPTIONAL: tuple[tuple[str, str, type | tuple[type, ...], float], ...] = (
     ("solver", "seed", int, 0), ("solver", "partition", str, 0), ("solver", "schedule", str, 0),
@@ -271,7 +271,7 @@ def _check_optional_fields(plan: Plan, what: str) -> None:
 
 
 def _check_cluster_section(cl: Any, where: str) -> None:
-    """[issue 15] The parts of the plan's cluster section that simulate/replan read (MFU)."""
+    """The parts of the plan's cluster section that simulate/replan read (MFU)."""
     if not isinstance(cl, dict):
         raise InputError(where, f"expected an object, got {type(cl).__name__}")
     for key in ("gpu", "training"):
@@ -286,7 +286,7 @@ def _check_cluster_section(cl: Any, where: str) -> None:
 
 
 def _check_times(sc: dict[str, Any], what: str) -> None:
-    """[issue 15] Stage times are non-negative numbers and not all zero (a plan of zero
+    """Stage times are non-negative numbers and not all zero (a plan of zero
     costs simulates to a 0 s step and an unbounded MFU)."""
     units = {"f": "seconds", "i": "seconds", "w": "seconds", "b": "seconds", "flops": "flops", "act_bytes": "bytes",
              "act_w_bytes": "bytes", "static_bytes": "bytes", "out_bytes": "bytes", "work_bytes": "bytes"}

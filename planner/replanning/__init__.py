@@ -244,7 +244,7 @@ def _choose(search: PartitionSearch, table, req: PlanRequest, old: Plan, fresh: 
 
 
 def _activation_limit(req: PlanRequest, sc: StageCosts) -> list[int] | None:
-    """[issue 19] The request's activation budget per rank for the lower bound (None: no limit)."""
+    """The request's activation budget per rank for the lower bound (None: no limit)."""
     limit = memory_limit_of(req)
     return None if limit is None else limit.activation_limit(sc)
 
