@@ -15,6 +15,7 @@ from planner.core.hf_config import load_model
 from planner.core.limits import check_stage_microbatches
 from planner.core.model import ModelSpec
 from planner.core.plan import ModelInfo, load_plan_file
+from planner.core.plan_records import ClusterInfo
 from planner.core.targets import DEFAULT_TARGET, get_target
 from planner.export import LaunchPlan
 from planner.options import PlanOptions, plan_options
@@ -100,14 +101,15 @@ def model_section(model: ModelSpec, table: CostTable | None = None) -> ModelInfo
                      layer_types=tuple(lc.type for lc in table.layers) if table else tuple(model.type_keys()))
 
 
-def cluster_section(spec: ClusterSpec) -> dict:
+def cluster_section(spec: ClusterSpec) -> ClusterInfo:
     """The plan's ``cluster`` section."""
     from dataclasses import asdict
 
     training = {k: v for k, v in asdict(spec.training).items()
                 if k not in _UNSET_WHEN_DEFAULT or v != _UNSET_WHEN_DEFAULT[k]}
-    return {"gpu": asdict(spec.gpu), "num_gpus": spec.num_gpus, "gpus_per_node": spec.gpus_per_node,
-            "training": training, "network": asdict(spec.network)}
+    return ClusterInfo.from_dict({"gpu": asdict(spec.gpu), "num_gpus": spec.num_gpus,
+                                  "gpus_per_node": spec.gpus_per_node, "training": training,
+                                  "network": asdict(spec.network)})
 
 
 _UNSET_WHEN_DEFAULT = {"moe_expert_capacity_factor": None, "moe_pad_expert_input_to_capacity": False}

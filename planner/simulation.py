@@ -15,8 +15,8 @@ __all__ = ["simulate_plan", "validate_plan", "plan_mfu", "require_valid"]
 
 def plan_mfu(plan: Plan, step_time: float) -> float:
     """Model FLOPs utilisation of ``plan`` at ``step_time`` (PaLM convention)."""
-    peak = plan.cluster.get("gpu", {}).get("peak_flops")
-    gpus = plan.cluster.get("num_gpus")
+    peak = plan.cluster.peak_flops
+    gpus = plan.cluster.num_gpus
     flops = sum(plan.stage_costs.get("flops", [])) * plan.num_microbatches * plan.parallel.get("dp", 1)
     if not peak or not gpus or step_time <= 0:
         return 0.0

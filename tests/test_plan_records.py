@@ -43,3 +43,33 @@ def test_records_are_frozen() -> None:
         rec.step_time_s = 2.0  # type: ignore[misc]
     with pytest.raises(TypeError):
         rec["step_time_s"] = 2.0  # type: ignore[index]
+
+
+def test_the_cluster_section_is_typed_and_written_as_read() -> None:
+    from planner.core.plan_records import ClusterInfo, TrainingInfo
+
+    data = {"gpu": {"name": "h100", "peak_flops": 1e15, "nvlink_bandwidth": 4.5e11}, "num_gpus": 8,
+            "training": {"global_batch": 64, "seq_len": 4096, "fsdp": False, "recompute": "full"},
+            "parallel": {"tp": 2}}
+    cl = ClusterInfo.from_dict(data)
+    assert isinstance(cl.training, TrainingInfo) and cl.settings.recompute == "full" and cl.peak_flops == 1e15
+    assert json.dumps(cl.to_dict()) == json.dumps(data) and cl["training"]["fsdp"] is False
+    assert ClusterInfo.from_dict({}).settings.recompute is None and ClusterInfo.from_dict({}).to_dict() == {}
+
+
+def test_baselines_keep_their_nulls() -> None:
+    from planner.core.plan_records import Baseline, baselines_from_dict
+
+    data = {"uniform": {"step_time_s": None, "status": "infeasible"},
+            "plan": {"step_time_s": 1.0, "schedule": "1f1b", "stages": [[0, 2]], "microbatches": 4}}
+    out = baselines_from_dict(data)
+    assert isinstance(out["plan"], Baseline) and out["plan"].stages == [[0, 2]] and out["uniform"].step_time_s is None
+    assert json.dumps({k: b.to_dict() for k, b in out.items()}) == json.dumps(data)
+
+
+def test_without_leaves_keys_out_as_if_never_written() -> None:
+    from planner.core.plan_records import TrainingInfo
+
+    tr = TrainingInfo.from_dict({"global_batch": 8, "seq_len": 128, "fsdp": True})
+    out = tr.without("seq_len", "fsdp")
+    assert out.to_dict() == {"global_batch": 8} and out.seq_len is None and tr.seq_len == 128

@@ -30,7 +30,7 @@ def plan_summary(plan: Plan) -> str:
         f"model {plan.model.name}  pp {p.pp} vpp {p.vpp} tp {p.tp} ep {p.ep} "
         f"dp {p.dp}  microbatches {plan.num_microbatches} x {plan.microbatches.size}"
         f"  schedule {plan.solver.schedule or plan.solver.name}  placement {p.placement_style}"
-        f"  recompute {plan.cluster.get('training', {}).get('recompute', 'none')}",
+        f"  recompute {plan.cluster.settings.get('recompute', 'none')}",
         "",
         f"{'stage':>5} {'rank':>4} {'layers':>11} {'n':>3}  {'F ms':>7} {'I ms':>7} {'W ms':>7}",
     ]
@@ -55,12 +55,12 @@ def plan_summary(plan: Plan) -> str:
     lines.append("")
     lines.append(f"{'baseline':<16} {'step s':>9} {'vs plan':>8}")
     for name, b in plan.baselines.items():
-        t = b.get("step_time_s")
+        t = b.step_time_s
         if t is None:  # no valid schedule for this baseline: say why instead of "None"
-            lines.append(f"{name:<16} {'-':>9} {'-':>8}  ({b.get('status', 'not evaluated')})")
+            lines.append(f"{name:<16} {'-':>9} {'-':>8}  ({b.status or 'not evaluated'})")
             continue
         ratio = f"{t / pred.step_time_s:.3f}x" if pred.step_time_s else "-"
-        note = "" if b.get("fits_memory", True) else "  (exceeds memory)"
+        note = "" if b.fits_memory is not False else "  (exceeds memory)"
         lines.append(f"{name:<16} {t:9.4f} {ratio:>8}{note}")
     sched = plan.solver.schedule_solver or {}
     sched_text = (f", schedule {sched['status']} (gap to lower bound {sched['gap']:.1%})"

@@ -7,7 +7,7 @@ was made with, so ``ppplan simulate`` and ``ppplan validate`` need nothing else;
 ``costs`` records where they came from (analytical or measured, device, scale).
 
 ``model``, ``parallel``, ``microbatches`` and ``stages`` are typed (``planner.core.plan_parts``),
-``predicted`` and ``solver`` too (``planner.core.plan_records``):
+``predicted``, ``solver``, ``cluster`` and ``baselines`` too (``planner.core.plan_records``):
 JSON only at the edges, ``Plan.to_dict``/``Plan.from_dict`` (checked by the schema).
 """
 
@@ -24,12 +24,12 @@ from planner.core.jsonio import json_text, read_json, write_text_atomic
 from planner.core.limits import MAX_STAGE_MICROBATCHES, check_batch_value, check_cost_value, check_stage_microbatches
 from planner.core.placement import check_bounds
 from planner.core.plan_parts import Microbatches, ModelInfo, Parallel, Stage, partition_stages, stages_from_list
-from planner.core.plan_records import Predicted, SolverRecord
+from planner.core.plan_records import Baseline, ClusterInfo, Predicted, SolverRecord, baselines_from_dict
 from planner.core.schedule import Action, Schedule, parse_schedule
 from planner.core.schemas import check_schema
 from planner.core.stage_costs import StageCosts
 
-__all__ = ["Plan", "ModelInfo", "Parallel", "Microbatches", "Stage", "Predicted", "SolverRecord", "partition_stages", "SCHEMA_VERSION", "load_plan_file", "stage_costs_to_dict", "stage_costs_from_dict", "without_wall_s"]
+__all__ = ["Plan", "ModelInfo", "Parallel", "Microbatches", "Stage", "Predicted", "SolverRecord", "ClusterInfo", "Baseline", "partition_stages", "SCHEMA_VERSION", "load_plan_file", "stage_costs_to_dict", "stage_costs_from_dict", "without_wall_s"]
 
 SCHEMA_VERSION = 1
 
@@ -39,12 +39,12 @@ class Plan:
     """A pipeline plan: partition, microbatches, per-rank schedule and predictions.
 
     ``model``, ``parallel``, ``microbatches``, ``stages`` (``planner.core.plan_parts``),
-    ``predicted`` and ``solver`` (``planner.core.plan_records``) are typed; given as JSON
+    ``predicted``, ``solver``, ``cluster``, ``baselines`` (``planner.core.plan_records``) are typed; given as JSON
     dicts, they are converted on construction."""
 
     model: ModelInfo
     """name, num_layers, layout (one Megatron letter per layer: E, t, m, L), layer_types."""
-    cluster: dict[str, Any]
+    cluster: ClusterInfo
     """gpu (name, peak_flops, memory_bytes, ...), num_gpus, gpus_per_node, training settings."""
     parallel: Parallel
     """pp, vpp, tp, ep, dp and the stage placement style (loop or v)."""
@@ -58,7 +58,7 @@ class Plan:
     """Per-stage costs the prediction used (see ``stage_costs_to_dict``)."""
     predicted: Predicted = field(default_factory=dict)  # type: ignore[assignment]
     """step_time_s, bubble_fraction, mfu, peak_memory_bytes (per rank), memory_limit_bytes, ..."""
-    baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
+    baselines: dict[str, Baseline] = field(default_factory=dict)
     """Name -> at least step_time_s, for the same model and cluster."""
     solver: SolverRecord = field(default_factory=dict)  # type: ignore[assignment]
     """name, status, wall_s, gap, and what was tried."""
@@ -75,6 +75,10 @@ class Plan:
             self.parallel = Parallel.from_dict(self.parallel)
         if not isinstance(self.microbatches, Microbatches):
             self.microbatches = Microbatches.from_dict(self.microbatches)
+        if not isinstance(self.cluster, ClusterInfo):
+            self.cluster = ClusterInfo.from_dict(self.cluster)
+        if not all(isinstance(b, Baseline) for b in self.baselines.values()):
+            self.baselines = baselines_from_dict(self.baselines)
         if not isinstance(self.predicted, Predicted):
             self.predicted = Predicted.from_dict(self.predicted)
         if not isinstance(self.solver, SolverRecord):
@@ -141,13 +145,13 @@ class Plan:
         out = {
             "schema_version": SCHEMA_VERSION,
             "model": self.model.to_dict(),
-            "cluster": self.cluster,
+            "cluster": self.cluster.to_dict(),
             "parallel": self.parallel.to_dict(),
             "microbatches": self.microbatches.to_dict(),
             "stages": [s.to_dict() for s in self.stages],
             "schedule": self.schedule,
             "predicted": self.predicted.to_dict(),
-            "baselines": self.baselines,
+            "baselines": {name: b.to_dict() for name, b in self.baselines.items()},
             "solver": self.solver.to_dict(),
             "costs": self.costs,
             "stage_costs": self.stage_costs,
@@ -262,7 +266,7 @@ def _check_optional_fields(plan: Plan, what: str) -> None:
         if isinstance(value, bool) or not isinstance(value, kind) or (kind is not str and value < low):
             expected = "text" if kind is str else f"a number >= {low:g}"
             raise InputError(f"{what}.{section}.{key}", f"expected {expected}, got {value!r:.40}")
-    training = plan.cluster.get("training", {})
+    training = plan.cluster.settings
     for key, limit in (("seq_len", "seq_len"), ("micro_batch_size", "microbatch_size"), ("global_batch", "global_batch")):
         check_batch_value(f"{what}.cluster.training.{key}", limit, training.get(key, 1))
     for key, limit in (("seq_len", "seq_len"), ("microbatch_size", "microbatch_size")):
@@ -272,10 +276,10 @@ def _check_optional_fields(plan: Plan, what: str) -> None:
 
 def _check_cluster_section(cl: Any, where: str) -> None:
     """The parts of the plan's cluster section that simulate/replan read (MFU)."""
-    if not isinstance(cl, dict):
+    if not isinstance(cl, Mapping):
         raise InputError(where, f"expected an object, got {type(cl).__name__}")
     for key in ("gpu", "training"):
-        if key in cl and not isinstance(cl[key], dict):
+        if key in cl and not isinstance(cl[key], Mapping):
             raise InputError(f"{where}.{key}", f"expected an object, got {type(cl[key]).__name__}")
     peak = cl.get("gpu", {}).get("peak_flops", 1.0)
     if isinstance(peak, bool) or not isinstance(peak, (int, float)) or not 0 < peak < 1e20:

@@ -1,4 +1,5 @@
-"""Typed records of a plan: the prediction (``predicted``) and the solver record (``solver``).
+"""Typed records of a plan: the prediction (``predicted``), the solver record (``solver``),
+the cluster and training section (``cluster``) and the baselines (``baselines``).
 
 Unlike the layout parts (``planner.core.plan_parts``) these sections grow as the planner
 runs (the front door adds the optimizer step, the polish its schedule solver, the degree
@@ -18,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
-__all__ = ["Predicted", "SolverRecord"]
+__all__ = ["Predicted", "SolverRecord", "ClusterInfo", "GpuInfo", "TrainingInfo", "Baseline", "baselines_from_dict"]
 
 _TUPLES: frozenset[str] = frozenset({"peak_memory_bytes", "busy_s", "critical_path"})
 """List-valued fields held as tuples (records are frozen)."""
@@ -29,8 +30,14 @@ class _Record(Mapping):
 
     _ALWAYS: ClassVar[tuple[str, ...]] = ()
     """Fields a record built in code writes even when None (those ``to_plan`` writes)."""
+    _NESTED: ClassVar[tuple[tuple[str, type], ...]] = ()
+    """(field, record type) of fields that are records themselves, converted from JSON objects."""
 
     def __post_init__(self) -> None:
+        for name, kind in self._NESTED:
+            value = getattr(self, name)
+            if isinstance(value, Mapping) and not isinstance(value, kind):
+                object.__setattr__(self, name, kind.from_dict(value))  # type: ignore[attr-defined]
         known = self._known()
         fresh = self.order is None  # type: ignore[attr-defined]
         order = list(self.order or ())  # type: ignore[attr-defined]
@@ -62,7 +69,7 @@ class _Record(Mapping):
         for k in self.order:  # type: ignore[attr-defined]
             if k in known:
                 v = getattr(self, k)
-                out[k] = list(v) if isinstance(v, tuple) else v
+                out[k] = list(v) if isinstance(v, tuple) else v.to_dict() if isinstance(v, _Record) else v
             elif k in self.other:  # type: ignore[attr-defined]
                 out[k] = self.other[k]  # type: ignore[attr-defined]
         return out
@@ -70,6 +77,13 @@ class _Record(Mapping):
     def with_other(self, **extra: Any) -> Any:
         """A copy with ``extra`` set among the keys this record does not type."""
         return replace(self, other={**self.other, **extra})  # type: ignore[attr-defined]
+
+    def without(self, *keys: str) -> Any:
+        """A copy with ``keys`` left out (as if never written)."""
+        known = set(self._known())
+        drop = {k: None for k in keys if k in known}
+        return replace(self, **drop, order=tuple(k for k in self.order if k not in keys),  # type: ignore[attr-defined]
+                       other={k: v for k, v in self.other.items() if k not in keys})  # type: ignore[attr-defined]
 
     def __getitem__(self, key: str) -> Any:
         return self.to_dict()[key]
@@ -179,3 +193,104 @@ class SolverRecord(_Record):
     """Keys this record does not know, kept as read."""
     order: tuple[str, ...] | None = field(default=None, repr=False)
     """JSON keys in the order first written (None: built in code, field order)."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class GpuInfo(_Record):
+    """The accelerator a plan is for (``planner.core.hardware``'s preset, as the plan records it)."""
+
+    name: str | None = None
+    """Preset name, e.g. h100."""
+    peak_flops: float | None = None
+    """Dense BF16 peak, FLOP/s: MFU's denominator."""
+    memory_bytes: int | None = None
+    """HBM per GPU, bytes."""
+    other: Mapping[str, Any] = field(default_factory=dict)
+    """Bandwidths and the rest, kept as read."""
+    order: tuple[str, ...] | None = field(default=None, repr=False)
+    """JSON keys in the order first written (None: built in code, field order)."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class TrainingInfo(_Record):
+    """The training settings a plan is for (``planner.core.cluster.TrainingSpec``, as recorded)."""
+
+    global_batch: int | None = None
+    """Sequences per step."""
+    seq_len: int | None = None
+    """Tokens per sequence."""
+    micro_batch_size: int | None = None
+    """Sequences per microbatch."""
+    precision: str | None = None
+    """bf16, fp16 or fp8."""
+    recompute: str | None = None
+    """Activation recomputation the plan was made with: none, selective or full."""
+    other: Mapping[str, Any] = field(default_factory=dict)
+    """Kernels, optimizer sharding and the rest, kept as read."""
+    order: tuple[str, ...] | None = field(default=None, repr=False)
+    """JSON keys in the order first written (None: built in code, field order)."""
+
+
+_NO_TRAINING = TrainingInfo()
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class ClusterInfo(_Record):
+    """The cluster and training section (``planner.api.cluster_section``)."""
+
+    _NESTED: ClassVar[tuple[tuple[str, type], ...]] = (("gpu", GpuInfo), ("training", TrainingInfo))
+    gpu: GpuInfo | None = None
+    """The accelerator."""
+    num_gpus: int | None = None
+    """GPUs in the job."""
+    gpus_per_node: int | None = None
+    """GPUs sharing NVLink."""
+    training: TrainingInfo | None = None
+    """Batch, sequence length, precision, recomputation."""
+    network: Mapping[str, Any] | None = None
+    """Dispatcher and link bandwidth overrides (``planner.core.network``)."""
+    other: Mapping[str, Any] = field(default_factory=dict)
+    """Keys this record does not know, kept as read."""
+    order: tuple[str, ...] | None = field(default=None, repr=False)
+    """JSON keys in the order first written (None: built in code, field order)."""
+
+    @property
+    def settings(self) -> TrainingInfo:
+        """The training section, an empty one where the plan records none."""
+        return self.training if isinstance(self.training, TrainingInfo) else _NO_TRAINING
+
+    @property
+    def peak_flops(self) -> float | None:
+        """The GPU's dense peak, None where the plan records none."""
+        return self.gpu.peak_flops if isinstance(self.gpu, GpuInfo) else None
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Baseline(_Record):
+    """One baseline partition under the plan's schedule (``planner.planning.assembly.baselines_section``)."""
+
+    step_time_s: float | None = None
+    """Simulated step, seconds; None when it was not run (``status`` says why)."""
+    status: str | None = None
+    """Why there is no step time: infeasible, skipped (time limit)."""
+    stages: list[list[int]] | None = None
+    """Layer range of each stage."""
+    schedule: str | None = None
+    """Schedule it was simulated with."""
+    microbatches: int | None = None
+    """Microbatches per step."""
+    peak_memory_bytes: tuple[int, ...] | None = None
+    """Peak memory of each rank, bytes."""
+    fits_memory: bool | None = None
+    """Whether it stays within the memory limit."""
+    plan_speedup: float | None = None
+    """Its step time over the plan's."""
+    other: Mapping[str, Any] = field(default_factory=dict)
+    """Keys this record does not know, kept as read."""
+    order: tuple[str, ...] | None = field(default=None, repr=False)
+    """JSON keys in the order first written (None: built in code, field order)."""
+
+
+def baselines_from_dict(data: Mapping[str, Any]) -> dict[str, Baseline]:
+    """The baselines section, name -> ``Baseline`` (members already typed kept)."""
+    return {name: b if isinstance(b, Baseline) else Baseline.from_dict(b) for name, b in data.items()}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from planner.core.plan import (Microbatches, ModelInfo, Parallel, Plan, Predicted, SolverRecord, partition_stages,
-                               stage_costs_to_dict)
+from planner.core.plan import (Baseline, Microbatches, ModelInfo, Parallel, Plan, Predicted, SolverRecord,
+                               partition_stages, stage_costs_to_dict)
 from planner.core.schedule import format_schedule
 from planner.planning.records import limit_bytes_of, memory_limit_of
 from solvers.schedule.search.lower_bound import bound_parts
@@ -26,24 +26,24 @@ def bound_record(costs, microbatches: int, activation_limit: list[int | None] | 
     return {"lower_bound_s": parts[binds], "lower_bound_terms": dict(parts), "lower_bound_binds": binds,
             "lower_bound_memory_limited": activation_limit is not None}
 
-def baselines_section(best: "Trial", ev: "Evaluation", evaluate, labels, deadline=None) -> dict:
+def baselines_section(best: "Trial", ev: "Evaluation", evaluate, labels, deadline=None) -> dict[str, Baseline]:
     """Each baseline partition simulated under the plan's schedule and microbatch count;
     past ``deadline`` (a ``solvers.schedule.search.budget.Deadline``) the rest are marked skipped."""
     out = {}
     for label in labels:
         if label not in best.baselines:
-            out[label] = {"step_time_s": None, "status": "infeasible"}
+            out[label] = Baseline.from_dict({"step_time_s": None, "status": "infeasible"})
             continue
         if deadline is not None and not deadline.affords(1):
-            out[label] = {"step_time_s": None, "status": "skipped (time limit)"}
+            out[label] = Baseline.from_dict({"step_time_s": None, "status": "skipped (time limit)"})
             continue
         bounds, _fits = best.baselines[label]
         b = evaluate(best.table, best.req, bounds, best.schedule, meter=None if deadline is None else deadline.meter)
         fits = not any("memory" in str(v) for v in b.violations)
-        out[label] = {"step_time_s": b.sim.step_time, "stages": [list(x) for x in bounds],
-                      "schedule": best.name, "microbatches": best.req.microbatches,
-                      "peak_memory_bytes": b.sim.peak_memory_bytes, "fits_memory": fits,
-                      "plan_speedup": b.sim.step_time / ev.sim.step_time if ev.sim.step_time else None}
+        out[label] = Baseline.from_dict({
+            "step_time_s": b.sim.step_time, "stages": [list(x) for x in bounds], "schedule": best.name,
+            "microbatches": best.req.microbatches, "peak_memory_bytes": b.sim.peak_memory_bytes,
+            "fits_memory": fits, "plan_speedup": b.sim.step_time / ev.sim.step_time if ev.sim.step_time else None})
     return out
 
 
@@ -78,9 +78,9 @@ def to_plan(best: "Trial", ev: "Evaluation", baselines: dict, tried: list[dict],
             busy_s=sim.busy,
             critical_path=sim.critical_path_text()[:64],
         ),
-        baselines={**baselines, "plan": {"step_time_s": sim.step_time, "schedule": best.name,
-                                         "stages": [list(b) for b in ev.bounds],
-                                         "microbatches": req.microbatches}},
+        baselines={**baselines, "plan": Baseline.from_dict({"step_time_s": sim.step_time, "schedule": best.name,
+                                                            "stages": [list(b) for b in ev.bounds],
+                                                            "microbatches": req.microbatches})},
         solver=SolverRecord(name=f"{best.part.solver}+sim+{best.name}", status=best.part.status,
                             wall_s=wall, gap=best.part.gap, seed=req.seed, partition=req.partition,
                             schedule=best.name, estimate_s=best.part.estimate_s, objective=req.objective,

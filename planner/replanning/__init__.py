@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from planner.core.errors import InputError
+from planner.core.plan_records import Baseline
 from planner.core.plan import Plan, load_plan_file, partition_stages, stage_costs_to_dict
 from planner.core.schedule import format_schedule, parse_schedule
 from planner.core.simulate import simulate
@@ -261,8 +262,8 @@ def _plan_from(base: Plan, ev, cand: Candidate, req: PlanRequest) -> Plan:
                              steady_step_time_s=ev.steady.period_s, steady_bubble_fraction=ev.steady.bubble_fraction,
                              busy_s=sim.busy, critical_path=sim.critical_path_text()[:64])
     name = cand.schedule.removeprefix("old:")
-    plan.baselines = {**base.baselines, "plan": {"step_time_s": sim.step_time, "stages": [list(b) for b in
-                                                 ev.bounds], "schedule": name}}
+    plan.baselines = {**base.baselines, "plan": Baseline.from_dict(
+        {"step_time_s": sim.step_time, "stages": [list(b) for b in ev.bounds], "schedule": name})}
     plan.solver = replace(base.solver, name=f"replan-search+{name}", schedule=name, status="FEASIBLE")
     return plan
 

@@ -47,8 +47,8 @@ def plan_model(plan: Plan, model: str | None = None) -> ModelSpec:
 
 def plan_cluster(plan: Plan) -> ClusterSpec:
     """``ClusterSpec`` from the plan's ``cluster`` and ``parallel`` sections."""
-    c, p = plan.cluster, plan.parallel
-    if not isinstance(c, dict) or "gpu" not in c or "training" not in c:
+    c, p = plan.cluster.to_dict(), plan.parallel
+    if "gpu" not in c or "training" not in c:
         raise InputError("plan.cluster", "needs gpu, num_gpus, training",
                          "re-plan from a plan written by ppplan plan")
     parallel = {k: getattr(p, k) for k in ("pp", "vpp", "tp", "ep", "dp", "cp", "etp") if getattr(p, k) is not None}
