@@ -92,7 +92,7 @@ def test_export_loads_with_torchtitan_main_field_names(tmp_path, monkeypatch):
     assert _read_back(config, want) == want
     size = plan.microbatches["size"]
     assert config.parallelism.num_pp_microbatches == plan.num_microbatches
-    assert config.training.num_tokens_per_microbatch_per_dp_rank == size * plan.cluster["training"]["seq_len"]
+    assert config.training.num_tokens_per_microbatch_per_dp_rank == size * plan.cluster.settings.seq_len
     assert type(config.activation_checkpoint).__qualname__ == "FullAC.Config"
 
 

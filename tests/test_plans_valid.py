@@ -21,7 +21,7 @@ def test_a_candidate_no_partition_fits_is_recorded_without_a_time(ppplan, tmp_pa
     assert result.code == 0, result.err
     plan = load_plan_file(tmp_path / "plan.json")  # the loader refused "step_time_s: inf" here
     assert validate_plan(plan) == []
-    failed = [c for c in plan.solver["candidates"] if c.get("status") == "infeasible"]
+    failed = [c for c in plan.solver.candidates if c.get("status") == "infeasible"]
     assert failed, "the case no longer has a candidate over memory"
     for entry in failed:
         assert entry.get("step_time_s") is None and entry["reason"]
