@@ -80,8 +80,8 @@ def _plans(microbatches: int, time_limit: float) -> list[tuple[str, Any]]:
     sched = one_f_one_b(2, microbatches)
     sim = simulate(sched, aware.parsed_stage_costs())
     unfused = replace(aware, schedule=format_schedule(sched),
-                      predicted={**aware.predicted, "step_time_s": sim.step_time, "busy_s": sim.busy},
-                      solver={**aware.solver, "schedule": "1f1b"})
+                      predicted=replace(aware.predicted, step_time_s=sim.step_time, busy_s=sim.busy),
+                      solver=replace(aware.solver, schedule="1f1b"))
     return [("overlap-aware partition + 1f1b-overlap", aware),
             ("serially balanced partition + 1f1b-overlap", serial),
             ("overlap-aware partition + unfused 1f1b", unfused)]

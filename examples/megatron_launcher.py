@@ -58,8 +58,8 @@ def launch_plan(*, model: str, nodes: int, gpus_per_node: int, search_degrees: b
 
 def command(plan, *, nodes: int, gpus_per_node: int, data_path: str) -> list[str]:
     """torchrun + pretrain_gpt.py argument list launching ``plan`` on its GPUs."""
-    if plan.cluster["num_gpus"] != nodes * gpus_per_node:
-        raise ValueError(f"the plan is for {plan.cluster['num_gpus']} GPUs, the command would launch "
+    if plan.cluster.num_gpus != nodes * gpus_per_node:
+        raise ValueError(f"the plan is for {plan.cluster.num_gpus} GPUs, the command would launch "
                          f"{nodes} x {gpus_per_node} = {nodes * gpus_per_node}")
     return ["torchrun", f"--nnodes={nodes}", f"--nproc-per-node={gpus_per_node}",
             "pretrain_gpt.py", *plan.megatron_args(), "--data-path", data_path]

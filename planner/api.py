@@ -15,6 +15,7 @@ from planner.core.hf_config import load_model
 from planner.core.limits import check_stage_microbatches
 from planner.core.model import ModelSpec
 from planner.core.plan import ModelInfo, load_plan_file
+from planner.core.plan_records import ClusterInfo
 from planner.core.targets import DEFAULT_TARGET, get_target
 from planner.export import LaunchPlan
 from planner.options import PlanOptions, plan_options
@@ -100,14 +101,15 @@ def model_section(model: ModelSpec, table: CostTable | None = None) -> ModelInfo
                      layer_types=tuple(lc.type for lc in table.layers) if table else tuple(model.type_keys()))
 
 
-def cluster_section(spec: ClusterSpec) -> dict:
+def cluster_section(spec: ClusterSpec) -> ClusterInfo:
     """The plan's ``cluster`` section."""
     from dataclasses import asdict
 
     training = {k: v for k, v in asdict(spec.training).items()
                 if k not in _UNSET_WHEN_DEFAULT or v != _UNSET_WHEN_DEFAULT[k]}
-    return {"gpu": asdict(spec.gpu), "num_gpus": spec.num_gpus, "gpus_per_node": spec.gpus_per_node,
-            "training": training, "network": asdict(spec.network)}
+    return ClusterInfo.from_dict({"gpu": asdict(spec.gpu), "num_gpus": spec.num_gpus,
+                                  "gpus_per_node": spec.gpus_per_node, "training": training,
+                                  "network": asdict(spec.network)})
 
 
 _UNSET_WHEN_DEFAULT = {"moe_expert_capacity_factor": None, "moe_pad_expert_input_to_capacity": False}
@@ -145,8 +147,8 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
     check_objective(objective)
     started = time.perf_counter()  # the wall cap covers cost tables and every search
     tgt = get_target(target)
-    limit_bytes, limit_mb = _memory_options(o.memory_gib, o.memory_limit)  # [issue 4]
-    if model is None and profile is not None:  # [issue 4] bring your own costs
+    limit_bytes, limit_mb = _memory_options(o.memory_gib, o.memory_limit)
+    if model is None and profile is not None:  # bring your own costs
         if tgt.name != DEFAULT_TARGET:
             raise InputError("--target", "planning from a profile without a MODEL supports only --target torch",
                              "pass the MODEL the profile was measured for")
@@ -163,7 +165,7 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
     spec = load_model(model or DEFAULT_MODEL)
     if cluster is None and gpus is not None and default_cluster_path(spec.name) is None:
         cluster = command_line_cluster(gpus, gpu=gpu, global_batch=global_batch, seq_len=seq_len)
-    if gpus is not None:  # [issue 18] choose tp/pp/vpp/ep/cp/dp/micro-batch for gpus GPUs first
+    if gpus is not None:  # choose tp/pp/vpp/ep/cp/dp/micro-batch for gpus GPUs first
         from planner.planning.degree_plans import plan_for_gpus
 
         base = resolve_cluster(spec, cluster, global_batch=global_batch, seq_len=seq_len,
@@ -179,7 +181,7 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
         if exc.field == "parallel.pp" and vpp is not None and vpp > 1:
             _vpp_error(spec, pp or resolve_cluster(spec, cluster, tp=tp, ep=ep, dp=dp).parallel.pp, vpp)
         raise
-    cl = _batch_for_microbatches(cl, microbatches)  # [issue 15]
+    cl = _batch_for_microbatches(cl, microbatches)
     if cl.training.moe_expert_capacity_factor is not None and not tgt.moe_capacity:
         raise InputError("training.moe_expert_capacity_factor", f"--target {tgt.name} does not run Megatron's "
                          "MoE capacity mode", "use --target megatron or torch, or leave the field out (dropless)")
@@ -190,10 +192,10 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
     m = microbatches if microbatches is not None and not auto else cl.microbatches_per_step
     if m < 1:
         raise InputError("--microbatches", f"must be >= 1, got {m}")
-    check_stage_microbatches(m, cl.parallel.pp * cl.parallel.vpp)  # [issue 15] before any schedule is built
+    check_stage_microbatches(m, cl.parallel.pp * cl.parallel.vpp)  # before any schedule is built
     limit = limit_bytes if limit_bytes is not None else cl.memory_limit_bytes
     p = cl.parallel
-    check_schedule_option(schedule, vpp=p.vpp, placement=placement)  # [issue 4]
+    check_schedule_option(schedule, vpp=p.vpp, placement=placement)
     if partition not in METHODS:
         raise InputError("--partition", f"unknown method {partition!r}", f"use one of {', '.join(METHODS)}")
     mode, table = tables[0]
@@ -223,7 +225,7 @@ _PER_DEGREE = ("pp", "vpp", "tp", "ep", "dp", "microbatches", "memory_gib", "par
 
 
 def _memory_options(memory_gib: float | None, memory_limit: str | None) -> tuple[int | None, float | None]:
-    """[issue 4] ``--memory-gib`` / ``--memory-limit`` to (bytes per GPU, microbatches of activations)."""
+    """``--memory-gib`` / ``--memory-limit`` to (bytes per GPU, microbatches of activations)."""
     if memory_limit is None:
         return (int(memory_gib * 2**30) if memory_gib is not None else None), None
     if memory_gib is not None:
@@ -233,7 +235,7 @@ def _memory_options(memory_gib: float | None, memory_limit: str | None) -> tuple
 
 
 def _deadlines(items, num_stages: int, microbatches) -> dict:
-    """[issue 4] ``--deadline TASK=SECONDS`` items to a deadline per task."""
+    """``--deadline TASK=SECONDS`` items to a deadline per task."""
     if not items:
         return {}
     if not isinstance(microbatches, int):
@@ -242,7 +244,7 @@ def _deadlines(items, num_stages: int, microbatches) -> dict:
 
 
 def _batch_for_microbatches(cl: ClusterSpec, microbatches: int | str | None) -> ClusterSpec:
-    """[issue 15] ``--microbatches M`` splits the per-replica batch into M microbatches, so
+    """``--microbatches M`` splits the per-replica batch into M microbatches, so
     the micro-batch size becomes batch / M (and the costs are taken at that size); an M
     that does not divide the batch is refused, naming the counts that do."""
     if not isinstance(microbatches, int) or isinstance(microbatches, bool) or microbatches < 1:

@@ -92,7 +92,7 @@ def _gantt(ax: Any, plan: Plan, sim: SimResult) -> None:
     if plan.num_stages > plan.pp:
         handles.append(Patch(color="#999999", alpha=0.6, label="lighter: odd virtual chunk"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
-    name = plan.solver.get("schedule", plan.solver.get("name", ""))
+    name = plan.solver.schedule or plan.solver.name or ""
     ax.set_title(f"{plan.model.get('name', '')}  pp {plan.pp}  vpp {plan.num_stages // plan.pp}  "
                  f"{plan.num_microbatches} microbatches  schedule {name}:  step "
                  f"{sim.step_time * _MS:.1f} ms, bubble {sim.bubble_fraction:.1%} "

@@ -15,8 +15,8 @@ __all__ = ["simulate_plan", "validate_plan", "plan_mfu", "require_valid"]
 
 def plan_mfu(plan: Plan, step_time: float) -> float:
     """Model FLOPs utilisation of ``plan`` at ``step_time`` (PaLM convention)."""
-    peak = plan.cluster.get("gpu", {}).get("peak_flops")
-    gpus = plan.cluster.get("num_gpus")
+    peak = plan.cluster.peak_flops
+    gpus = plan.cluster.num_gpus
     flops = sum(plan.stage_costs.get("flops", [])) * plan.num_microbatches * plan.parallel.get("dp", 1)
     if not peak or not gpus or step_time <= 0:
         return 0.0
@@ -32,11 +32,11 @@ def simulate_plan(path: str | Path | Plan) -> dict[str, Any]:
             "bubble_s": sim.bubble, "peak_memory_bytes": sim.peak_memory_bytes,
             "memory_limit_bytes": plan.memory_limit_bytes,
             "critical_path": sim.critical_path_text(),
-            "predicted_step_time_s": plan.predicted.get("step_time_s")}
+            "predicted_step_time_s": plan.predicted.step_time_s}
 
 
 def require_valid(path: str | Path | Plan, doing: str) -> Plan:
-    """[issue 15] The plan, or an ``InputError`` with ``ppplan validate``'s first finding: a
+    """The plan, or an ``InputError`` with ``ppplan validate``'s first finding: a
     verb that runs the schedule (simulate, replan, replay) gives the same verdict as validate."""
     plan = path if isinstance(path, Plan) else load_plan_file(path)
     problems = validate_plan(plan)

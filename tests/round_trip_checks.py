@@ -163,7 +163,7 @@ def _deepspeed(plan: LaunchPlan, folder: Path, main: str, summary: dict) -> list
 
     scope: dict = {}
     exec(compile(Path(main).read_text(), main, "exec"), scope)  # the written file, as a user runs it
-    want_interval = 1 if plan.cluster.get("training", {}).get("recompute") == "full" else 0
+    want_interval = 1 if plan.cluster.settings.recompute == "full" else 0
     _same("DEEPSPEED_CONFIG gradient_accumulation_steps", scope["DEEPSPEED_CONFIG"]["gradient_accumulation_steps"],
           plan.num_microbatches)
     layers = int(plan.model["num_layers"])
@@ -210,7 +210,7 @@ def _fake_ranks(world: int) -> Iterator[tuple[int, None]]:
 
 def _trace(plan: LaunchPlan, folder: Path, main: str, summary: dict) -> list[str]:
     doc = json.loads(Path(main).read_text())
-    _same("trace otherData.step_time_s", doc["otherData"]["step_time_s"], plan.predicted["step_time_s"])
+    _same("trace otherData.step_time_s", doc["otherData"]["step_time_s"], plan.predicted.step_time_s)
     if not doc["traceEvents"]:
         raise AssertionError("the trace has no events")
     return []

@@ -57,7 +57,7 @@ def test_launch_plan_export_writes_files(tmp_path):
     result = p.export("deepspeed", tmp_path / "ds.py")
     assert (tmp_path / "ds.py").read_text() == result.files[str(tmp_path / "ds.py")]
     assert p.deepspeed_parts()[-1] == p.model["num_layers"]
-    assert p.chrome_trace()["otherData"]["step_time_s"] == pytest.approx(p.predicted["step_time_s"])
+    assert p.chrome_trace()["otherData"]["step_time_s"] == pytest.approx(p.predicted.step_time_s)
 
 
 def test_replan_is_the_function_even_after_its_module_is_imported():

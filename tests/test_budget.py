@@ -82,12 +82,12 @@ def test_two_plans_draw_their_own_candidates_and_clear_only_theirs(make_costs):
 def test_an_exhausted_budget_still_gives_a_valid_plan_and_says_so():
     req = PlanRequest(pp=4, microbatches=8, memory_limit_bytes=None, work_s=0.2)
     p = make_plan(_moe_table(), req, budget=WallBudget(1e-6))
-    assert p.solver["budget"]["bound"] is True
-    assert p.solver["budget"]["cut_phases"][0] == "screen"
-    assert p.predicted["step_time_s"] > 0 and validate_plan(p) == []
-    assert any(c.get("status") == "skipped" for c in p.solver["candidates"])
-    assert all(v["status"] == "skipped (time limit)" or v["step_time_s"] is not None
-               for k, v in p.baselines.items() if k != "plan" and v.get("status") != "infeasible")
+    assert p.solver.budget["bound"] is True
+    assert p.solver.budget["cut_phases"][0] == "screen"
+    assert p.predicted.step_time_s > 0 and validate_plan(p) == []
+    assert any(c.get("status") == "skipped" for c in p.solver.candidates)
+    assert all(v.status == "skipped (time limit)" or v.step_time_s is not None
+               for k, v in p.baselines.items() if k != "plan" and v.status != "infeasible")
 
 
 def test_unbound_budget_keeps_the_plan_reproducible():
@@ -102,14 +102,14 @@ def test_unbound_budget_keeps_the_plan_reproducible():
 
 def test_a_cap_that_fires_opens_the_summary_and_no_cap_is_the_library_search():
     capped = plan("llama3-8b", pp=2, schedule="1f1b", work=0.5, time_limit=1e-3)  # fires in every phase
-    budget = capped.solver["budget"]
+    budget = capped.solver.budget
     assert budget["time_limit_s"] == 1e-3 and budget["work"] == 0.5 and budget["bound"] and budget["cut_phases"]
     assert validate_plan(capped) == []
     first = plan_summary(capped).splitlines()[0]
     assert first.startswith("warning: the --time-limit 0.001 s wall-clock cap cut the search in ")
     assert all(phase in first for phase in budget["cut_phases"])
     free = plan("llama3-8b", pp=2, schedule="1f1b", work=0.5)  # no cap: nothing read off a clock
-    assert free.solver["budget"]["time_limit_s"] is None and not free.solver["budget"]["bound"]
+    assert free.solver.budget["time_limit_s"] is None and not free.solver.budget["bound"]
     assert not plan_summary(free).startswith("warning")
 
 

@@ -77,7 +77,7 @@ def test_plan_records_the_mode_only_when_set_and_exports_and_replays_it(tmp_path
     data["training"].update(moe_expert_capacity_factor=1.25, moe_pad_expert_input_to_capacity=True)
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(data))
     p = plan(MODEL, cluster=tmp_path / "c.yaml", target="megatron", work=1.0)
-    train = p.cluster["training"]
+    train = p.cluster.settings
     assert train["moe_expert_capacity_factor"] == 1.25 and train["moe_pad_expert_input_to_capacity"] is True
     args = megatron_args(p).args
     k = args.index("--moe-expert-capacity-factor")

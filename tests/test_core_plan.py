@@ -56,7 +56,7 @@ def test_round_trip_preserves_stage_costs_and_simulation(plan):
     back = Plan.from_dict(json.loads(plan.to_json()))
     costs = back.parsed_stage_costs()
     assert stage_costs_from_dict(stage_costs_to_dict(costs), back.ranks()) == costs
-    assert simulate(back.parsed_schedule(), costs).step_time == plan.predicted["step_time_s"]
+    assert simulate(back.parsed_schedule(), costs).step_time == plan.predicted.step_time_s
     assert back.stage_layers(1) == [(2, 4), (6, 8)]
     assert [str(a) for a in back.actions(0)[:3]] == ["0F0", "0F1", "2F0"]
 

@@ -51,11 +51,11 @@ def test_too_few_gpus_is_one_clear_error():
 
 def test_plan_with_gpus_plans_the_best_fully_and_records_the_table():
     p = plan("llama3-8b", gpus=8, work=2.0)
-    section = p.solver["degrees"]
+    section = p.solver.degrees
     assert section["gpus"] == 8 and len(section["table"]) >= 2
     planned = [x for x in section["fully_planned"] if x["step_time_s"] is not None]
     # configurations are compared on the whole optimizer step: schedule + exposed DP traffic + Adam
-    assert p.predicted["optimizer_step_time_s"] == pytest.approx(min(x["step_time_s"] for x in planned))
+    assert p.predicted.optimizer_step_time_s == pytest.approx(min(x["step_time_s"] for x in planned))
     pred = p.predicted
     assert pred["optimizer_s"] > 0 and pred["dp_exposed_s"] >= 0
     assert pred["optimizer_step_time_s"] == pytest.approx(pred["step_time_s"] + pred["dp_exposed_s"]
@@ -140,10 +140,10 @@ def test_no_full_plan_after_a_cut_screen_is_budget_exhausted(monkeypatch):
 
 def test_plan_records_the_screen_cut_in_its_budget_and_summary():
     p = plan("llama3-8b", gpus=8, work=1.0, time_limit=1e-3)
-    budget = p.solver["budget"]
+    budget = p.solver.budget
     assert budget["bound"] and budget["cut_phases"][0] == "degree screen"
     assert budget["time_limit_s"] == 1e-3
-    assert p.solver["degrees"]["screen"]["wall_cut"]
+    assert p.solver.degrees["screen"]["wall_cut"]
     first = cut_lines(p)[0]
     assert "--time-limit 0.001 s" in first and "degree screen" in first
 
@@ -152,5 +152,5 @@ def test_plan_with_gpus_is_the_same_plan_run_to_run():
     """Only ``wall_s`` fields may differ: the screen is counted, not timed."""
     one, two = (plan("llama3-8b", gpus=8, work=1.0) for _ in range(2))
     assert without_wall_s(one.to_dict()) == without_wall_s(two.to_dict())
-    screen = one.solver["degrees"]["screen"]
+    screen = one.solver.degrees["screen"]
     assert screen["allowed_units"] > 0 and screen["work_units"] > 0

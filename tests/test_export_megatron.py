@@ -156,7 +156,7 @@ def test_megatron_refuses_overlap_without_ep_or_with_full_recompute():
     with pytest.raises(ExportError, match=r"needs expert parallelism \(ep > 1\)"):
         megatron_args(plan)
     plan = copy.deepcopy(case_plan("fused_pp1_split"))
-    plan.cluster["training"]["recompute"] = "full"
+    plan.cluster = dataclasses.replace(plan.cluster, training=dataclasses.replace(plan.cluster.settings, recompute="full"))
     with pytest.raises(ExportError, match="does not run with full recomputation"):
         megatron_args(plan)
 
@@ -184,7 +184,7 @@ def test_export_file_is_the_argument_line(tmp_path):
 ])
 def test_megatron_args_carry_the_plans_recompute_mode(mode, expected):
     plan = copy.deepcopy(case_plan("vpp2"))
-    plan.cluster.setdefault("training", {})["recompute"] = mode
+    plan.cluster = dataclasses.replace(plan.cluster, training=dataclasses.replace(plan.cluster.settings, recompute=mode))
     args = megatron_args(plan).args
     flags = [a for a in args if a.startswith("--recompute")]
     assert flags == [a for a in expected if a.startswith("--")]

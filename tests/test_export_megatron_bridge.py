@@ -111,7 +111,7 @@ def test_overrides_over_the_recipe_pass_megatron_core(model, vpp, recompute):
     assert config.recompute_num_layers == (1 if recompute == "full" else None)
     assert config.pipeline_model_parallel_size == plan.pp
     assert config.virtual_pipeline_model_parallel_size == (vpp if vpp > 1 else None)
-    assert exported["dataset"]["seq_length"] == exported["model"]["seq_length"] == plan.cluster["training"]["seq_len"]
+    assert exported["dataset"]["seq_length"] == exported["model"]["seq_length"] == plan.cluster.settings.seq_len
     assert exported["train"]["micro_batch_size"] == plan.microbatches["size"]
     assert exported["mixed_precision"] == "bf16_mixed" and config.bf16
     if load_model(model).moe is not None:
@@ -181,5 +181,5 @@ def test_container_from_the_real_recipe_takes_the_plan():
     plan = _plan("qwen3-30b-a3b", 2, "selective")
     cfg = apply_plan_to_bridge(plan, getattr(recipes, RECIPES["qwen3-30b-a3b"][1])())
     assert cfg.model.recompute_num_layers is None and cfg.model.recompute_method is None
-    assert cfg.dataset.seq_length == cfg.model.seq_length == plan.cluster["training"]["seq_len"]
+    assert cfg.dataset.seq_length == cfg.model.seq_length == plan.cluster.settings.seq_len
     assert cfg.model.pipeline_model_parallel_layout == bridge_settings(plan)["model"]["pipeline_model_parallel_layout"]

@@ -47,7 +47,7 @@ def test_trace_matches_the_simulated_timeline(name):
         assert [e["name"] for e in mine] == [str(a) for a in plan.actions(r)]
         assert all(a["ts"] + a["dur"] <= b["ts"] + 1e-6 for a, b in zip(mine, mine[1:]))
     end = max(e["ts"] + e["dur"] for e in spans)
-    assert end == pytest.approx(plan.predicted["step_time_s"] * 1e6, rel=1e-9)
+    assert end == pytest.approx(plan.predicted.step_time_s * 1e6, rel=1e-9)
     counters = {e["name"] for e in doc["traceEvents"] if e["ph"] == "C"}
     assert counters == {f"memory rank {r}" for r in range(plan.pp)}
     names = {e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}

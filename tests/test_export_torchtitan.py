@@ -92,7 +92,7 @@ def test_export_loads_with_torchtitan_main_field_names(tmp_path, monkeypatch):
     assert _read_back(config, want) == want
     size = plan.microbatches["size"]
     assert config.parallelism.num_pp_microbatches == plan.num_microbatches
-    assert config.training.num_tokens_per_microbatch_per_dp_rank == size * plan.cluster["training"]["seq_len"]
+    assert config.training.num_tokens_per_microbatch_per_dp_rank == size * plan.cluster.settings.seq_len
     assert type(config.activation_checkpoint).__qualname__ == "FullAC.Config"
 
 
@@ -110,7 +110,7 @@ def test_main_fixture_refuses_the_0_3_names(tmp_path, monkeypatch):
 
 def test_main_form_without_a_sequence_length_counts_tokens_of_the_base_config(tmp_path, monkeypatch):
     plan = copy.deepcopy(api_plan("llama3-8b", target="torchtitan", work=2.0))
-    del plan.cluster["training"]["seq_len"]
+    plan.cluster = dataclasses.replace(plan.cluster, training=plan.cluster.settings.without("seq_len"))
     _export(plan, tmp_path, "tt_no_seq")
     (tmp_path / "tt_no_seq_probe.py").write_text(
         "from torchtitan_main.trainer_config import Config\nfrom tt_no_seq import apply_plan\n\n\n"

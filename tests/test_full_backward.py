@@ -111,7 +111,7 @@ def test_planner_picks_full_backwards_when_they_are_cheaper(tmp_path):
         save_costs(t, tmp_path / f"{label}.json")
         p = plan(profile=tmp_path / f"{label}.json", pp=4, microbatches=8, work=2)
         kinds = {a.kind for acts in p.parsed_schedule().values() for a in acts for a in a.parts}
-        chosen[label] = (kinds, p.predicted["step_time_s"])
+        chosen[label] = (kinds, p.predicted.step_time_s)
     assert ActionKind.I in chosen["split"][0] and ActionKind.B not in chosen["split"][0]
     assert ActionKind.B in chosen["full"][0] and ActionKind.I not in chosen["full"][0]
     assert chosen["full"][1] == pytest.approx((8 + 3) * 2 * (1e-3 + 0.6 * 2e-3))

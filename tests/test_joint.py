@@ -35,22 +35,22 @@ def _req(**kw) -> PlanRequest:
 
 def test_joint_never_worse_than_any_candidate_it_evaluated():
     p = make_plan(_moe_table(), _req())
-    step = p.predicted["step_time_s"]
-    evaluated = [e["step_time_s"] for e in p.solver["candidates"]
+    step = p.predicted.step_time_s
+    evaluated = [e["step_time_s"] for e in p.solver.candidates
                  if e.get("status") == "valid" and e.get("step_time_s") is not None]
     assert evaluated, "the search must record what it evaluated"
     assert all(step <= t * (1 + 1e-9) for t in evaluated)
-    assert all(step <= b["step_time_s"] * (1 + 1e-9) for b in p.baselines.values()
-               if b.get("step_time_s") is not None and b.get("fits_memory", True))
-    assert any(e.get("phase") == "joint" for e in p.solver["candidates"])
-    assert "fastest simulated step" in p.solver["winner"]
+    assert all(step <= b.step_time_s * (1 + 1e-9) for b in p.baselines.values()
+               if b.step_time_s is not None and b.fits_memory is not False)
+    assert any(e.get("phase") == "joint" for e in p.solver.candidates)
+    assert "fastest simulated step" in p.solver.winner
 
 
 def test_joint_not_worse_than_fixed_family_or_partition():
     table = _moe_table()
-    joint = make_plan(table, _req()).predicted["step_time_s"]
+    joint = make_plan(table, _req()).predicted.step_time_s
     for kw in ({"schedule": "1f1b"}, {"schedule": "zb-h1"}, {"partition": "serial"}, {"partition": "flops"}):
-        assert joint <= make_plan(table, _req(**kw)).predicted["step_time_s"] * (1 + 1e-9), kw
+        assert joint <= make_plan(table, _req(**kw)).predicted.step_time_s * (1 + 1e-9), kw
 
 
 def test_joint_is_deterministic():

@@ -49,7 +49,7 @@ def test_launcher_plans_for_the_gpus_it_launches(nodes):
     p = launcher.launch_plan(model="llama3-8b", nodes=nodes, gpus_per_node=8, pp=4, work=1.0)
     cmd = launcher.command(p, nodes=nodes, gpus_per_node=8, data_path="/data/x")
     world, dp, micro = _megatron_sizes(cmd)
-    assert world == nodes * 8 == p.cluster["num_gpus"]
+    assert world == nodes * 8 == p.cluster.num_gpus
     assert dp == p.parallel["dp"] == nodes * 8 // 4
     assert micro == p.num_microbatches
     assert _flag(cmd, "--pipeline-model-parallel-size") == p.pp

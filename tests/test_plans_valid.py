@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -20,7 +21,7 @@ def test_a_candidate_no_partition_fits_is_recorded_without_a_time(ppplan, tmp_pa
     assert result.code == 0, result.err
     plan = load_plan_file(tmp_path / "plan.json")  # the loader refused "step_time_s: inf" here
     assert validate_plan(plan) == []
-    failed = [c for c in plan.solver["candidates"] if c.get("status") == "infeasible"]
+    failed = [c for c in plan.solver.candidates if c.get("status") == "infeasible"]
     assert failed, "the case no longer has a candidate over memory"
     for entry in failed:
         assert entry.get("step_time_s") is None and entry["reason"]
@@ -41,7 +42,7 @@ def test_plan_to_json_refuses_what_the_loader_refuses(ppplan, tmp_path):
 
     assert ppplan("plan", "llama3-8b", "--work", "0.2", "--quiet").code == 0
     plan = load_plan_file(tmp_path / "plan.json")
-    plan.predicted["bubble_fraction"] = math.nan
+    plan.predicted = replace(plan.predicted, bubble_fraction=math.nan)
     with pytest.raises(UnreadableOutput, match="predicted.bubble_fraction"):
         plan.to_json()
 
@@ -60,7 +61,7 @@ def _corrupt(monkeypatch, how):
 
 
 @pytest.mark.parametrize("how,names", [
-    (lambda plan: plan.solver.__setitem__("estimate_s", math.inf), "solver.estimate_s"),
+    (lambda plan: setattr(plan, "solver", replace(plan.solver, estimate_s=math.inf)), "solver.estimate_s"),
     (lambda plan: plan.schedule["0"].pop(), "validator"),
 ], ids=["loader", "validator"])
 def test_a_plan_its_loader_or_validator_refuses_is_an_internal_error(ppplan, tmp_path, monkeypatch, how, names):
@@ -75,6 +76,6 @@ def test_the_api_checks_the_plan_it_returns(monkeypatch):
     from planner import plan
     from planner.planning.delivery import PlanDefect
 
-    _corrupt(monkeypatch, lambda p: p.predicted.__setitem__("step_time_s", math.nan))
+    _corrupt(monkeypatch, lambda p: setattr(p, "predicted", replace(p.predicted, step_time_s=math.nan)))
     with pytest.raises(PlanDefect, match="predicted.step_time_s"):
         plan("llama3-8b", work=0.2)

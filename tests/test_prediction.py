@@ -33,7 +33,7 @@ def test_a_plan_records_the_one_prediction_over_the_whole_step():
     model = load_model("llama3-8b")
     cluster = resolve_cluster(model, None, pp=2)
     made = plan("llama3-8b", pp=2, work=1)
-    assert made.predicted["dp_exposed_s"] + made.predicted["optimizer_s"] > 0
+    assert made.predicted.dp_exposed_s + made.predicted.optimizer_s > 0
     _whole_step_figures(made.predicted, model, cluster)
     assert plan_prediction(made, model, cluster).as_fields().items() <= made.predicted.items()
 

@@ -185,7 +185,7 @@ def test_make_plan_on_random_tables(table, pp, vpp, per_rank):
     assert validate_plan(plan) == []
     costs = plan.parsed_stage_costs()
     step = simulate(plan.parsed_schedule(), costs).step_time
-    assert step == plan.predicted["step_time_s"]
+    assert step == plan.predicted.step_time_s
     assert step >= step_lower_bound(costs, m) * (1 - EPS) - EPS
     assert sorted(a for a, _ in plan.bounds()) == [a for a, _ in plan.bounds()]
 

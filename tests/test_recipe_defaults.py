@@ -91,7 +91,7 @@ def test_plan_records_the_recipe_values(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text(json.dumps({"gpu": "h100", "num_gpus": 8, "parallel": {"pp": 2, "dp": 4},
                                 "training": {"global_batch": 16, "seq_len": 2048}, "recipe": "torchtitan"}))
-    training = plan("llama3-8b", cluster=str(path), work=1).cluster["training"]
+    training = plan("llama3-8b", cluster=str(path), work=1).cluster.settings
     assert training["fsdp"] is True and training["kernels"] == "eager" and training["recompute"] == "selective"
 
 

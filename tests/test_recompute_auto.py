@@ -27,8 +27,8 @@ def _req(mode: str, limit: int | None) -> PlanRequest:
 def test_the_faster_variant_wins_and_is_recorded():
     # without memory pressure, no recomputation is faster (it does less work)
     p = make_plan(_table(100, 0.0), _req("none", None), variants=[(_table(10, 0.5), _req("full", None))])
-    assert p.cluster["training"]["recompute"] == "none"
-    modes = {e.get("recompute") for e in p.solver["candidates"] if "recompute" in e}
+    assert p.cluster.settings.recompute == "none"
+    modes = {e.get("recompute") for e in p.solver.candidates if "recompute" in e}
     assert modes == {"none", "full"}
 
 
@@ -36,18 +36,18 @@ def test_recomputation_wins_when_memory_binds():
     # 2 layers x 100 bytes per microbatch: a 250-byte limit fits no stage without recomputation
     none, full = (_table(100, 0.0), _req("none", 250)), (_table(10, 0.5), _req("full", 250))
     p = make_plan(*none, variants=[full])
-    assert p.cluster["training"]["recompute"] == "full"
-    assert max(p.predicted["peak_memory_bytes"]) <= 250
+    assert p.cluster.settings.recompute == "full"
+    assert max(p.predicted.peak_memory_bytes) <= 250
 
 
 @pytest.mark.slow
 def test_auto_is_never_slower_than_a_fixed_mode():
     auto = plan("llama3-8b", pp=4, work=1.0)
-    assert auto.cluster["training"]["recompute"] in RECOMPUTE_MODES
+    assert auto.cluster.settings.recompute in RECOMPUTE_MODES
     for mode in RECOMPUTE_MODES:
         fixed = plan("llama3-8b", pp=4, work=1.0, recompute=mode)
-        assert fixed.cluster["training"]["recompute"] == mode
-        assert auto.predicted["step_time_s"] <= fixed.predicted["step_time_s"] * (1 + 1e-9)
+        assert fixed.cluster.settings.recompute == mode
+        assert auto.predicted.step_time_s <= fixed.predicted.step_time_s * (1 + 1e-9)
 
 
 def test_a_profile_is_planned_with_its_own_mode(tmp_path):
@@ -61,6 +61,6 @@ def test_a_profile_is_planned_with_its_own_mode(tmp_path):
     path = tmp_path / "costs.json"
     save_costs(analytical_costs(spec, cl), path)
     p = plan("llama3-8b", profile=path, pp=2, schedule="1f1b", work=0.5)
-    assert p.cluster["training"]["recompute"] == "selective"
+    assert p.cluster.settings.recompute == "selective"
     with pytest.raises(InputError, match=r"--recompute: full given but the profile was measured with selective"):
         plan("llama3-8b", profile=path, pp=2, recompute="full")

@@ -45,7 +45,7 @@ def roomy() -> Plan:
     headroom, so routing drift changes its speed, not whether it fits (W-filled plans use
     the memory they are given, so a plan made at the job's limit no longer fits)."""
     made = replan(default_plan(schedule="1f1b", memory_gib=64), [ROUTING / "start.json"]).plan
-    assert max(made.predicted["peak_memory_bytes"]) <= 64 * 2**30
+    assert max(made.predicted.peak_memory_bytes) <= 64 * 2**30
     data = made.to_dict()
     data["predicted"]["memory_limit_bytes"] = 72 * 2**30
     return Plan.from_dict(data)
@@ -115,7 +115,7 @@ def test_replan_keeps_the_schedule_family_of_the_plan(base, start):
     model = load_model("qwen3-next-80b-a3b")
     table = analytical_costs(model, resolve_cluster(model, None))
     assert requested_schedule(base, table, vpp=1, placement="loop") == "1f1b"  # chosen: 1f1b + W moves
-    assert {c["schedule"] for c in start.solver["candidates"]} == {"1f1b"}
+    assert {c["schedule"] for c in start.solver.candidates} == {"1f1b"}
     data = base.to_dict()
     data["solver"]["candidates"] = [*data["solver"]["candidates"], {"microbatches": 32, "schedule": "zb-h1"}]
     assert requested_schedule(Plan.from_dict(data), table, vpp=1, placement="loop") == "auto"
@@ -124,7 +124,7 @@ def test_replan_keeps_the_schedule_family_of_the_plan(base, start):
 def test_old_plan_out_of_memory_forces_replan(base):
     res = replan(base, [ROUTING / "start.json"])  # the default plan assumed perfect balance
     assert "peak memory" in res.old_problem and res.recommended
-    assert res.then_step_s == pytest.approx(base.predicted["step_time_s"])
+    assert res.then_step_s == pytest.approx(base.predicted.step_time_s)
 
 
 def _table(static: list[int]) -> CostTable:
@@ -170,7 +170,7 @@ def test_measured_plan_needs_its_profile(base, tmp_path):
     profile = tmp_path / "costs.json"
     save_costs(analytical_costs(model, resolve_cluster(model, None)), profile)
     res = replan(Plan.from_dict(data), [ROUTING / "start.json"], profile=profile)
-    assert res.then_step_s == pytest.approx(base.predicted["step_time_s"])
+    assert res.then_step_s == pytest.approx(base.predicted.step_time_s)
 
 
 def test_bad_routing_section_in_plan(base):

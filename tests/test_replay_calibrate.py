@@ -152,8 +152,8 @@ def test_calibrated_plan_and_reprediction_use_the_calibration(tmp_path):
     cal = _known(slowdown=dict(SLOW), step_overhead_s=STEP_EDGES)
     cplan = calibrated_plan(plan, cal)
     step, _ = simulate_with_calibration(plan.parsed_schedule(), plan.parsed_stage_costs(), cal)
-    assert cplan.predicted["step_time_s"] == pytest.approx(step)
-    assert cplan.predicted["uncalibrated_step_time_s"] == plan.predicted["step_time_s"]
+    assert cplan.predicted.step_time_s == pytest.approx(step)
+    assert cplan.predicted["uncalibrated_step_time_s"] == plan.predicted.step_time_s
     assert cplan.costs["calibration"]["slowdown"] == SLOW
     pred, sim = simulate_plan_as_run(cplan)
     assert pred["step_time_s"] == pytest.approx(step) and "calibrated" in pred["source"]

@@ -33,7 +33,7 @@ def test_calibration_plans_keep_the_partition_and_run_full_and_split_backwards(t
     for cal in (full, split):
         assert cal.bounds() == plan.bounds() and cal.ranks() == plan.ranks() and cal.stage_costs == plan.stage_costs
         assert validate_plan(cal) == []
-        assert cal.predicted["step_time_s"] == pytest.approx(simulate_plan(cal)["step_time_s"])
+        assert cal.predicted.step_time_s == pytest.approx(simulate_plan(cal)["step_time_s"])
     assert _kinds(full) == {ActionKind.F, ActionKind.B}
     assert _kinds(split) == {ActionKind.F, ActionKind.I, ActionKind.W}
 
@@ -61,7 +61,7 @@ def test_cli_calibrate_reports_the_calibrated_prediction(ppplan, tmp_path):
     c = rep["calibrated"]
     cal = Calibration.from_dict(c["calibration"])
     assert set(cal.alone_scale) >= {"F", "B", "I", "W"}  # B from the full plan, I and W from the split one
-    assert c["step_time_s"] == pytest.approx(calibrated_plan(plan, cal).predicted["step_time_s"])
+    assert c["step_time_s"] == pytest.approx(calibrated_plan(plan, cal).predicted.step_time_s)
     mean = statistics.fmean(rep["measured"]["step_times_s"])
     assert c["measured_mean_step_s"] == pytest.approx(mean)
     assert c["step_time_error"] == pytest.approx(mean / c["step_time_s"] - 1)

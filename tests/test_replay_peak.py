@@ -50,12 +50,12 @@ def test_a_plan_from_a_cpu_profile_reports_no_mfu_against_a_gpu_peak(tmp_path):
     from planner.replay.predict import simulate_on_table
 
     cpu = make_plan(tiny_config(tmp_path), one_f_one_b(2, 4), [(0, 4), (4, 7)])
-    cpu.predicted["mfu"] = 6e-7  # CPU times divided by the cluster's GPU peak
+    cpu.predicted = replace(cpu.predicted, mfu=6e-7)  # CPU times divided by the cluster's GPU peak
     pred, _ = simulate_on_table(cpu, _table(7))
     assert pred["plan"]["mfu"] is None
     gpu = make_plan(tiny_config(tmp_path), one_f_one_b(2, 4), [(0, 4), (4, 7)],
                     costs={"source": "analytical", "device": "h100", "scale": 1.0, "seq_len": 4096})
-    gpu.predicted["mfu"] = 0.4
+    gpu.predicted = replace(gpu.predicted, mfu=0.4)
     assert simulate_on_table(gpu, _table(7))[0]["plan"]["mfu"] == 0.4
 
 

@@ -28,7 +28,7 @@ def test_a_changed_order_is_simulated_again_and_the_recorded_figure_kept_beside_
 
     plan = _changed_order(tmp_path)
     simulated = simulate_plan(plan)["step_time_s"]
-    recorded = plan.predicted["step_time_s"]
+    recorded = plan.predicted.step_time_s
     assert simulated > recorded * 1.05  # GPipe on 4 microbatches: a longer step than 1F1B's
     pred, sim = simulate_plan_as_run(plan)
     assert pred["step_time_s"] == pytest.approx(simulated) and sim.step_time == pytest.approx(simulated)
@@ -42,7 +42,7 @@ def test_an_unchanged_plan_matches_its_recorded_prediction(tmp_path):
 
     plan = make_plan(tiny_config(tmp_path), one_f_one_b(2, 4), [(0, 4), (4, 7)])
     pred, _ = simulate_plan_as_run(plan)
-    assert pred["recorded_matches"] is True and pred["step_time_s"] == pytest.approx(plan.predicted["step_time_s"])
+    assert pred["recorded_matches"] is True and pred["step_time_s"] == pytest.approx(plan.predicted.step_time_s)
 
 
 def test_an_emulated_link_is_never_an_exact_replay(tmp_path):
@@ -65,7 +65,7 @@ def test_cli_replay_of_a_changed_order_is_judged_against_its_simulation(ppplan, 
                  "--out", str(out))
     assert res.code == 0, res.err
     rep = json.loads(out.read_text())
-    simulated, recorded = simulate_plan(plan)["step_time_s"], plan.predicted["step_time_s"]
+    simulated, recorded = simulate_plan(plan)["step_time_s"], plan.predicted.step_time_s
     p, m, e = rep["predicted"], rep["measured"], rep["prediction_error"]
     assert p["step_time_s"] == pytest.approx(simulated) and p["recorded_step_time_s"] == recorded
     assert e["step_time"] == pytest.approx(m["step_time_s"] / simulated - 1)

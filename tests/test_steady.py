@@ -70,7 +70,7 @@ def test_every_plan_reports_the_steady_step_and_which_bound_term_binds():
     assert pred["lower_bound_memory_limited"] is True
     assert pred["lower_bound_binds"] in pred["lower_bound_terms"]
     assert pred["lower_bound_s"] == max(pred["lower_bound_terms"].values())
-    assert pred["lower_bound_s"] == p.solver["schedule_solver"]["lower_bound_s"]
+    assert pred["lower_bound_s"] == p.solver.schedule_solver["lower_bound_s"]
     assert pred["lower_bound_terms"]["memory"] > pred["lower_bound_terms"]["round_trip"]  # the budget counts
 
 
@@ -78,8 +78,8 @@ def test_steady_objective_plan_is_not_slower_in_steady_state():
     base = dict(pp=4, microbatches=8, memory_limit_bytes=None, work_s=0.2)
     ms = make_plan(_moe_table(), PlanRequest(**base))
     st = make_plan(_moe_table(), PlanRequest(**base, objective="steady"))
-    assert st.solver["objective"] == "steady"
-    assert st.predicted["steady_step_time_s"] <= ms.predicted["steady_step_time_s"] * (1 + 1e-9)
+    assert st.solver.objective == "steady"
+    assert st.predicted.steady_step_time_s <= ms.predicted.steady_step_time_s * (1 + 1e-9)
 
 
 def test_unknown_objective_is_refused():

@@ -21,5 +21,5 @@ def test_the_zero_bubble_setting_plans_at_the_steady_bound(ppplan, tmp_path):
     plan = load_plan_file(tmp_path / "plan.json")
     assert validate_plan(plan) == []
     bound = steady_lower_bound(plan.parsed_stage_costs(), 24)
-    assert plan.predicted["steady_step_time_s"] <= bound * (1 + 1e-9)  # 1.15265 s; was 1.2087 s
-    assert plan.predicted["steady_bubble_fraction"] <= 0.0433
+    assert plan.predicted.steady_step_time_s <= bound * (1 + 1e-9)  # 1.15265 s; was 1.2087 s
+    assert plan.predicted.steady_bubble_fraction <= 0.0433

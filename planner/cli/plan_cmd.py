@@ -106,10 +106,10 @@ def plan_command(model: str | None, cluster: str | None, out: str, as_json: bool
         echo_json(result.to_dict())
     elif not quiet:
         click.echo(plan_summary(result))
-        if "degrees" in result.solver:  # [issue 18] --gpus
+        if result.solver.degrees is not None:  # --gpus
             from planner.cli.degrees_table import degrees_text
 
-            click.echo(degrees_text(result.solver["degrees"]))
+            click.echo(degrees_text(result.solver.degrees))
         click.echo(f"wrote {out}" + (f", {png}" if png else ""))
 
 

@@ -15,7 +15,7 @@ def gib(nbytes: float | None) -> str:
 def cut_lines(plan: Plan) -> list[str]:
     """The warning that opens the summary when the wall-clock cap cut the search (the plan
     may then differ from run to run: [Note: kept budget] in ``solvers.schedule.search.budget``)."""
-    budget = plan.solver.get("budget") or {}
+    budget = plan.solver.budget or {}
     if not budget.get("bound"):
         return []
     return [f"warning: the --time-limit {budget.get('time_limit_s'):g} s wall-clock cap cut the search in "
@@ -29,8 +29,8 @@ def plan_summary(plan: Plan) -> str:
     lines = [*cut_lines(plan),
         f"model {plan.model.name}  pp {p.pp} vpp {p.vpp} tp {p.tp} ep {p.ep} "
         f"dp {p.dp}  microbatches {plan.num_microbatches} x {plan.microbatches.size}"
-        f"  schedule {plan.solver.get('schedule', plan.solver['name'])}  placement {p.placement_style}"
-        f"  recompute {plan.cluster.get('training', {}).get('recompute', 'none')}",
+        f"  schedule {plan.solver.schedule or plan.solver.name}  placement {p.placement_style}"
+        f"  recompute {plan.cluster.settings.get('recompute', 'none')}",
         "",
         f"{'stage':>5} {'rank':>4} {'layers':>11} {'n':>3}  {'F ms':>7} {'I ms':>7} {'W ms':>7}",
     ]
@@ -42,33 +42,33 @@ def plan_summary(plan: Plan) -> str:
         lines.append(f"{s:>5} {st.rank:>4} {f'[{a},{b})':>11} {b - a:>3}  {sc['f'][s] * 1e3:7.2f} "
                      f"{sc['i'][s] * 1e3:7.2f} {sc['w'][s] * 1e3:7.2f}  {layout[a:b]}")
     lines += ["", f"{'rank':>4} {'peak GiB':>9} {'limit GiB':>9} {'busy s':>8}"]
-    for r, peak in enumerate(pred["peak_memory_bytes"]):
-        busy = pred.get("busy_s", [None] * len(pred["peak_memory_bytes"]))[r]
-        lines.append(f"{r:>4} {gib(peak):>9} {gib(pred['memory_limit_bytes']):>9} "
+    for r, peak in enumerate(pred.peak_memory_bytes):
+        busy = (pred.busy_s or [None] * len(pred.peak_memory_bytes))[r]
+        lines.append(f"{r:>4} {gib(peak):>9} {gib(pred.memory_limit_bytes):>9} "
                      f"{busy if busy is None else f'{busy:8.3f}'}")
-    lines += ["", f"predicted step {pred['step_time_s']:.4f} s   bubble {pred['bubble_fraction']:.1%}"
+    lines += ["", f"predicted step {pred.step_time_s:.4f} s   bubble {pred.bubble_fraction:.1%}"
                   f"   MFU {_mfu_text(plan)}"
-              + (f"   lower bound {pred['lower_bound_s']:.4f} s" if "lower_bound_s" in pred else "")]
-    if "optimizer_step_time_s" in pred:
-        lines.append(f"optimizer step {pred['optimizer_step_time_s']:.4f} s = schedule + exposed DP traffic "
-                     f"{pred['dp_exposed_s']:.4f} s + Adam {pred['optimizer_s']:.4f} s")
+              + (f"   lower bound {pred.lower_bound_s:.4f} s" if pred.lower_bound_s is not None else "")]
+    if pred.optimizer_step_time_s is not None:
+        lines.append(f"optimizer step {pred.optimizer_step_time_s:.4f} s = schedule + exposed DP traffic "
+                     f"{pred.dp_exposed_s:.4f} s + Adam {pred.optimizer_s:.4f} s")
     lines.append("")
     lines.append(f"{'baseline':<16} {'step s':>9} {'vs plan':>8}")
     for name, b in plan.baselines.items():
-        t = b.get("step_time_s")
+        t = b.step_time_s
         if t is None:  # no valid schedule for this baseline: say why instead of "None"
-            lines.append(f"{name:<16} {'-':>9} {'-':>8}  ({b.get('status', 'not evaluated')})")
+            lines.append(f"{name:<16} {'-':>9} {'-':>8}  ({b.status or 'not evaluated'})")
             continue
-        ratio = f"{t / pred['step_time_s']:.3f}x" if pred["step_time_s"] else "-"
-        note = "" if b.get("fits_memory", True) else "  (exceeds memory)"
+        ratio = f"{t / pred.step_time_s:.3f}x" if pred.step_time_s else "-"
+        note = "" if b.fits_memory is not False else "  (exceeds memory)"
         lines.append(f"{name:<16} {t:9.4f} {ratio:>8}{note}")
-    sched = plan.solver.get("schedule_solver", {})
+    sched = plan.solver.schedule_solver or {}
     sched_text = (f", schedule {sched['status']} (gap to lower bound {sched['gap']:.1%})"
                   if sched.get("gap") is not None else "")
-    lines.append(f"\nsolver {plan.solver['name']}: partition {plan.solver['status']}{sched_text}"
-                 f" in {plan.solver['wall_s']:.2f} s")
-    if plan.solver.get("winner"):
-        lines.append(f"winner: {plan.solver['winner']}")
+    lines.append(f"\nsolver {plan.solver.name}: partition {plan.solver.status}{sched_text}"
+                 f" in {plan.solver.wall_s:.2f} s")
+    if plan.solver.winner:
+        lines.append(f"winner: {plan.solver.winner}")
     from planner.export.targets import runs_on_line
 
     lines.append(f"target: {runs_on_line(plan)}")
@@ -86,4 +86,4 @@ def _mfu_text(plan: Plan) -> str:
     """MFU, or why there is none (a cost table without FLOP counts, e.g. bring-your-own costs)."""
     if not any(plan.stage_costs.get("flops", ())):
         return "n/a (the costs carry no FLOP counts)"
-    return f"{plan.predicted['mfu']:.1%}"
+    return f"{plan.predicted.mfu:.1%}"

@@ -6,13 +6,15 @@ Top-level keys are fixed (other tools read them): ``schema_version``, ``model``,
 was made with, so ``ppplan simulate`` and ``ppplan validate`` need nothing else;
 ``costs`` records where they came from (analytical or measured, device, scale).
 
-``model``, ``parallel``, ``microbatches`` and ``stages`` are typed (``planner.core.plan_parts``):
+``model``, ``parallel``, ``microbatches`` and ``stages`` are typed (``planner.core.plan_parts``),
+``predicted``, ``solver``, ``cluster`` and ``baselines`` too (``planner.core.plan_records``):
 JSON only at the edges, ``Plan.to_dict``/``Plan.from_dict`` (checked by the schema).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,11 +24,12 @@ from planner.core.jsonio import json_text, read_json, write_text_atomic
 from planner.core.limits import MAX_STAGE_MICROBATCHES, check_batch_value, check_cost_value, check_stage_microbatches
 from planner.core.placement import check_bounds
 from planner.core.plan_parts import Microbatches, ModelInfo, Parallel, Stage, partition_stages, stages_from_list
+from planner.core.plan_records import Baseline, ClusterInfo, Predicted, SolverRecord, baselines_from_dict
 from planner.core.schedule import Action, Schedule, parse_schedule
 from planner.core.schemas import check_schema
 from planner.core.stage_costs import StageCosts
 
-__all__ = ["Plan", "ModelInfo", "Parallel", "Microbatches", "Stage", "partition_stages", "SCHEMA_VERSION", "load_plan_file", "stage_costs_to_dict", "stage_costs_from_dict", "without_wall_s"]
+__all__ = ["Plan", "ModelInfo", "Parallel", "Microbatches", "Stage", "Predicted", "SolverRecord", "ClusterInfo", "Baseline", "partition_stages", "SCHEMA_VERSION", "load_plan_file", "stage_costs_to_dict", "stage_costs_from_dict", "without_wall_s"]
 
 SCHEMA_VERSION = 1
 
@@ -35,12 +38,13 @@ SCHEMA_VERSION = 1
 class Plan:
     """A pipeline plan: partition, microbatches, per-rank schedule and predictions.
 
-    ``model``, ``parallel``, ``microbatches`` and ``stages`` are typed parts
-    (``planner.core.plan_parts``); given as JSON dicts, they are converted on construction."""
+    ``model``, ``parallel``, ``microbatches``, ``stages`` (``planner.core.plan_parts``),
+    ``predicted``, ``solver``, ``cluster``, ``baselines`` (``planner.core.plan_records``) are typed; given as JSON
+    dicts, they are converted on construction."""
 
     model: ModelInfo
     """name, num_layers, layout (one Megatron letter per layer: E, t, m, L), layer_types."""
-    cluster: dict[str, Any]
+    cluster: ClusterInfo
     """gpu (name, peak_flops, memory_bytes, ...), num_gpus, gpus_per_node, training settings."""
     parallel: Parallel
     """pp, vpp, tp, ep, dp and the stage placement style (loop or v)."""
@@ -52,11 +56,11 @@ class Plan:
     """Rank (as string) -> action strings in execution order."""
     stage_costs: dict[str, Any]
     """Per-stage costs the prediction used (see ``stage_costs_to_dict``)."""
-    predicted: dict[str, Any] = field(default_factory=dict)
+    predicted: Predicted = field(default_factory=dict)  # type: ignore[assignment]
     """step_time_s, bubble_fraction, mfu, peak_memory_bytes (per rank), memory_limit_bytes, ..."""
-    baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
+    baselines: dict[str, Baseline] = field(default_factory=dict)
     """Name -> at least step_time_s, for the same model and cluster."""
-    solver: dict[str, Any] = field(default_factory=dict)
+    solver: SolverRecord = field(default_factory=dict)  # type: ignore[assignment]
     """name, status, wall_s, gap, and what was tried."""
     costs: dict[str, Any] = field(default_factory=dict)
     """Provenance of the costs: source, device, scale, and for a plan made from a profile
@@ -71,6 +75,14 @@ class Plan:
             self.parallel = Parallel.from_dict(self.parallel)
         if not isinstance(self.microbatches, Microbatches):
             self.microbatches = Microbatches.from_dict(self.microbatches)
+        if not isinstance(self.cluster, ClusterInfo):
+            self.cluster = ClusterInfo.from_dict(self.cluster)
+        if not all(isinstance(b, Baseline) for b in self.baselines.values()):
+            self.baselines = baselines_from_dict(self.baselines)
+        if not isinstance(self.predicted, Predicted):
+            self.predicted = Predicted.from_dict(self.predicted)
+        if not isinstance(self.solver, SolverRecord):
+            self.solver = SolverRecord.from_dict(self.solver)
         if not (isinstance(self.stages, tuple) and all(isinstance(s, Stage) for s in self.stages)):
             self.stages = stages_from_list(self.stages)
 
@@ -93,7 +105,7 @@ class Plan:
     @property
     def memory_limit_bytes(self) -> int | None:
         """Per-GPU memory limit the plan was made for."""
-        v = self.predicted.get("memory_limit_bytes")
+        v = self.predicted.memory_limit_bytes
         return int(v) if v is not None else None
 
     def bounds(self) -> list[tuple[int, int]]:
@@ -133,14 +145,14 @@ class Plan:
         out = {
             "schema_version": SCHEMA_VERSION,
             "model": self.model.to_dict(),
-            "cluster": self.cluster,
+            "cluster": self.cluster.to_dict(),
             "parallel": self.parallel.to_dict(),
             "microbatches": self.microbatches.to_dict(),
             "stages": [s.to_dict() for s in self.stages],
             "schedule": self.schedule,
-            "predicted": self.predicted,
-            "baselines": self.baselines,
-            "solver": self.solver,
+            "predicted": self.predicted.to_dict(),
+            "baselines": {name: b.to_dict() for name, b in self.baselines.items()},
+            "solver": self.solver.to_dict(),
             "costs": self.costs,
             "stage_costs": self.stage_costs,
         }
@@ -236,7 +248,7 @@ def _check_consistency(plan: Plan, what: str) -> None:
     _check_optional_fields(plan, what)
 
 
-# [issue 15] Optional fields that replan, replay and the exports read, with their types and
+# Optional fields that replan, replay and the exports read, with their types and
 # smallest values (the schema leaves ``solver`` open and ``costs`` untyped).
 _OPTIONAL: tuple[tuple[str, str, type | tuple[type, ...], float], ...] = (
     ("solver", "seed", int, 0), ("solver", "partition", str, 0), ("solver", "schedule", str, 0),
@@ -248,13 +260,13 @@ _OPTIONAL: tuple[tuple[str, str, type | tuple[type, ...], float], ...] = (
 def _check_optional_fields(plan: Plan, what: str) -> None:
     for section, key, kind, low in _OPTIONAL:
         data = getattr(plan, section)
-        if not isinstance(data, dict) or key not in data:
+        if not isinstance(data, Mapping) or key not in data:
             continue
         value = data[key]
         if isinstance(value, bool) or not isinstance(value, kind) or (kind is not str and value < low):
             expected = "text" if kind is str else f"a number >= {low:g}"
             raise InputError(f"{what}.{section}.{key}", f"expected {expected}, got {value!r:.40}")
-    training = plan.cluster.get("training", {})
+    training = plan.cluster.settings
     for key, limit in (("seq_len", "seq_len"), ("micro_batch_size", "microbatch_size"), ("global_batch", "global_batch")):
         check_batch_value(f"{what}.cluster.training.{key}", limit, training.get(key, 1))
     for key, limit in (("seq_len", "seq_len"), ("microbatch_size", "microbatch_size")):
@@ -263,11 +275,11 @@ def _check_optional_fields(plan: Plan, what: str) -> None:
 
 
 def _check_cluster_section(cl: Any, where: str) -> None:
-    """[issue 15] The parts of the plan's cluster section that simulate/replan read (MFU)."""
-    if not isinstance(cl, dict):
+    """The parts of the plan's cluster section that simulate/replan read (MFU)."""
+    if not isinstance(cl, Mapping):
         raise InputError(where, f"expected an object, got {type(cl).__name__}")
     for key in ("gpu", "training"):
-        if key in cl and not isinstance(cl[key], dict):
+        if key in cl and not isinstance(cl[key], Mapping):
             raise InputError(f"{where}.{key}", f"expected an object, got {type(cl[key]).__name__}")
     peak = cl.get("gpu", {}).get("peak_flops", 1.0)
     if isinstance(peak, bool) or not isinstance(peak, (int, float)) or not 0 < peak < 1e20:
@@ -278,7 +290,7 @@ def _check_cluster_section(cl: Any, where: str) -> None:
 
 
 def _check_times(sc: dict[str, Any], what: str) -> None:
-    """[issue 15] Stage times are non-negative numbers and not all zero (a plan of zero
+    """Stage times are non-negative numbers and not all zero (a plan of zero
     costs simulates to a 0 s step and an unbounded MFU)."""
     units = {"f": "seconds", "i": "seconds", "w": "seconds", "b": "seconds", "flops": "flops", "act_bytes": "bytes",
              "act_w_bytes": "bytes", "static_bytes": "bytes", "out_bytes": "bytes", "work_bytes": "bytes"}

@@ -97,7 +97,7 @@ def deepspeed_snippet(plan: Plan) -> str:
             f"{layout.count('L')} head" if layout else f"{parts[-1]} layers")
     size = int(plan.microbatches.size)
     config = {"train_micro_batch_size_per_gpu": size, "gradient_accumulation_steps": plan.num_microbatches}
-    mode = plan.cluster.get("training", {}).get("recompute") or "none"
+    mode = plan.cluster.settings.recompute or "none"
     return _SNIPPET.format(name=plan.model.name, layout_note=note, config=config, pp=plan.pp,
                            parts=parts, interval=checkpoint_interval(plan), recompute=mode)
 
@@ -110,7 +110,7 @@ def checkpoint_interval(plan: Plan) -> int:
     full recomputation (interval 1: each layer from its input, what the plan's ``full`` costs)
     and none, but no selective mode.
     """
-    mode = plan.cluster.get("training", {}).get("recompute") or "none"
+    mode = plan.cluster.settings.recompute or "none"
     if mode == "selective":
         raise ExportError(_FMT, "the plan recomputes selectively (attention core, activations); DeepSpeed's "
                           "PipelineModule only checkpoints whole layers", "plan with --recompute full or none")

@@ -185,7 +185,7 @@ def _check_overlap(plan: Plan, pp: int, vpp: int, n_mtp: int) -> None:
     if int(plan.parallel.ep) < 2:
         raise ExportError(_FMT, "fused F&B pairs need --overlap-moe-expert-parallel-comm, which needs "
                           "expert parallelism (ep > 1)", "plan with --ep 2 or more")
-    if plan.cluster.get("training", {}).get("recompute") == "full":
+    if plan.cluster.settings.recompute == "full":
         raise ExportError(_FMT, "Megatron's EP overlap does not run with full recomputation",
                           "plan with --recompute selective or none")
     if n_mtp > 1:

@@ -81,7 +81,7 @@ def render(settings: dict[str, Any]) -> list[str]:
 
 def recompute_settings(plan: Plan) -> dict[str, Any]:
     """All four recomputation fields for the plan's mode (None where the mode sets none)."""
-    mode = plan.cluster.get("training", {}).get("recompute") or "none"
+    mode = plan.cluster.settings.recompute or "none"
     out: dict[str, Any] = {"recompute_granularity": None, "recompute_method": None, "recompute_num_layers": None,
                            "recompute_modules": None}
     if mode == "selective":
@@ -102,7 +102,7 @@ def companion_flags(plan: Plan, *, overlap: bool) -> Companions:
 
     ``overlap``: the plan runs Megatron's EP overlap (``--overlap-moe-expert-parallel-comm``).
     """
-    par, train = plan.parallel, plan.cluster.get("training", {})
+    par, train = plan.parallel, plan.cluster.settings
     tp, ep = int(par.tp), int(par.ep)
     moe = is_moe(plan)
     size = int(plan.microbatches.size)

@@ -107,7 +107,7 @@ def torchtitan_options(plan: Plan, *, csv_path: str = "schedule.csv") -> dict[st
     par["expert_parallel_degree"] = int(plan.parallel.ep)
     par["module_fqns_per_model_part"] = module_fqns(plan)
     training: dict[str, Any] = {"local_batch_size": plan.num_microbatches * size}
-    seq = plan.cluster.get("training", {}).get("seq_len")
+    seq = plan.cluster.settings.seq_len
     if seq:
         training["seq_len"] = int(seq)
     return {"parallelism": par, "training": training}

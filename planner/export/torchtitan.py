@@ -121,7 +121,7 @@ _FLAVOR_LINE = '''
 
 def activation_checkpoint(plan: Plan) -> str | None:
     """torchtitan's activation-checkpoint class for the plan's recomputation mode."""
-    return _AC.get(plan.cluster.get("training", {}).get("recompute") or "none")
+    return _AC.get(plan.cluster.settings.recompute or "none")
 
 
 def torchtitan_fields(plan: Plan, *, csv_path: str) -> dict[str, dict[str, dict[str, Any]]]:
@@ -132,7 +132,7 @@ def torchtitan_fields(plan: Plan, *, csv_path: str) -> dict[str, dict[str, dict[
     """
     options = torchtitan_options(plan, csv_path=csv_path)
     size, count = int(plan.microbatches.size), plan.num_microbatches
-    seq = plan.cluster.get("training", {}).get("seq_len")
+    seq = plan.cluster.settings.seq_len
     shared = {k: v for k, v in options["parallelism"].items() if k != "pipeline_parallel_microbatch_size"}
     old_training: dict[str, Any] = {"local_batch_size": count * size, "disable_cuda_graphs": True}
     new_training: dict[str, Any] = {"disable_cuda_graphs": True}

@@ -51,4 +51,4 @@ def chrome_trace(plan: Plan, sim: SimResult | None = None) -> dict[str, Any]:
     return {"traceEvents": trace_events(plan, sim), "displayTimeUnit": "ms",
             "otherData": {"model": plan.model.name, "step_time_s": sim.step_time,
                           "bubble_fraction": sim.bubble_fraction,
-                          "schedule": plan.solver.get("schedule", plan.solver.get("name"))}}
+                          "schedule": plan.solver.schedule or plan.solver.name}}

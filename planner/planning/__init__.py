@@ -120,8 +120,7 @@ def _make_plan(table: CostTable, req: PlanRequest, variants: Sequence[tuple[Cost
     plan = to_plan(best, ev, baselines, tried, moves, time.perf_counter() - t0)
     budget.mark("assembly")
     phase("validating")
-    plan.solver["budget"] = {"work": req.work_s, **budget.record()}
-    plan.solver["winner"] = why_winner(plan, tried)
+    plan.solver = replace(plan.solver, budget={"work": req.work_s, **budget.record()}, winner=why_winner(plan, tried))
     record_schedule(plan, choice, memory_limit_of(req))
     return plan
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from planner.core.plan import Microbatches, ModelInfo, Parallel, Plan, partition_stages, stage_costs_to_dict
+from planner.core.plan import (Baseline, Microbatches, ModelInfo, Parallel, Plan, Predicted, SolverRecord,
+                               partition_stages, stage_costs_to_dict)
 from planner.core.schedule import format_schedule
 from planner.planning.records import limit_bytes_of, memory_limit_of
 from solvers.schedule.search.lower_bound import bound_parts
@@ -25,24 +26,24 @@ def bound_record(costs, microbatches: int, activation_limit: list[int | None] | 
     return {"lower_bound_s": parts[binds], "lower_bound_terms": dict(parts), "lower_bound_binds": binds,
             "lower_bound_memory_limited": activation_limit is not None}
 
-def baselines_section(best: "Trial", ev: "Evaluation", evaluate, labels, deadline=None) -> dict:
+def baselines_section(best: "Trial", ev: "Evaluation", evaluate, labels, deadline=None) -> dict[str, Baseline]:
     """Each baseline partition simulated under the plan's schedule and microbatch count;
     past ``deadline`` (a ``solvers.schedule.search.budget.Deadline``) the rest are marked skipped."""
     out = {}
     for label in labels:
         if label not in best.baselines:
-            out[label] = {"step_time_s": None, "status": "infeasible"}
+            out[label] = Baseline.from_dict({"step_time_s": None, "status": "infeasible"})
             continue
         if deadline is not None and not deadline.affords(1):
-            out[label] = {"step_time_s": None, "status": "skipped (time limit)"}
+            out[label] = Baseline.from_dict({"step_time_s": None, "status": "skipped (time limit)"})
             continue
         bounds, _fits = best.baselines[label]
         b = evaluate(best.table, best.req, bounds, best.schedule, meter=None if deadline is None else deadline.meter)
         fits = not any("memory" in str(v) for v in b.violations)
-        out[label] = {"step_time_s": b.sim.step_time, "stages": [list(x) for x in bounds],
-                      "schedule": best.name, "microbatches": best.req.microbatches,
-                      "peak_memory_bytes": b.sim.peak_memory_bytes, "fits_memory": fits,
-                      "plan_speedup": b.sim.step_time / ev.sim.step_time if ev.sim.step_time else None}
+        out[label] = Baseline.from_dict({
+            "step_time_s": b.sim.step_time, "stages": [list(x) for x in bounds], "schedule": best.name,
+            "microbatches": best.req.microbatches, "peak_memory_bytes": b.sim.peak_memory_bytes,
+            "fits_memory": fits, "plan_speedup": b.sim.step_time / ev.sim.step_time if ev.sim.step_time else None})
     return out
 
 
@@ -65,26 +66,26 @@ def to_plan(best: "Trial", ev: "Evaluation", baselines: dict, tried: list[dict],
         stages=partition_stages(ev.bounds, ev.ranks),
         schedule=format_schedule(ev.schedule),
         stage_costs=stage_costs_to_dict(ev.costs),
-        predicted={
-            "step_time_s": sim.step_time,
-            "bubble_fraction": sim.bubble_fraction,
-            "mfu": mfu,
-            "peak_memory_bytes": sim.peak_memory_bytes,
-            "memory_limit_bytes": limit_bytes_of(req, ev.costs),
+        predicted=Predicted(
+            step_time_s=sim.step_time,
+            bubble_fraction=sim.bubble_fraction,
+            mfu=mfu,
+            peak_memory_bytes=sim.peak_memory_bytes,
+            memory_limit_bytes=limit_bytes_of(req, ev.costs),
             **bound_record(ev.costs, req.microbatches, activation_limit),
-            "steady_step_time_s": ev.steady.period_s,
-            "steady_bubble_fraction": ev.steady.bubble_fraction,
-            "busy_s": sim.busy,
-            "critical_path": sim.critical_path_text()[:64],
-        },
-        baselines={**baselines, "plan": {"step_time_s": sim.step_time, "schedule": best.name,
-                                         "stages": [list(b) for b in ev.bounds],
-                                         "microbatches": req.microbatches}},
-        solver={"name": f"{best.part.solver}+sim+{best.name}", "status": best.part.status,
-                "wall_s": wall, "gap": best.part.gap, "seed": req.seed, "partition": req.partition,
-                "schedule": best.name, "estimate_s": best.part.estimate_s, "objective": req.objective,
-                "microbatch_search": req.search_microbatches, "refine": refine,
-                "pins": {"first": req.pins.first, "last": req.pins.last}, "candidates": tried},
+            steady_step_time_s=ev.steady.period_s,
+            steady_bubble_fraction=ev.steady.bubble_fraction,
+            busy_s=sim.busy,
+            critical_path=sim.critical_path_text()[:64],
+        ),
+        baselines={**baselines, "plan": Baseline.from_dict({"step_time_s": sim.step_time, "schedule": best.name,
+                                                            "stages": [list(b) for b in ev.bounds],
+                                                            "microbatches": req.microbatches})},
+        solver=SolverRecord(name=f"{best.part.solver}+sim+{best.name}", status=best.part.status,
+                            wall_s=wall, gap=best.part.gap, seed=req.seed, partition=req.partition,
+                            schedule=best.name, estimate_s=best.part.estimate_s, objective=req.objective,
+                            microbatch_search=req.search_microbatches, refine=refine,
+                            pins={"first": req.pins.first, "last": req.pins.last}, candidates=tried),
         costs={"source": best.table.source, "device": best.table.device, "scale": best.table.scale,
                "microbatch_size": best.table.microbatch_size, "seq_len": best.table.seq_len,
                **_modules(best.table), **_profile(best.table)},

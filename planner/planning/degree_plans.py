@@ -8,6 +8,7 @@ the plan's ``solver.budget`` cut phases ([Note: screen work]).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from collections.abc import Callable
 from typing import Any
 
@@ -52,8 +53,9 @@ def plan_for_gpus(plan_fn: Callable[..., Plan], model_name: str, spec: ModelSpec
                                         time_limit=time_limit, start=wall.start, options=options)
     if best is None:
         _no_plan(gpus, len(planned), unproven or search.work_cut or search.wall_cut)
-    best.solver["degrees"] = {"gpus": gpus, "table": degree_table(search.ranked), "why": _why(search.ranked, planned),
-                              "fully_planned": planned, "screen": {**search.record(), "wall_s": round(screen_s, 2)}}
+    degrees = {"gpus": gpus, "table": degree_table(search.ranked), "why": _why(search.ranked, planned),
+               "fully_planned": planned, "screen": {**search.record(), "wall_s": round(screen_s, 2)}}
+    best.solver = replace(best.solver, degrees=degrees)
     _record_budget(best, search, work, time_limit)
     return best
 
@@ -95,7 +97,7 @@ def _no_plan(gpus: int, tried: int, unproven: bool) -> None:
 def _record_budget(plan: Plan, search: DegreeSearch, work: float, time_limit: float | None) -> None:
     """The plan's ``solver.budget`` for the whole request: the user's ``--work`` and
     ``--time-limit`` (the plan's own shares kept beside them) and the screen's cut first."""
-    budget = plan.solver["budget"]
+    budget = dict(plan.solver.budget or {})
     budget.update(plan_work=budget.get("work"), plan_time_limit_s=budget.get("time_limit_s"), work=work,
                   time_limit_s=time_limit)
     if search.wall_cut:
@@ -103,6 +105,7 @@ def _record_budget(plan: Plan, search: DegreeSearch, work: float, time_limit: fl
         budget["bound"] = True
     if search.work_cut:
         budget["work_cut_phases"] = [SCREEN_PHASE, *budget.get("work_cut_phases", [])]
+    plan.solver = replace(plan.solver, budget=budget)
 
 
 def _why(ranked: list, planned: list[dict]) -> str:

@@ -17,6 +17,8 @@ Adam step happen around that schedule, so they are added beside it:
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from planner.core.cluster import ClusterSpec
 from planner.core.model import ModelSpec
 from planner.core.plan import Plan
@@ -38,21 +40,22 @@ def busiest_microbatch_compute(costs: StageCosts) -> float:
 def plan_prediction(plan: Plan, model: ModelSpec, cluster: ClusterSpec) -> Prediction:
     """The prediction of ``plan``'s simulated schedule (its ``step_time_s`` and per-rank peaks)."""
     pred = plan.predicted
-    return predict_optimizer_step(model, cluster, step_time_s=pred["step_time_s"],
-                                  peak_memory_bytes=pred["peak_memory_bytes"],
+    return predict_optimizer_step(model, cluster, step_time_s=pred.step_time_s,
+                                  peak_memory_bytes=pred.peak_memory_bytes,
                                   microbatch_compute_s=busiest_microbatch_compute(plan.parsed_stage_costs()),
                                   microbatches=plan.num_microbatches)
 
 
 def add_dp_step(plan: Plan, model: ModelSpec, cluster: ClusterSpec) -> Plan:
-    """``plan`` with the one prediction in its ``predicted`` section (changed in place and
-    returned): ``dp_exposed_s``, ``optimizer_s``, ``optimizer_step_time_s``, ``mfu`` and
+    """``plan`` with the one prediction in its ``predicted`` section (a new ``Predicted``
+    set on ``plan``, which is returned): ``dp_exposed_s``, ``optimizer_s``, ``optimizer_step_time_s``, ``mfu`` and
     ``tokens_per_s_per_gpu`` beside the simulated ``step_time_s`` and peaks."""
-    plan.predicted.update(plan_prediction(plan, model, cluster).as_fields())
+    plan.predicted = replace(plan.predicted, **plan_prediction(plan, model, cluster).as_fields())
     return plan
 
 
 def optimizer_step_time(plan: Plan) -> float:
     """The whole optimizer step of ``plan``: ``optimizer_step_time_s`` where recorded, else
     the schedule's step (plans written before it existed)."""
-    return plan.predicted.get("optimizer_step_time_s", plan.predicted["step_time_s"])
+    pred = plan.predicted
+    return pred.step_time_s if pred.optimizer_step_time_s is None else pred.optimizer_step_time_s

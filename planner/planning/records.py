@@ -8,6 +8,7 @@ from planner.core.costs import CostTable
 from planner.core.placement import stage_ranks
 from planner.core.meter import WorkMeter
 from planner.core.plan_parts import ModelInfo
+from planner.core.plan_records import ClusterInfo
 from planner.core.schedule import Schedule
 from planner.core.simulate import Compiled, SimResult, simulate, simulate_compiled
 from planner.core.stage_costs import StageCosts, stage_costs
@@ -75,7 +76,7 @@ class PlanRequest:
     """(stage, kind, microbatch) -> latest end in seconds (``--deadline``)."""
     model: ModelInfo | dict = field(default_factory=dict)
     """Plan ``model`` part (name, num_layers, layout, layer_types); empty: the cost table's name."""
-    cluster: dict = field(default_factory=dict)
+    cluster: ClusterInfo = field(default_factory=ClusterInfo)
     """Plan ``cluster`` section."""
     parallel: dict = field(default_factory=dict)
     """tp, ep, dp (pp and vpp come from the fields above)."""
@@ -87,7 +88,7 @@ class PlanRequest:
     @property
     def recompute(self) -> str | None:
         """The recomputation mode the cost table was computed for (the cluster section's)."""
-        return self.cluster.get("training", {}).get("recompute")
+        return ClusterInfo.from_dict(self.cluster).settings.recompute
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 
 from planner.core.costs import CostTable
@@ -80,10 +81,10 @@ def record_schedule(plan: Plan, choice: ScheduleChoice, limit: MemoryLimit | Non
     """Lower bound, schedule status and gap into the plan. The bound is ``to_plan``'s (same
     costs and activation budget as ``choice.lower_bound``)."""
     if limit is not None and limit.microbatches is not None:
-        plan.predicted["memory_limit"] = str(limit)
-    plan.solver["schedule_solver"] = {
+        plan.predicted = replace(plan.predicted, memory_limit=str(limit))
+    plan.solver = replace(plan.solver, schedule_solver={
         "name": choice.name, "status": choice.status, "gap": choice.gap,
-        "lower_bound_s": choice.lower_bound, "wall_s": choice.wall_s, "candidates": choice.tried}
+        "lower_bound_s": choice.lower_bound, "wall_s": choice.wall_s, "candidates": choice.tried})
 
 
 def screen(table: CostTable, req: PlanRequest, name: str, tried: list[dict], budget: float,
@@ -204,7 +205,7 @@ def failure_reason(tried: list[dict]) -> str:
 
 def why_winner(plan: Plan, tried: list[dict]) -> str:
     """One line on why the winner won: its step time against the runner-up's."""
-    step = plan.predicted["step_time_s"]
+    step = plan.predicted.step_time_s
     others = sorted({round(e["step_time_s"], 12) for e in tried
                      if e.get("step_time_s") not in (None, float("inf"))
                      and e.get("microbatches", 0) != 0} - {round(step, 12)})

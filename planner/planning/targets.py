@@ -144,8 +144,8 @@ def plan_for_target(target: Target, tables: ModeTables, req: PlanRequest,
             errors.append(exc)
             continue
         record.append({"schedule": run.schedule, "recompute": list(run.modes),
-                       "step_time_s": plan.predicted["step_time_s"], "status": "valid"})
-        if best is None or plan.predicted["step_time_s"] < best.predicted["step_time_s"] * (1 - 1e-12):
+                       "step_time_s": plan.predicted.step_time_s, "status": "valid"})
+        if best is None or plan.predicted.step_time_s < best.predicted.step_time_s * (1 - 1e-12):
             best = plan
     if best is None:
         if len(runs) == 1:
@@ -153,7 +153,7 @@ def plan_for_target(target: Target, tables: ModeTables, req: PlanRequest,
         raise InfeasibleError(f"no plan {target.name} runs fits: {errors[0]}")
     best.extra["target"] = target.name
     if target.families is not None:
-        best.solver["target_runs"] = record
+        best.solver = replace(best.solver, target_runs=record)
     return best
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from planner.core.errors import InputError
+from planner.core.plan_records import Baseline
 from planner.core.plan import Plan, load_plan_file, partition_stages, stage_costs_to_dict
 from planner.core.schedule import format_schedule, parse_schedule
 from planner.core.simulate import simulate
@@ -222,9 +223,9 @@ def _search(table, req: PlanRequest, old: Plan, fresh: Plan, penalty_s: float) -
 
 def _orders(old: Plan, fresh: Plan) -> dict[str, dict[str, list[str]]]:
     """Schedule orders to search under, by label: the old plan's and the front door's."""
-    orders = {"old:" + str(old.solver.get("schedule", "plan")): old.schedule}
+    orders = {"old:" + str(old.solver.schedule or "plan"): old.schedule}
     if fresh.schedule != old.schedule:
-        orders[str(fresh.solver.get("schedule", "new"))] = fresh.schedule
+        orders[str(fresh.solver.schedule or "new")] = fresh.schedule
     return orders
 
 
@@ -244,7 +245,7 @@ def _choose(search: PartitionSearch, table, req: PlanRequest, old: Plan, fresh: 
 
 
 def _activation_limit(req: PlanRequest, sc: StageCosts) -> list[int] | None:
-    """[issue 19] The request's activation budget per rank for the lower bound (None: no limit)."""
+    """The request's activation budget per rank for the lower bound (None: no limit)."""
     limit = memory_limit_of(req)
     return None if limit is None else limit.activation_limit(sc)
 
@@ -255,16 +256,15 @@ def _plan_from(base: Plan, ev, cand: Candidate, req: PlanRequest) -> Plan:
     plan = replace(base, stages=partition_stages(ev.bounds, ev.ranks), schedule=format_schedule(ev.schedule),
                    stage_costs=stage_costs_to_dict(sc), extra=dict(base.extra))
     sim = ev.sim
-    plan.predicted = {**base.predicted, "step_time_s": sim.step_time,
-                      "bubble_fraction": sim.bubble_fraction, "mfu": plan_mfu(plan, sim.step_time),
-                      "peak_memory_bytes": sim.peak_memory_bytes,
-                      **bound_record(sc, req.microbatches, _activation_limit(req, sc)),  # [issue 19] memory term
-                      "steady_step_time_s": ev.steady.period_s, "steady_bubble_fraction": ev.steady.bubble_fraction,
-                      "busy_s": sim.busy, "critical_path": sim.critical_path_text()[:64]}
+    plan.predicted = replace(base.predicted, step_time_s=sim.step_time, bubble_fraction=sim.bubble_fraction,
+                             mfu=plan_mfu(plan, sim.step_time), peak_memory_bytes=sim.peak_memory_bytes,
+                             **bound_record(sc, req.microbatches, _activation_limit(req, sc)),
+                             steady_step_time_s=ev.steady.period_s, steady_bubble_fraction=ev.steady.bubble_fraction,
+                             busy_s=sim.busy, critical_path=sim.critical_path_text()[:64])
     name = cand.schedule.removeprefix("old:")
-    plan.baselines = {**base.baselines, "plan": {"step_time_s": sim.step_time, "stages": [list(b) for b in
-                                                 ev.bounds], "schedule": name}}
-    plan.solver = {**base.solver, "name": f"replan-search+{name}", "schedule": name, "status": "FEASIBLE"}
+    plan.baselines = {**base.baselines, "plan": Baseline.from_dict(
+        {"step_time_s": sim.step_time, "stages": [list(b) for b in ev.bounds], "schedule": name})}
+    plan.solver = replace(base.solver, name=f"replan-search+{name}", schedule=name, status="FEASIBLE")
     return plan
 
 
@@ -305,12 +305,12 @@ def _replan_section(r: ReplanResult, old: Plan, min_gain: float, move_penalty: f
         "moved_layers": m.to_dict(), "migration_bytes": m.total_bytes, "migration_s": m.seconds,
         "break_even_steps": m.break_even_steps(r.old_step_s, r.new_step_s),
         "recommended": r.recommended, "reason": r.reason,
-        "then_step_time_s": r.then_step_s, "old_predicted_step_time_s": old.predicted.get("step_time_s"),
+        "then_step_time_s": r.then_step_s, "old_predicted_step_time_s": old.predicted.step_time_s,
         "old_fits_memory": not r.old_problem, "best_step_time_s": r.best_step_s,
         "gap_recovered": r.gap_recovered, "min_gain": min_gain, "move_penalty": move_penalty,
         "old_stages": [list(b) for b in old.bounds()],
         "stage_slowdown": [{"stage": s.stage, "then_s": s.then_s, "now_s": s.now_s, "slowdown": s.slowdown}
                            for s in r.stages],
-        "front_door": {"step_time_s": fresh.predicted["step_time_s"],
+        "front_door": {"step_time_s": fresh.predicted.step_time_s,
                        "stages": [list(b) for b in fresh.bounds()], "moved_layers": fresh_moved},
     }

@@ -47,8 +47,8 @@ def plan_model(plan: Plan, model: str | None = None) -> ModelSpec:
 
 def plan_cluster(plan: Plan) -> ClusterSpec:
     """``ClusterSpec`` from the plan's ``cluster`` and ``parallel`` sections."""
-    c, p = plan.cluster, plan.parallel
-    if not isinstance(c, dict) or "gpu" not in c or "training" not in c:
+    c, p = plan.cluster.to_dict(), plan.parallel
+    if "gpu" not in c or "training" not in c:
         raise InputError("plan.cluster", "needs gpu, num_gpus, training",
                          "re-plan from a plan written by ppplan plan")
     parallel = {k: getattr(p, k) for k in ("pp", "vpp", "tp", "ep", "dp", "cp", "etp") if getattr(p, k) is not None}
@@ -66,11 +66,11 @@ def plan_request(plan: Plan, model: ModelSpec, cluster: ClusterSpec, table: Cost
         pp=par.pp, vpp=par.vpp, microbatches=plan.num_microbatches,
         microbatch_size=int(plan.microbatches.size),
         memory_limit_bytes=plan.memory_limit_bytes, schedule=schedule,
-        partition=solver.get("partition", "overlap"), placement=placement,
-        seed=int(solver.get("seed", 0)), model=model_section(model, table),
+        partition=solver.partition or "overlap", placement=placement,
+        seed=int(solver.seed or 0), model=model_section(model, table),
         cluster=cluster_section(cluster), parallel={"tp": par.tp, "ep": par.ep, "dp": par.dp},
         peak_flops=cluster.gpu.peak_flops, num_gpus=cluster.num_gpus,
-        work_s=float((solver.get("budget") or {}).get("work") or DEFAULT_WORK))
+        work_s=float((solver.budget or {}).get("work") or DEFAULT_WORK))
 
 
 def requested_schedule(plan: Plan, table: CostTable, *, vpp: int, placement: str) -> str:
@@ -80,7 +80,7 @@ def requested_schedule(plan: Plan, table: CostTable, *, vpp: int, placement: str
     is read from the screened candidates (``solver.candidates`` without a ``phase``): one
     family where ``auto`` would have screened several means that family was asked for.
     """
-    screened = {c.get("schedule") for c in plan.solver.get("candidates", [])
+    screened = {c.get("schedule") for c in plan.solver.candidates or []
                 if isinstance(c, dict) and "phase" not in c}
     if len(screened) != 1:
         return "auto"

@@ -273,9 +273,8 @@ def calibrated_plan(plan: Plan, cal: Calibration) -> Plan:
     calibration's per-kind fit saw them."""
     schedule = plan.parsed_schedule()
     step, sim = simulate_with_calibration(schedule, torch_first_stage(plan.parsed_stage_costs(), schedule), cal)
-    predicted = {**plan.predicted, "step_time_s": step, "busy_s": sim.busy,
-                 "bubble_fraction": sim.bubble_fraction,
-                 "uncalibrated_step_time_s": plan.predicted.get("step_time_s")}
+    predicted = replace(plan.predicted, step_time_s=step, busy_s=sim.busy, bubble_fraction=sim.bubble_fraction
+                        ).with_other(uncalibrated_step_time_s=plan.predicted.step_time_s)
     return replace(plan, predicted=predicted, costs={**plan.costs, "calibration": cal.to_dict()})
 
 

@@ -270,14 +270,15 @@ def _analytical(plan: Plan) -> CostTable:
     from profiler.analytical import analytical_costs
 
     par = {k: plan.parallel[k] for k in ("pp", "tp", "ep", "dp") if k in plan.parallel}
-    cluster = cluster_from_dict({**plan.cluster, "parallel": {**plan.cluster.get("parallel", {}), **par}})
+    section = plan.cluster.to_dict()
+    cluster = cluster_from_dict({**section, "parallel": {**section.get("parallel", {}), **par}})
     return analytical_costs(load_model(str(plan.model["name"])), cluster)
 
 
 def bytes_factor(plan: Plan, rm: Any, full_hidden: int) -> float:
     """Replay all-to-all bytes over the plan's: (hidden x tokens per microbatch) of the
     replayed model ``rm`` over the plan's, ``full_hidden`` being the plan's hidden size."""
-    plan_seq = int(plan.costs.get("seq_len") or plan.cluster.get("training", {}).get("seq_len") or rm.seq_len)
+    plan_seq = int(plan.costs.get("seq_len") or plan.cluster.settings.seq_len or rm.seq_len)
     plan_mbs = int(plan.costs.get("microbatch_size") or rm.microbatch_size)
     return (rm.spec.hidden / full_hidden) * (rm.seq_len * rm.microbatch_size) / (plan_seq * plan_mbs)
 

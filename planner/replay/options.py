@@ -121,7 +121,7 @@ class ReplayOptions:
 
         factor, pad = self.moe_expert_capacity_factor, self.moe_pad_expert_input_to_capacity
         if factor is None and not pad and plan is not None:
-            train = plan.cluster.get("training", {})
+            train = plan.cluster.settings
             factor, pad = train.get("moe_expert_capacity_factor"), bool(train.get("moe_pad_expert_input_to_capacity"))
         return capacity_mode(factor, pad=pad, drop_policy=self.moe_token_drop_policy)
 

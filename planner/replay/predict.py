@@ -104,7 +104,7 @@ def simulate_plan_as_run(plan: Plan) -> tuple[dict[str, Any], SimResult]:
 def _recorded(plan: Plan, step: float) -> dict[str, Any]:
     """The plan's recorded step and whether the simulation of the order that runs (``step``)
     reproduces it; a plan whose order was changed after planning does not."""
-    rec = plan.predicted.get("step_time_s")
+    rec = plan.predicted.step_time_s
     return {"recorded_step_time_s": rec,
             "recorded_matches": rec is not None and math.isclose(rec, step, rel_tol=1e-6)}
 
@@ -125,7 +125,7 @@ def simulate_on_table(plan: Plan, table: CostTable) -> tuple[dict[str, Any], Sim
                       "p2p_latency_s": table.p2p.latency_s, "p2p_bandwidth": table.p2p.bandwidth,
                       "layer_types": _type_costs(table), "link": table.meta.get("link"),
                       "f_plus_b_before_after_s": table.meta.get("f_plus_b_before_after_s")},
-            "plan": {"step_time_s": plan.predicted.get("step_time_s"), "mfu": _plan_mfu(plan),
+            "plan": {"step_time_s": plan.predicted.step_time_s, "mfu": _plan_mfu(plan),
                      "costs": plan.costs}}
     if cal:
         pred["calibration"] = cal
@@ -135,7 +135,7 @@ def simulate_on_table(plan: Plan, table: CostTable) -> tuple[dict[str, Any], Sim
 def _plan_mfu(plan: Plan) -> float | None:
     """The plan's own MFU; None for a plan made from a CPU profile, whose CPU times the
     planner divided by its cluster's GPU peak (a meaningless figure, such as 6e-7)."""
-    return None if plan.costs.get("device") == "cpu" else plan.predicted.get("mfu")
+    return None if plan.costs.get("device") == "cpu" else plan.predicted.mfu
 
 
 def _type_costs(table: CostTable) -> dict[str, dict[str, float]]:
@@ -169,10 +169,10 @@ CALIBRATION_SOURCE = ("calibration plans (1F1B with full and with split backward
 
 def _with_schedule(plan: Plan, schedule: Schedule, name: str) -> Plan:
     sim = simulate(schedule, plan.parsed_stage_costs())
-    predicted = {**plan.predicted, "step_time_s": sim.step_time, "bubble_fraction": sim.bubble_fraction,
-                 "busy_s": sim.busy, "peak_memory_bytes": sim.peak_memory_bytes}
+    predicted = replace(plan.predicted, step_time_s=sim.step_time, bubble_fraction=sim.bubble_fraction,
+                        busy_s=sim.busy, peak_memory_bytes=sim.peak_memory_bytes)
     return replace(plan, schedule=format_schedule(schedule), predicted=predicted,
-                   solver={**plan.solver, "name": "calibration", "schedule": name})
+                   solver=replace(plan.solver, name="calibration", schedule=name))
 
 
 def calibration_plans(plan: Plan) -> tuple[Plan, Plan]:
@@ -210,7 +210,7 @@ def replay_calibrated(plans: list[Plan], options: ReplayOptions | None = None) -
 def _calibrated_step(plan: Plan, result: ReplayResult, cal: Calibration) -> float:
     """``plan``'s predicted step under ``cal``, on the costs its replay predicted it with."""
     if result.table is None:
-        return calibrated_plan(plan, cal).predicted["step_time_s"]
+        return calibrated_plan(plan, cal).predicted.step_time_s
     table = result.table
     pred, _ = simulate_on_table(plan, replace(table, meta={**table.meta, "calibration": cal.to_dict()}))
     return pred["step_time_s"]
@@ -226,7 +226,7 @@ def _figures(plan: Plan, result: ReplayResult, cal: Calibration) -> dict[str, An
 
 def _in_sample(plan: Plan, result: ReplayResult, cal: Calibration) -> dict[str, Any]:
     """A calibration plan's own calibrated figures (in-sample: it measured the calibration)."""
-    return {"schedule": plan.solver["schedule"], **_figures(plan, result, cal)}
+    return {"schedule": plan.solver.schedule, **_figures(plan, result, cal)}
 
 
 def _calibrated(plan: Plan, result: ReplayResult, cal: Calibration, checks: list[dict[str, Any]]) -> ReplayResult:

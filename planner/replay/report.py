@@ -81,7 +81,7 @@ def assemble(plan: Plan, opts: ReplayOptions, out: dict[str, Any]) -> ReplayResu
     report = {
         "plan": {"model": plan.model.get("name"), "pp": plan.pp, "vpp": plan.parallel.get("vpp", 1),
                  "stages": [list(b) for b in plan.bounds()], "microbatches": plan.num_microbatches,
-                 "schedule": plan.solver.get("schedule"), "costs": plan.costs},
+                 "schedule": plan.solver.schedule, "costs": plan.costs},
         "replay": {"scale": rm.scale, "seq_len": rm.seq_len, "microbatch_size": rm.microbatch_size,
                    "hidden": rm.spec.hidden, "device": out["device"], "backend": out["backend"],
                    "world_size": len(gathered), "threads_per_rank": gathered[0]["threads"],

@@ -57,7 +57,7 @@ def resolve_shape(plan: Plan, opts: ReplayOptions) -> tuple[float, int]:
     """(scale, seq_len) of the replay: the options, else the plan's profile."""
     scale = opts.scale if opts.scale is not None else float(plan.costs.get("scale", 1.0))
     seq = opts.seq_len or int(plan.costs.get("seq_len") or 0) \
-        or int(plan.cluster.get("training", {}).get("seq_len", 0))
+        or int(plan.cluster.settings.get("seq_len", 0))
     return scale, seq
 
 
@@ -106,7 +106,7 @@ def _measure_table(rm: ReplayModel, device: torch.device, recompute: str, link: 
 
 def recompute_mode(plan: Plan) -> str:
     """The plan's recomputation mode (none when the plan does not say)."""
-    mode = plan.cluster.get("training", {}).get("recompute") or "none"
+    mode = plan.cluster.settings.recompute or "none"
     return "none" if mode == "auto" else str(mode)
 
 
@@ -302,7 +302,7 @@ def _pairs_key(plan: Plan, rm: ReplayModel, opts: ReplayOptions, key: tuple) -> 
     every expert local a pair has no all-to-all to hide, ``planner.replay.costs``)."""
     pairs = fused_type_pairs(plan, rm) if opts.link == "emulated" else []
     # the link's times follow from the plan's cluster and parallelism (``planner.replay.costs``)
-    link = json.dumps([plan.cluster, plan.parallel, plan.costs], sort_keys=True, default=str)
+    link = json.dumps([plan.cluster.to_dict(), plan.parallel, plan.costs], sort_keys=True, default=str)
     return ("pairs", *key, opts.link_scale, link, tuple(pairs)) if pairs else None
 
 
