@@ -306,6 +306,9 @@ SIMULATOR_CLAIMS = [
           figure=Page(path=_SIM, section=_SP, pattern=r"The target of 1 M actions/s (holds) for the full pass"),
           measured=lambda run: 1e6 / run.json()["summary"]["full_actions_per_s"],
           compare=Targets(CPU_TIME.factor, CPU_TIME.why)),
+    history("simulator-one-kernel", _SIM, "the one kernel's re-timing against the loop it replaced, side by side",
+            _SP, r"measured side by side \((\d{4}-\d\d-\d\d)\) at load", command="python benchmarks/simulator.py "
+            "--json --clock cpu", why="measured by hand on the commits before and after the one-kernel change"),
     history("simulator-b6b444a", _SIM, "side by side with b6b444a, the per-action costs and validate's time",
             _SP, r"first recorded (\d{4}-\d\d-\d\d)", why="measured by hand against commit b6b444a; no command "
             "re-derives it"),
