@@ -22,18 +22,6 @@ of each MoE layer that the analytical profile gives them on the GPU. Compute is 
     partition, steps alternating. An error of that replay is recorded in the row
     instead of losing (a) and (b).
 
-[Note: prediction here] A GPU ratio is not this machine's: at 1/32 width on CPU the
-MoE layers, and the emulated link beside them, are a different share of each stage than
-on the GPU (the link scale is fitted on one layer's forward timed alone, the replay's
-layers run beside another rank), so each plan's step is also predicted here: the
-replay's re-prediction, made from costs measured in the replay's own processes before
-and after its timed steps (``planner.replay.costs``: F, I, W, B per layer type, recomputing as the
-plan does; ``planner.replay.worker`` [Note: table around the steps]), the emulated
-link's own times and, for each pair type the plan fuses, the link time the pair hides,
-measured there through the runtime (``planner.replay.costs`` [Note: pairs measured
-here]; ``planner.replay.costs`` [Note: re-prediction with the link]). No measured step
-enters it.
-
     python benchmarks/overlap.py [--json] [--scale 0.03125] [--seq-len 64] [--steps 20]
                                  [--skip-real | --only-real] [--real-steps 5]
 """
@@ -150,7 +138,20 @@ def _replay(plans: list, opts: Any) -> list:
 
 def _fusion(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Fusion gain (unfused / fused - 1): measured, predicted for the GPU and for here
-    ([Note: prediction here]), and the measured gain's relative error against each."""
+    ([Note: prediction here]), and the measured gain's relative error against each.
+
+    [Note: prediction here] A GPU ratio is not this machine's: at 1/32 width on CPU the
+    MoE layers, and the emulated link beside them, are a different share of each stage than
+    on the GPU (the link scale is fitted on one layer's forward timed alone, the replay's
+    layers run beside another rank), so each plan's step is also predicted here: the
+    replay's re-prediction, made from costs measured in the replay's own processes before
+    and after its timed steps (``planner.replay.costs``: F, I, W, B per layer type, recomputing as the
+    plan does; ``planner.replay.worker`` [Note: table around the steps]), the emulated
+    link's own times and, for each pair type the plan fuses, the link time the pair hides,
+    measured there through the runtime (``planner.replay.costs`` [Note: pairs measured
+    here]; ``planner.replay.costs`` [Note: re-prediction with the link]). No measured step
+    enters it.
+    """
     measured = rows[2]["measured_vs_first"] - 1
     here = rows[2]["predicted_here_vs_first"] - 1
     fusion: dict[str, Any] = {"measured_gain": measured, "resolution": rows[2]["resolution_s"] / rows[0]["measured_step_s"]}

@@ -12,30 +12,16 @@ measured step time and MFU with the prediction, on the path a user follows.
    backward], and where B costs less than I + W the planner's own choice runs full
    backwards);
 3. *replay* the judged plans with ``ppplan replay --calibrate``'s path
-   (``planner.replay.predict.replay_calibrated``): two *calibration plans* on the
-   first judged plan's partition, 1F1B with full backwards and with backwards split into
-   I and W (merged by ``calibrate.with_split_kinds``: torch's full backward is one
-   autograd pass and costs less than its I + W), replayed in one launch with the judged
-   plans, their timed steps alternating (CAL CAL' A B C, CAL CAL' A B C, ...), so that load
-   from other jobs falls on every plan alike; MFU divides by the CPU peak the profile
-   stored (``--profile``, ``planner.replay.device``);
-4. compare each judged plan's measured mean step with its *uncalibrated* prediction
-   (its schedule simulated on its stage costs, made from the profile) and with the
-   prediction *calibrated* by the calibration plans' replay (``planner.replay.calibrate``,
-   [Note: runtime calibration]: alone durations per kind relative to the profile,
-   slowdown while ranks share cores, runtime work between actions, message latency,
-   step overhead).
+   (``planner.replay.predict.replay_calibrated``): two calibration plans (1F1B with full and
+   with split backwards) replayed in one launch with the judged plans, timed steps
+   alternating so that other jobs' load falls on every plan alike;
+4. compare each judged plan's measured mean step with its uncalibrated prediction and with
+   the prediction calibrated by the calibration plans ([Note: runtime calibration] in
+   ``planner.replay.calibrate``).
 
-The calibration's per-kind alone scales (F, I, W relative to the profile) are the
-profiler-vs-replay agreement per kind: before the fixes of [Note: layer cuts], [Note: CPU
-threads] and [Note: torch first stage], W came out 9.7x the profile.
-
-The measured figure is the *mean* step over the alternating steps (the median too):
-with other jobs starting and stopping on a shared machine the step time is bimodal
-and its median jumps between the modes, and the calibration predicts means
-([Note: mean durations]). Ordering: pairs are compared step by step (``TIE_RULE``).
-4 stages would put 4 processes on 2 cores, which is not an honest timing, so they run
-only where the machine has 4 cores.
+The measured figure is the *mean* step over the alternating steps ([Note: mean durations]);
+pairs are compared step by step (``TIE_RULE``). 4 stages would put 4 processes on 2 cores,
+so they run only where the machine has 4 cores. docs/replay.md gives the figures.
 
     python benchmarks/replay.py [--json] [--scale 0.03125] [--seq-len 128] [--microbatches 4] [--steps 20]
 """

@@ -1,33 +1,6 @@
 """The Megatron-LM flags a plan needs besides its layout: parallel sizes, batch, precision,
 recomputation and the companion flags Megatron's own checks demand.
-
-Rules, each from Megatron's source (Megatron-LM main, ``megatron/training/arguments.py``
-``validate_args``; megatron-core 0.16 ``megatron/core/transformer/transformer_config.py``
-``TransformerConfig.__post_init__``):
-
-- ``moe_act`` in ``--recompute-modules`` needs ``--moe-grouped-gemm``
-  (transformer_config.py, "moe_act in recompute_modules is only supported with
-  moe_grouped_gemm"); a dense model has no MoE module, so its selective set has no
-  ``moe_act``; MoE plans always get ``--moe-grouped-gemm`` (the cost model's grouped
-  expert GEMMs).
-- ``--overlap-moe-expert-parallel-comm`` needs ``--moe-token-dispatcher-type alltoall``
-  (or flex), ``--bf16`` (or fp16), expert parallelism, no full recomputation and no
-  recompute method, at most one MTP layer (transformer_config.py, the
-  ``overlap_moe_expert_parallel_comm`` block); ``--delay-wgrad-compute`` needs it.
-- ``--recompute-granularity selective`` takes no ``--recompute-method``
-  (arguments.py: "recompute method is not yet supported for selective").
-- tp > 1: ``--sequence-parallel`` (what the cost model assumes; arguments.py turns it
-  off when tp == 1) and, for MoE, ``--expert-tensor-parallel-size`` of the plan (1 by
-  default; Megatron's default is ETP = TP, arguments.py "if
-  args.expert_tensor_parallel_size is None"); ``CUDA_DEVICE_MAX_CONNECTIONS=1`` unless the
-  EP overlap runs (arguments.py asserts it on Hopper and older).
-- ``--seq-length`` with ``--max-position-embeddings`` at least as large (arguments.py
-  "max_position_embeddings ... must be greater than or equal to seq_length").
-- ``--use-distributed-optimizer`` when the plan's memory assumed a sharded optimizer
-  (cluster ``training.distributed_optimizer``).
-- at most one of ``--pipeline-model-parallel-layout`` and
-  ``--num-virtual-stages-per-pipeline-rank`` (arguments.py "No more than one of the
-  following arguments can be set at the same time"): the layout form carries vpp itself.
+The rules and their sources are at ``companion_flags``.
 """
 
 from __future__ import annotations
@@ -101,6 +74,34 @@ def companion_flags(plan: Plan, *, overlap: bool) -> Companions:
     """Parallel sizes, batch, precision and recomputation flags with their companions.
 
     ``overlap``: the plan runs Megatron's EP overlap (``--overlap-moe-expert-parallel-comm``).
+
+    Rules, each from Megatron's source (Megatron-LM main, ``megatron/training/arguments.py``
+    ``validate_args``; megatron-core 0.16 ``megatron/core/transformer/transformer_config.py``
+    ``TransformerConfig.__post_init__``):
+
+    - ``moe_act`` in ``--recompute-modules`` needs ``--moe-grouped-gemm``
+      (transformer_config.py, "moe_act in recompute_modules is only supported with
+      moe_grouped_gemm"); a dense model has no MoE module, so its selective set has no
+      ``moe_act``; MoE plans always get ``--moe-grouped-gemm`` (the cost model's grouped
+      expert GEMMs).
+    - ``--overlap-moe-expert-parallel-comm`` needs ``--moe-token-dispatcher-type alltoall``
+      (or flex), ``--bf16`` (or fp16), expert parallelism, no full recomputation and no
+      recompute method, at most one MTP layer (transformer_config.py, the
+      ``overlap_moe_expert_parallel_comm`` block); ``--delay-wgrad-compute`` needs it.
+    - ``--recompute-granularity selective`` takes no ``--recompute-method``
+      (arguments.py: "recompute method is not yet supported for selective").
+    - tp > 1: ``--sequence-parallel`` (what the cost model assumes; arguments.py turns it
+      off when tp == 1) and, for MoE, ``--expert-tensor-parallel-size`` of the plan (1 by
+      default; Megatron's default is ETP = TP, arguments.py "if
+      args.expert_tensor_parallel_size is None"); ``CUDA_DEVICE_MAX_CONNECTIONS=1`` unless the
+      EP overlap runs (arguments.py asserts it on Hopper and older).
+    - ``--seq-length`` with ``--max-position-embeddings`` at least as large (arguments.py
+      "max_position_embeddings ... must be greater than or equal to seq_length").
+    - ``--use-distributed-optimizer`` when the plan's memory assumed a sharded optimizer
+      (cluster ``training.distributed_optimizer``).
+    - at most one of ``--pipeline-model-parallel-layout`` and
+      ``--num-virtual-stages-per-pipeline-rank`` (arguments.py "No more than one of the
+      following arguments can be set at the same time"): the layout form carries vpp itself.
     """
     par, train = plan.parallel, plan.cluster.settings
     tp, ep = int(par.tp), int(par.ep)

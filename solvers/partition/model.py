@@ -15,30 +15,7 @@ partition solvers need is a function of one stage's position and layer range
 - ``memory(s, a, b)`` (one stage per rank): static bytes plus the peak activation
   bytes from ``solvers.partition.inflight.memory_points``: exactly the simulator's peak.
 
-[Note: step estimate] For one stage per rank the estimate is ``max_s term(s, a_s, b_s)``
-with
-
-    term = head(a) + work(s, a, b) + idle(s, a, b) + tail(a)
-    head(a) = sum of serial F over layers [0, a) + s x p2p      (first input arrives)
-    tail(a) = sum of serial I (or B where backwards are full) over [0, a) + s x p2p
-              (the last gradient still has to travel back to stage 0)
-    idle    = max(0, F_s + down(b) - warmup_s x F_s)
-    down(b) = serial F + I (or B) over [b, N) + 2 (S-1-s) x p2p (first microbatch's round
-              trip below s; stage s covers it with its ``warmup_s`` forwards)
-
-Each term is the length of a chain of work every schedule of this order contains:
-stage s cannot start before its first input arrives, is busy for ``work`` plus the
-wait for its first gradient, and its last gradient must reach stage 0. When one stage
-is the bottleneck and stays busy from its first backward to its last, the chain
-through it IS the critical path: for equal stages under 1F1B the last stage's term is
-``(M + S - 1)(F + B)``, the classic PipeDream-flush/Megatron step (Narayanan et al.,
-SC'21, sec. 2.2), and the tests check ``estimate == simulate`` on such instances.
-Because each term depends only on its own stage's position and range, the min-max DP
-in ``solvers.partition.ranges`` is exact for this objective (not just for the max stage).
-
-For several stages per rank (vpp > 1) a rank's chain is
-``head(first stage) + sum of its stages' work + tail(first stage)``; the rank sums
-couple non-adjacent stages, which is what ``solvers.partition.virtual`` (CP-SAT) solves.
+The estimate itself is [Note: step estimate] at ``StepModel.term``.
 """
 
 from __future__ import annotations
@@ -158,7 +135,33 @@ class StepModel:
         return max(0.0, f + down - self.shapes[s].warmup * f)
 
     def term(self, s: int, a: int, b: int) -> float:
-        """Estimate term of stage ``s`` on [a, b) with one stage per rank (module doc)."""
+        """Estimate term of stage ``s`` on [a, b) with one stage per rank.
+
+        [Note: step estimate] For one stage per rank the estimate is ``max_s term(s, a_s, b_s)``
+        with
+
+            term = head(a) + work(s, a, b) + idle(s, a, b) + tail(a)
+            head(a) = sum of serial F over layers [0, a) + s x p2p      (first input arrives)
+            tail(a) = sum of serial I (or B where backwards are full) over [0, a) + s x p2p
+                      (the last gradient still has to travel back to stage 0)
+            idle    = max(0, F_s + down(b) - warmup_s x F_s)
+            down(b) = serial F + I (or B) over [b, N) + 2 (S-1-s) x p2p (first microbatch's round
+                      trip below s; stage s covers it with its ``warmup_s`` forwards)
+
+        Each term is the length of a chain of work every schedule of this order contains:
+        stage s cannot start before its first input arrives, is busy for ``work`` plus the
+        wait for its first gradient, and its last gradient must reach stage 0. When one stage
+        is the bottleneck and stays busy from its first backward to its last, the chain
+        through it IS the critical path: for equal stages under 1F1B the last stage's term is
+        ``(M + S - 1)(F + B)``, the classic PipeDream-flush/Megatron step (Narayanan et al.,
+        SC'21, sec. 2.2), and the tests check ``estimate == simulate`` on such instances.
+        Because each term depends only on its own stage's position and range, the min-max DP
+        in ``solvers.partition.ranges`` is exact for this objective (not just for the max stage).
+
+        For several stages per rank (vpp > 1) a rank's chain is
+        ``head(first stage) + sum of its stages' work + tail(first stage)``; the rank sums
+        couple non-adjacent stages, which is what ``solvers.partition.virtual`` (CP-SAT) solves.
+        """
         return self.head(s, a) + self.work(s, a, b) + self.idle(s, a, b)
 
     def estimate(self, bounds: Bounds) -> float:

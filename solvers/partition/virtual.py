@@ -150,7 +150,7 @@ def vpp_partition(model: StepModel, *, memory_limit_bytes: int | None, hint: Bou
     ``cuts`` pins boundaries (boundary k starts stage k); ``hint`` warm-starts the
     search. Raises ``InfeasibleError`` when no partition fits.
     """
-    from ortools.sat.python import cp_model  # [issue 19] startup time: see _build
+    from ortools.sat.python import cp_model  # imported here for start-up time: see _build
 
     m, end, step = _build(model, memory_limit_bytes, cuts or {}, hint)
     solver = cp_model.CpSolver()
