@@ -125,3 +125,13 @@ def test_clock_bar_past_its_total_shows_the_phase_not_a_stuck_100(monkeypatch):
     bar.set(1.7)
     text = bar.render()
     assert "100%" not in text and "finishing" in text and "+0.7s" in text
+
+
+def test_baselines_skipped_for_work_say_so_not_time_limit():
+    """With no --time-limit, a baseline the work budget could not afford is 'skipped (work
+    budget spent)': the plan has no time limit to name."""
+    req = PlanRequest(pp=4, microbatches=8, memory_limit_bytes=None, work_s=0.001)
+    p = make_plan(_moe_table(), req)
+    assert p.solver.budget["time_limit_s"] is None
+    skipped = [v.status for k, v in p.baselines.items() if k != "plan" and v.step_time_s is None]
+    assert skipped and all(s == "skipped (work budget spent)" for s in skipped)

@@ -272,7 +272,7 @@ class Baseline(_Record):
     step_time_s: float | None = None
     """Simulated step, seconds; None when it was not run (``status`` says why)."""
     status: str | None = None
-    """Why there is no step time: infeasible, skipped (time limit)."""
+    """Why there is no step time: infeasible, skipped (work budget spent), skipped (time limit)."""
     stages: list[list[int]] | None = None
     """Layer range of each stage."""
     schedule: str | None = None

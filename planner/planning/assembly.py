@@ -35,7 +35,9 @@ def baselines_section(best: "Trial", ev: "Evaluation", evaluate, labels, deadlin
             out[label] = Baseline.from_dict({"step_time_s": None, "status": "infeasible"})
             continue
         if deadline is not None and not deadline.affords(1):
-            out[label] = Baseline.from_dict({"step_time_s": None, "status": "skipped (time limit)"})
+            spent = deadline.budget.worked_out(deadline.name)  # else the --time-limit wall cap fired
+            out[label] = Baseline.from_dict({"step_time_s": None,
+                                             "status": "skipped (work budget spent)" if spent else "skipped (time limit)"})
             continue
         bounds, _fits = best.baselines[label]
         b = evaluate(best.table, best.req, bounds, best.schedule, meter=None if deadline is None else deadline.meter)
