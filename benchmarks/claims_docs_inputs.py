@@ -44,7 +44,7 @@ SEARCH_CLAIMS = [
           measured=lambda run, c=case: _same(run, c), compare=(Exact(),) * 3 + (_WALL_FLOOR,) * 2)
     for case in DETERMINISM_CASES] + [
     Claim(id="search-same-plan-count", where="same plan under load: identical cases", command=DETERMINISM,
-          figure=Page(path=_SR, section=_SAME, pattern=r"load 1\.4-3\.0\), (\d+) of (\d+) identical\."),
+          figure=Page(path=_SR, section=_SAME, pattern=r"load [\d.]+-[\d.]+\), (\d+) of (\d+) identical\."),
           measured=lambda run: (run.json()["identical"], run.json()["cases"])),
     history("search-same-plan-before-refit", _SR, "the hashes of the run before the refit",
             "#### The run before the refit",

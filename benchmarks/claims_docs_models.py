@@ -132,7 +132,7 @@ REPLAN_CLAIMS = [
           figure=Page(path=_RP, section=_RS, pattern=r"single-file trace took ([\d.]+)-([\d.]+) s"),
           measured=lambda run: span([r["wall_s"] for r in run.json()["rows"]]), compare=WALL),
     Claim(id="replan-run-wall", where="re-planning: the whole run's wall time", command=REPLAN,
-          figure=Page(path=_RP, section=_RS, pattern=r"3\.9 at the end\), (\d+ min \d+ s);",
+          figure=Page(path=_RP, section=_RS, pattern=r"[\d.]+ at the end\), (\d+ min \d+ s);",
                       combine=lambda c: (str(60 * int(c[0].split()[0]) + int(c[0].split()[2])),)),
           measured=lambda run: run.wall_s, compare=WALL),
     history("replan-7de3bf2", _RP, "the run before, at commit 7de3bf2", _RS, r"commit 7de3bf2, (\d{4}-\d\d-\d\d)"),
