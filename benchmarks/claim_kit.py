@@ -125,6 +125,8 @@ class Exact:
             return doc.lower() in (("true", "yes") if measured else ("false", "no"))
         if isinstance(measured, str):
             return doc == measured
+        if _NUMBER.search(doc) is None:  # the page has no number ('-') where one was measured
+            return False
         value, decimals = _number(doc)
         return abs(value - measured) <= 0.5 * 10 ** -decimals * (1 + 1e-9) + 1e-12
 
@@ -147,6 +149,8 @@ class Ratio:
     def same(self, doc: str, measured: Any) -> bool:
         if measured is None:
             return doc in ("-", "")
+        if _NUMBER.search(doc) is None:
+            return False
         value = max(_number(doc)[0], self.floor)
         got = max(float(measured), self.floor)
         return value > 0 and got > 0 and max(got / value, value / got) <= self.factor

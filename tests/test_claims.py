@@ -179,3 +179,10 @@ def test_every_re_derived_claim_holds():
     lines = [f"{r['id']}: documented {r['documented']} measured {r['measured']} {r.get('problem', '')}" for r in bad]
     assert not bad, "claims that differ from their page:\n" + "\n".join(lines)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_dash_where_a_number_was_measured_differs_without_crashing():
+    """A page cell '-' against a measured number is a difference to report, not a crash of the
+    whole run (one such cell stopped a full run before any record was written)."""
+    assert not kit.Exact().same("-", 3.2) and kit.Exact().same("-", None)
+    assert not kit.Ratio(3.0, "t").same("-", 3.2)
