@@ -19,7 +19,24 @@ from typing import Any, ClassVar
 __all__ = ["ModelInfo", "Parallel", "Microbatches", "Stage", "stages_from_list", "partition_stages"]
 
 
-class _Part(Mapping):
+class JsonView(Mapping):
+    """A read-only Mapping over a part's JSON form (``to_dict``), for readers that still index
+    plan sections by key; shared by the plan's parts and its records."""
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def __getitem__(self, key: str) -> Any:
+        return self.to_dict()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.to_dict())
+
+    def __len__(self) -> int:
+        return len(self.to_dict())
+
+
+class _Part(JsonView):
     """A plan part's JSON form as a read-only mapping (for readers by key)."""
 
     _KEYS: ClassVar[tuple[str, ...]] = ()
@@ -42,16 +59,6 @@ class _Part(Mapping):
     @classmethod
     def _typed(cls, known: dict[str, Any]) -> dict[str, Any]:
         return known
-
-    def __getitem__(self, key: str) -> Any:
-        return self.to_dict()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.to_dict())
-
-    def __len__(self) -> int:
-        return len(self.to_dict())
-
 
 def _json(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value

@@ -15,9 +15,11 @@ readers outside ppplan that index the JSON.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
+
+from planner.core.plan_parts import JsonView
 
 __all__ = ["Predicted", "SolverRecord", "ClusterInfo", "GpuInfo", "TrainingInfo", "Baseline", "baselines_from_dict"]
 
@@ -25,7 +27,7 @@ _TUPLES: frozenset[str] = frozenset({"peak_memory_bytes", "busy_s", "critical_pa
 """List-valued fields held as tuples (records are frozen)."""
 
 
-class _Record(Mapping):
+class _Record(JsonView):
     """A growing plan section: typed fields, unknown keys in ``other``, key order in ``order``."""
 
     _ALWAYS: ClassVar[tuple[str, ...]] = ()
@@ -84,16 +86,6 @@ class _Record(Mapping):
         drop = {k: None for k in keys if k in known}
         return replace(self, **drop, order=tuple(k for k in self.order if k not in keys),  # type: ignore[attr-defined]
                        other={k: v for k, v in self.other.items() if k not in keys})  # type: ignore[attr-defined]
-
-    def __getitem__(self, key: str) -> Any:
-        return self.to_dict()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.to_dict())
-
-    def __len__(self) -> int:
-        return len(self.to_dict())
-
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Predicted(_Record):
