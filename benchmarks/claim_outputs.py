@@ -46,7 +46,7 @@ HOSTILE = "PPPLAN_HOSTILE_REPORT=hostile.json python -m pytest -q tests/test_hos
 FUZZ = "PPPLAN_FUZZ_REPORT=fuzz.json python -m pytest -q tests/test_fuzz_inputs.py"
 
 
-JOINT_STALE = Stale(why="about 3 min on an idle 2-core machine (5 min 40 s beside other jobs at load 4), over "
+JOINT_STALE = Stale(why="about 5 min on an idle 2-core machine (10 min beside other jobs at load 2-5), over "
                          "CI's 12-minute budget for every claim; `--run-stale` re-derives it",
                     date=Page(path="docs/joint.md", section="## Joint plan vs fixed choices",
                               pattern=r"^(\d{4}-\d\d-\d\d) \d\d:\d\d-\d\d:\d\d UTC"))

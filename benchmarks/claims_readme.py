@@ -124,6 +124,10 @@ HEADLINE = [
           figure=_readme(r"^\| joint search \| gap to the lower bound where memory allows 2p microbatches: ([\d.]+)% "
                          r"\(within the 3% target\) and ([\d.]+)%"),
           command=JOINT, measured=_joint_2p, stale=JOINT_STALE),
+    Claim(id="readme-joint-le-c", where="Headline figures: joint search, not behind the serial partition planned alone",
+          figure=_readme(r"^\| joint search \| .*never behind the serially balanced partition planned on its own "
+                         r"\((\d+) of (\d+) rows\)"), command=JOINT, stale=JOINT_STALE,
+          measured=lambda run: (sum(r["joint_le_c_planned"] for r in run.json()["rows"]), len(run.json()["rows"]))),
     Claim(id="readme-joint-wall", where="Headline figures: joint search, wall time per plan",
           figure=_readme(r"^\| joint search \| .*; ([\d.]+)-([\d.]+) s per plan"), command=JOINT, stale=JOINT_STALE,
           measured=lambda run: span([r["joint_wall_s"] for r in run.json()["rows"]]), compare=WALL),

@@ -146,20 +146,21 @@ def polish_finalists(finalists: list[Trial], tried: list[dict],
         if key in done:  # an "as is" copy that refinement left unchanged: same result again
             continue
         done.add(key)
-        if best is not None and deadline is not None and deadline.expired():
-            break
+        guarded = _guarded(t)
+        if best is not None and deadline is not None and deadline.expired() and not guarded:
+            continue  # a guarded finalist later in the list is still polished
         t0 = time.perf_counter()
         ev = evaluate(t.table, t.req, t.bounds, t.schedule, meter=meter_of(deadline))
         if deadline is not None:
             deadline.budget.measured(time.perf_counter() - t0)
         valid = not ev.violations  # else only a re-chosen order can save this finalist
         goal = t.req.objective
-        if valid and deadline is not None and not deadline.affords(2):  # keep the order as it is
+        if valid and deadline is not None and not deadline.affords(2) and not guarded:  # keep the order
             choice = as_chosen(t, ev)
         else:
             try:
                 choice = choose_schedule(t, ev, _polish_limit(t, lead, len(hopeful)), polish=t in hopeful,
-                                         heuristics=not (t.settled and valid), deadline=deadline)
+                                         heuristics=not (t.settled and valid), deadline=deadline, guard=guarded)
             except InfeasibleError as exc:
                 if valid:
                     raise
@@ -185,9 +186,16 @@ def polish_finalists(finalists: list[Trial], tried: list[dict],
     return best
 
 
+def _guarded(t: Trial) -> bool:
+    """Whether ``t`` started from the serial or FLOPs baseline partition: polished even once the
+    work budget is spent (its order and that order's W-fill, a bounded few evaluations), so
+    the joint plan is not behind planning that partition on its own (``--partition serial``),
+    which gives one partition the whole budget."""
+    return t.origin != "screen" and not t.origin.startswith("uniform")
+
+
 def to_polish(finalists: list[Trial]) -> list[Trial]:
     """The ``JOINT_POLISHED`` fastest finalists, and every finalist that started from the
     serial or FLOPs baseline partition (so the joint plan is never behind planning that
     baseline partition with the best schedule)."""
-    return finalists[:JOINT_POLISHED] + [t for t in finalists[JOINT_POLISHED:]
-                                         if t.origin != "screen" and not t.origin.startswith("uniform")]
+    return finalists[:JOINT_POLISHED] + [t for t in finalists[JOINT_POLISHED:] if _guarded(t)]

@@ -52,16 +52,17 @@ def settle(best: Trial, ev: Evaluation, deadline: Deadline | None = None) -> Eva
 
 def choose_schedule(best: Trial, ev: Evaluation, time_limit: float | None = None, *,
                     polish: bool = True, heuristics: bool = True,
-                    deadline: Deadline | None = None) -> ScheduleChoice:
+                    deadline: Deadline | None = None, guard: bool = False) -> ScheduleChoice:
     """Heuristics (+ CP-SAT for auto/cpsat, within ``time_limit``, default the request's) on
-    the plan's stage costs (solvers.schedule.search.search), ranked by the request's objective."""
+    the plan's stage costs (solvers.schedule.search.search), ranked by the request's objective;
+    ``guard``: the start's W-fill is drawn even past ``deadline``."""
     req = best.req
     return best_schedule(ev.costs, microbatches=req.microbatches, memory_limit=memory_limit_of(req),
                          deadlines=req.deadlines, method=req.schedule,
                          time_limit=req.work_s if time_limit is None else time_limit,
                          seed=req.seed, start=(best.name, best.schedule), polish=polish,
                          heuristics=heuristics, deadline=deadline, objective=req.objective,
-                         meter=meter_of(deadline))
+                         meter=meter_of(deadline), guard=guard)
 
 
 def as_chosen(best: Trial, ev: Evaluation) -> ScheduleChoice:

@@ -166,7 +166,8 @@ def _until(items, wall: Deadline | None, *, keep: int):
 def _best_candidate(costs: StageCosts, m: int, act_limit, deadlines, method: str,
                     start: tuple[str, Schedule] | None, tried: list[dict],
                     heuristics: bool = True, wall: Deadline | None = None,
-                    objective: str = "makespan", meter: WorkMeter | None = None) -> tuple[str, float, Schedule]:
+                    objective: str = "makespan", meter: WorkMeter | None = None,
+                    guard: bool = False) -> tuple[str, float, Schedule]:
     """Fastest valid heuristic candidate; ``InfeasibleError`` naming a reason when none is.
     "Fastest" is by makespan, or with ``objective="steady"`` by steady-state period
     (``planner.core.steady``; ties by makespan).
@@ -180,7 +181,9 @@ def _best_candidate(costs: StageCosts, m: int, act_limit, deadlines, method: str
     greedy = method in ("auto", "cpsat")
     ok: list[tuple[float, int, str, Schedule]] = []
     if start is not None and wall is not None and wall.expired():
-        own, pool = [start], []  # [Note: kept budget]: no time left to draw alternatives
+        # [Note: kept budget]: no time left to draw alternatives; a guarded start (a baseline
+        # partition the plan must not fall behind) still gets its own W-fill
+        own, pool = (from_start(costs, act_limit, deadlines, families, start, greedy) if guard else [start]), []
     elif heuristics or start is None:
         own, pool = from_start(costs, act_limit, deadlines, families, start, greedy), \
             simulated(costs, m, act_limit, deadlines, families, greedy, wall, have_valid=start is not None,
@@ -190,7 +193,7 @@ def _best_candidate(costs: StageCosts, m: int, act_limit, deadlines, method: str
     if objective == "steady" and greedy and (heuristics or start is None):
         own = [*own, *steady_orders(costs, m, act_limit)]  # [Note: steady tail]
     own = [(name, sched, *verdict(sched, costs, act_limit, deadlines, meter)) for name, sched in
-           _until(own, wall, keep=1 if start is not None else 0)]
+           (own if guard else _until(own, wall, keep=1 if start is not None else 0))]
     for name, sched, t, why in own + pool:
         if not isinstance(sched, dict):
             tried.append({"schedule": name, "status": why})
@@ -221,7 +224,8 @@ def best_schedule(costs: StageCosts, *, microbatches: int, memory_limit: MemoryL
                   time_limit: float = 10.0, seed: int = 0, workers: int | None = None,
                   start: tuple[str, Schedule] | None = None, polish: bool = True,
                   heuristics: bool = True, deadline: Deadline | None = None,
-                  objective: str = "makespan", meter: WorkMeter | None = None) -> ScheduleChoice:
+                  objective: str = "makespan", meter: WorkMeter | None = None,
+                  guard: bool = False) -> ScheduleChoice:
     """The fastest valid schedule for ``costs`` (see the module docstring).
 
     ``method`` is a family name (its order; for zero-bubble and V families also its
@@ -233,7 +237,8 @@ def best_schedule(costs: StageCosts, *, microbatches: int, memory_limit: MemoryL
     ``WallBudget``) stops drawing heuristics and caps CP-SAT's wall time ([Note: kept
     budget]); without it only the reproducible budgets apply. ``meter`` (the plan's
     ``WorkMeter``) is charged every action the search times ([Note: timed actions] in
-    ``planner.core.meter``). ``objective="steady"``
+    ``planner.core.meter``). ``guard`` keeps ``start`` and its W-fill even past ``deadline``
+    (a baseline partition the plan must not fall behind). ``objective="steady"``
     ranks candidates by steady-state period ([Note: steady state] in
     ``planner.core.steady``), adds the orders built for it and runs the period search
 instead of CP-SAT, whose model minimises the makespan.
@@ -252,7 +257,7 @@ instead of CP-SAT, whose model minimises the makespan.
     check_deadlines(costs, deadlines)
     tried: list[dict] = []
     best = _best_candidate(costs, microbatches, act_limit, deadlines, method, start, tried, heuristics, deadline,
-                           objective, meter)
+                           objective, meter, guard)
     lb = step_lower_bound(costs, microbatches, activation_limit=act_limit)
     name, t, sched = best
     at_bound = t <= lb * (1 + 1e-9)
