@@ -219,3 +219,33 @@ def test_layout_plans_validate_simulate_and_export(ppplan, layout_plans):
         got = megatron_stages(layout, plan["parallel"]["pp"], LLAMA)
         assert got == [LLAMA.layout[a:b] for a, b in (s["layers"] for s in plan["stages"])]
     assert layout_plans["keep"]["stages"][0]["layers"] == [0, 5]
+
+
+def test_a_layout_over_memory_is_still_reported(ppplan, tmp_path):
+    """29 decoder layers on the last of 4 Llama 3 8B stages without recomputation need more than the
+    shipped limit: the baseline comes from the plan without the limit, marked as not fitting; with
+    --keep-layout the command refuses in one line and writes nothing."""
+    argv = ("plan", "llama3-8b", "--layout", "1,1,1,29", "--recompute", "none", "--work", "0.3")
+    assert ppplan(*argv, "--quiet").code == 0
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    mine = plan["baselines"]["user_layout"]
+    assert mine["fits_memory"] is False and mine["step_time_s"] > plan["predicted"]["step_time_s"]
+    assert max(mine["peak_memory_bytes"]) > plan["predicted"]["memory_limit_bytes"]
+    (tmp_path / "plan.json").unlink()
+    refused = ppplan(*argv, "--keep-layout")
+    assert refused.code == 2 and refused.err.count("\n") == 1 and "on rank 3" in refused.err, refused.err
+    assert not (tmp_path / "plan.json").exists()
+
+
+def test_a_virtual_stage_layout_is_kept_and_exported(ppplan, tmp_path):
+    """pp 4 from the cluster, vpp 2 from the layout's 8 stages; Megatron-Core reads the export back."""
+    layout = "E(t*4|)*7,t*4L"
+    assert ppplan("plan", "llama3-8b", "--layout", layout, "--keep-layout", "--target", "megatron",
+                  "--work", "0.3", "--quiet").code == 0
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert (plan["parallel"]["pp"], plan["parallel"]["vpp"]) == (4, 2)
+    stages = [LLAMA.layout[a:b] for a, b in (s["layers"] for s in plan["stages"])]
+    assert stages == megatron_stages(layout, 4, LLAMA)
+    assert ppplan("export", "plan.json", "--format", "megatron", "--out", "run.sh").code == 0
+    written = (tmp_path / "run.sh").read_text().split("--pipeline-model-parallel-layout ")[1].split()[0].strip("'")
+    assert megatron_stages(written, 4, LLAMA) == stages
