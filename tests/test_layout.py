@@ -249,3 +249,9 @@ def test_a_virtual_stage_layout_is_kept_and_exported(ppplan, tmp_path):
     assert ppplan("export", "plan.json", "--format", "megatron", "--out", "run.sh").code == 0
     written = (tmp_path / "run.sh").read_text().split("--pipeline-model-parallel-layout ")[1].split()[0].strip("'")
     assert megatron_stages(written, 4, LLAMA) == stages
+
+
+@pytest.mark.parametrize("text", ["Et*99999999L", "(t*999999|)*999999", "E" + "t*900000" * 3 + "L"])
+def test_a_layout_that_unrolls_too_far_is_refused_before_it_fills_memory(text):
+    with pytest.raises(InputError, match="unrolls to more than 1000000 layers"):
+        layout_stages(text, LLAMA.layout)

@@ -36,17 +36,20 @@ _FIELD = "--layout"
 def expand_layout(text: str) -> list[str]:
     """The layer letters of each stage of a Megatron layout string, unrolled as Megatron does."""
     flat = text.replace(",", "")
-
-    def unroll(match: re.Match) -> str:
-        if len(match.group(1)) * int(match.group(2)) > _MAX_LETTERS:
-            raise InputError(_FIELD, f"{match.group(0)!r} unrolls to more than {_MAX_LETTERS} layers",
-                             "check the repetition count")
-        return match.group(1) * int(match.group(2))
     for pattern in _UNROLL:
+        grown = [len(flat)]
+
+        def unroll(match: re.Match) -> str:
+            grown[0] += len(match.group(1)) * int(match.group(2)) - len(match.group(0))
+            if grown[0] > _MAX_LETTERS:
+                raise InputError(_FIELD, f"unrolls to more than {_MAX_LETTERS} layers at {match.group(0)!r}",
+                                 "check the repetition counts")
+            return match.group(1) * int(match.group(2))
         flat = pattern.sub(unroll, flat)
     bad = sorted(set(flat) - set(LETTERS + "|"))
     if bad:
-        raise InputError(_FIELD, f"unknown symbol {bad[0]!r} in {text!r} after unrolling",
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        raise InputError(_FIELD, f"unknown symbol {bad[0]!r} in {shown!r} after unrolling",
                          "use E, t, m, L, | and commas, (..)*n and x*n")
     return flat.split("|")
 
