@@ -150,6 +150,8 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
     started = time.perf_counter()  # the wall cap covers cost tables and every search
     tgt = get_target(target)
     limit_bytes, limit_mb = _memory_options(o.memory_gib, o.memory_limit)
+    if o.keep_layout and o.layout is None:
+        raise InputError("--keep-layout", "needs --layout", "pass --layout LAYOUT or drop --keep-layout")
     if model is None and profile is not None:  # bring your own costs
         if o.layout is not None:
             raise InputError("--layout", "needs a MODEL (its layers are what the layout places)",
@@ -177,8 +179,6 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
         user = read_user_layout(o.layout, spec, pp=pp, vpp=vpp, cluster=cluster, conflicts={
             "--gpus": gpus, "--first-stage-layers": first_stage_layers, "--last-stage-layers": last_stage_layers})
         pp, vpp = user.pp, user.vpp
-    elif o.keep_layout:
-        raise InputError("--keep-layout", "needs --layout", "pass --layout LAYOUT or drop --keep-layout")
     if gpus is not None:  # choose tp/pp/vpp/ep/cp/dp/micro-batch for gpus GPUs first
         from planner.planning.degree_plans import plan_for_gpus
 
