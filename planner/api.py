@@ -14,7 +14,7 @@ from planner.core.errors import InputError
 from planner.core.hf_config import load_model
 from planner.core.limits import check_stage_microbatches
 from planner.core.model import ModelSpec
-from planner.core.plan import ModelInfo, load_plan_file
+from planner.core.plan import ModelInfo, Plan, load_plan_file
 from planner.core.plan_records import ClusterInfo
 from planner.core.targets import DEFAULT_TARGET, get_target
 from planner.export import LaunchPlan
@@ -127,7 +127,9 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
     ``InputError`` naming it. With ``profile``, measured costs replace the analytical model.
     ``microbatches="auto"`` tries every count dividing the per-replica batch;
     ``first_stage_layers``/``last_stage_layers`` pin the decoder layers of the first/last
-    stage (Megatron's ``--decoder-first/last-pipeline-num-layers``). ``target``
+    stage (Megatron's ``--decoder-first/last-pipeline-num-layers``); ``layout`` pins every stage
+    (``planner.planning.user_layout``: the free plan with the user's as a baseline, or with
+    ``keep_layout`` the user's). ``target``
     (``planner.core.targets``) limits the search to what that framework executes; the plan
     records it. ``work`` is the search effort in reference seconds (deterministic: the same
     plan at any machine load); ``time_limit`` an optional wall-clock cap on top ([Note: work
@@ -148,7 +150,12 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
     started = time.perf_counter()  # the wall cap covers cost tables and every search
     tgt = get_target(target)
     limit_bytes, limit_mb = _memory_options(o.memory_gib, o.memory_limit)
+    if o.keep_layout and o.layout is None:
+        raise InputError("--keep-layout", "needs --layout", "pass --layout LAYOUT or drop --keep-layout")
     if model is None and profile is not None:  # bring your own costs
+        if o.layout is not None:
+            raise InputError("--layout", "needs a MODEL (its layers are what the layout places)",
+                             "pass the MODEL the profile was measured for")
         if tgt.name != DEFAULT_TARGET:
             raise InputError("--target", "planning from a profile without a MODEL supports only --target torch",
                              "pass the MODEL the profile was measured for")
@@ -165,6 +172,13 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
     spec = load_model(model or DEFAULT_MODEL)
     if cluster is None and gpus is not None and default_cluster_path(spec.name) is None:
         cluster = command_line_cluster(gpus, gpu=gpu, global_batch=global_batch, seq_len=seq_len)
+    user = None
+    if o.layout is not None:  # the user's partition: it fixes pp x vpp (planner.planning.user_layout)
+        from planner.planning.user_layout import read_user_layout
+
+        user = read_user_layout(o.layout, spec, pp=pp, vpp=vpp, cluster=cluster, conflicts={
+            "--gpus": gpus, "--first-stage-layers": first_stage_layers, "--last-stage-layers": last_stage_layers})
+        pp, vpp = user.pp, user.vpp
     if gpus is not None:  # choose tp/pp/vpp/ep/cp/dp/micro-batch for gpus GPUs first
         from planner.planning.degree_plans import plan_for_gpus
 
@@ -212,10 +226,17 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
                       deadlines=_deadlines(deadline, p.pp * p.vpp, m if not auto else None))
     check_shape(tgt, pp=p.pp, vpp=p.vpp, placement=placement, schedule=schedule, layout=req.model.layout,
                 modes=[k for k, _ in tables], user_recompute=cl.training.recompute)
-    best = plan_for_target(tgt, tables, req, lambda k, t: replace(
-        req, model=model_section(spec, t), cluster=cluster_section(cl.with_recompute(k))))
-    # DP traffic and the Adam step beside the schedule; then the plan must read back and validate
-    return deliver(add_dp_step(best, spec, cl), deadlines=deadline)
+
+    def run(r: PlanRequest) -> Plan:  # DP traffic and the Adam step beside the schedule
+        return add_dp_step(plan_for_target(tgt, tables, r, lambda k, t: replace(
+            r, model=model_section(spec, t), cluster=cluster_section(cl.with_recompute(k)))), spec, cl)
+    if user is None:
+        best = run(req)
+    else:
+        from planner.planning.user_layout import plan_with_layout
+
+        best = plan_with_layout(run, req, user, keep=o.keep_layout)
+    return deliver(best, deadlines=deadline)  # the plan must read back and validate
 
 
 _PER_DEGREE = ("pp", "vpp", "tp", "ep", "dp", "microbatches", "memory_gib", "partition", "schedule", "placement",

@@ -56,6 +56,11 @@ class PlanOptions:
     """Decoder layers pinned on the first stage (Megatron's ``--decoder-first-pipeline-num-layers``)."""
     last_stage_layers: int | None = None
     """Decoder layers pinned on the last stage (Megatron's ``--decoder-last-pipeline-num-layers``)."""
+    layout: str | None = None
+    """The user's partition: a Megatron ``--pipeline-model-parallel-layout`` string or decoder counts
+    per stage (``planner.core.layout_text``), planned beside the free plan (``planner.planning.user_layout``)."""
+    keep_layout: bool = False
+    """Write the plan of ``layout`` instead of the free plan (which becomes its ``ppplan`` baseline)."""
     schedule: str = "auto"
     """Schedule family or auto (``solvers.schedule.search.SCHEDULE_CHOICES``)."""
     deadline: tuple[str, ...] = ()

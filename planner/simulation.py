@@ -32,7 +32,13 @@ def simulate_plan(path: str | Path | Plan) -> dict[str, Any]:
             "bubble_s": sim.bubble, "peak_memory_bytes": sim.peak_memory_bytes,
             "memory_limit_bytes": plan.memory_limit_bytes,
             "critical_path": sim.critical_path_text(),
-            "predicted_step_time_s": plan.predicted.step_time_s}
+            "predicted_step_time_s": plan.predicted.step_time_s,
+            **{name: plan.baselines[name].to_dict() for name in _RECORDED if name in plan.baselines}}
+
+
+_RECORDED = ("user_layout", "ppplan")
+"""Baselines of ``--layout`` (whole plans of another partition, ``planner.planning.user_layout``) that
+the report carries as recorded: the plan holds only its own partition's stage costs to re-simulate."""
 
 
 def require_valid(path: str | Path | Plan, doing: str) -> Plan:

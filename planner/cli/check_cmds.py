@@ -37,6 +37,11 @@ def simulate_command(plan_path: str, as_json: bool, png: str | None, quiet: bool
                    f"  peak {peak / 2**30:.2f} GiB")
     click.echo("critical path: " + " -> ".join(report["critical_path"][:16])
                + (" ..." if len(report["critical_path"]) > 16 else ""))
+    if "user_layout" in report:  # recorded at planning time (--layout)
+        from planner.cli.summary import layout_line
+        from planner.core.plan import load_plan_file
+
+        click.echo(f"{layout_line(load_plan_file(plan_path))} (as planned)")
 
 
 @click.command("validate")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from planner.cli.common import SEED_MAX, FiniteFloat, check_outputs, echo_json
-from planner.cli.plan_options import GPU_HELP, MEMORY_LIMIT_HELP, Deadline, MemoryLimit
+from planner.cli.plan_options import GPU_HELP, LAYOUT_HELP, MEMORY_LIMIT_HELP, Deadline, MemoryLimit
 from planner.cli.summary import plan_summary
 from planner.core.limits import BATCH_LIMITS, MAX_GPUS
 from planner.core.targets import TARGET_NAMES
@@ -57,6 +57,8 @@ class MicrobatchCount(click.ParamType):
                    "or equal layer counts (uniform).")
 @click.option("--first-stage-layers", type=click.IntRange(min=0), help="Pin the decoder layers of the first stage (it also holds the embedding); like Megatron's --decoder-first-pipeline-num-layers.")
 @click.option("--last-stage-layers", type=click.IntRange(min=0), help="Pin the decoder layers of the last stage (it also holds MTP and the loss head); like Megatron's --decoder-last-pipeline-num-layers.")
+@click.option("--layout", metavar="LAYOUT", help=LAYOUT_HELP)
+@click.option("--keep-layout", is_flag=True, default=_DEFAULT.keep_layout, help="With --layout: write the plan of your layout (schedule, W placement and recomputation still chosen for it) instead of ppplan's; ppplan's free plan becomes its 'ppplan' baseline.")
 @click.option("--schedule", type=click.Choice(SCHEDULE_CHOICES), default=_DEFAULT.schedule, show_default=True, help="Schedule family; auto = best heuristic for the costs (CP-SAT polish when >1% above the lower bound); cpsat = CP-SAT from the best heuristic within --work.")
 @click.option("--memory-limit", type=MemoryLimit(), help=MEMORY_LIMIT_HELP)
 @click.option("--deadline", multiple=True, type=Deadline(), help="Latest end of a task in seconds, e.g. 0W3=0.8, or W=1.5 for every W (repeatable).")

@@ -18,13 +18,22 @@ from planner.cli.common import defer_warning
 from planner.core.hardware import GPU_PRESETS
 from planner.core.limits import MAX_STAGE_MICROBATCHES
 
-__all__ = ["GPU_HELP", "MemoryLimit", "Deadline", "MEMORY_LIMIT_HELP"]
+__all__ = ["GPU_HELP", "MemoryLimit", "Deadline", "MEMORY_LIMIT_HELP", "LAYOUT_HELP"]
 
 GPU_HELP = f"GPU preset replacing the cluster's: {', '.join(sorted(GPU_PRESETS))}."
 """``--gpu``'s help, listing the presets of ``planner.core.hardware.GPU_PRESETS``."""
 
 MEMORY_LIMIT_HELP = ("Memory limit: bytes per GPU (8.5e10, 80GiB, 80GB) or microbatches' worth of activations "
                      "per rank (4microbatches; the old spelling 4mb still works).")
+
+LAYOUT_HELP = ("Your own partition, to compare: a Megatron --pipeline-model-parallel-layout string "
+               "('Et*3|(tt|)*29,m|L': stage i on rank i % pp) or decoder layers per stage ('4,8,8,4'; the "
+               "embedding goes on the first stage, MTP and the loss on the last). ppplan plans it (schedule, W "
+               "placement, recomputation chosen for it) beside its own free plan and reports both: the plan "
+               "written is ppplan's, with yours as the user_layout baseline (see --keep-layout). pp x vpp = the "
+               "layout's stages: with neither --pp nor --vpp, pp is the cluster's and vpp = stages / pp; with one "
+               "of them, the other follows. Takes about twice the planning time.")
+"""``--layout``'s help (the rules: ``planner.core.layout_text``, ``planner.planning.user_layout``)."""
 
 _NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
 _MICROBATCHES = re.compile(rf"^\s*{_NUMBER}\s*(microbatches|microbatch)\s*$", re.IGNORECASE | re.ASCII)

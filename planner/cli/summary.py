@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from planner.core.plan import Plan
 
-__all__ = ["plan_summary", "cut_lines", "gib", "LEGEND"]
+__all__ = ["plan_summary", "cut_lines", "gib", "LEGEND", "layout_line"]
 
 
 def gib(nbytes: float | None) -> str:
@@ -62,6 +62,9 @@ def plan_summary(plan: Plan) -> str:
         ratio = f"{t / pred.step_time_s:.3f}x" if pred.step_time_s else "-"
         note = "" if b.fits_memory is not False else "  (exceeds memory)"
         lines.append(f"{name:<16} {t:9.4f} {ratio:>8}{note}")
+    compared = layout_line(plan)
+    if compared:
+        lines.append(compared)
     sched = plan.solver.schedule_solver or {}
     sched_text = (f", schedule {sched['status']} (gap to lower bound {sched['gap']:.1%})"
                   if sched.get("gap") is not None else "")
@@ -80,6 +83,25 @@ LEGEND = ("\nlegend: microbatches M x S = M microbatches of S sequences each, pe
           "        layers: E embedding, t decoder layer, m MTP module, L loss head (Megatron's layout letters)\n"
           "        F/I/W ms: forward, input-gradient, weight-gradient time of one microbatch on the stage")
 """The lines under every summary that explain its notation."""
+
+
+def layout_line(plan: Plan) -> str | None:
+    """``your layout: X s; ppplan's: Y s (Z x)`` for a plan made with ``--layout`` (None otherwise)."""
+    mine, free = plan.baselines.get("user_layout"), plan.baselines.get("ppplan")
+    if mine is None:
+        return None
+    ours = plan.predicted.step_time_s if free is None else free.step_time_s
+    theirs = mine.step_time_s
+    if theirs is None or ours is None:
+        missing = mine if theirs is None else free
+        return f"your layout: {_step(theirs)}; ppplan's: {_step(ours)} ({missing.status or 'not planned'})"
+    memory = "" if mine.fits_memory is not False else ", and it exceeds memory"
+    return (f"your layout: {theirs:.4f} s; ppplan's: {ours:.4f} s ({theirs / ours:.3f}x: yours is "
+            f"{'slower' if theirs > ours else 'not slower'}{memory})")
+
+
+def _step(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.4f} s"
 
 
 def _mfu_text(plan: Plan) -> str:

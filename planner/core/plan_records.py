@@ -259,7 +259,8 @@ class ClusterInfo(_Record):
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Baseline(_Record):
-    """One baseline partition under the plan's schedule (``planner.planning.assembly.baselines_section``)."""
+    """One baseline partition under the plan's schedule (``planner.planning.assembly.baselines_section``),
+    or a whole plan of another partition (``--layout``: ``planner.planning.user_layout``)."""
 
     step_time_s: float | None = None
     """Simulated step, seconds; None when it was not run (``status`` says why)."""
@@ -277,6 +278,12 @@ class Baseline(_Record):
     """Whether it stays within the memory limit."""
     plan_speedup: float | None = None
     """Its step time over the plan's."""
+    bubble_fraction: float | None = None
+    """Idle share of the ranks' time (the ``user_layout`` and ``ppplan`` baselines of ``--layout``)."""
+    recompute: str | None = None
+    """Recomputation mode it was planned with, where it may differ from the plan's (``--layout``)."""
+    layout: str | None = None
+    """The ``--layout`` text it was given as (``user_layout``; ``planner.planning.user_layout``)."""
     other: Mapping[str, Any] = field(default_factory=dict)
     """Keys this record does not know, kept as read."""
     order: tuple[str, ...] | None = field(default=None, repr=False)

@@ -1,9 +1,7 @@
 """Plan -> Megatron-LM arguments.
 
-``--pipeline-model-parallel-layout`` (``megatron/core/transformer/
-pipeline_parallel_layer_layout.py``, ``parse_str_to_list``): one letter per layer (E
-embedding, t decoder, m MTP, L loss), ``|`` between stages, commas cosmetic, ``(..)*n``
-then ``x*n`` unrolled by regex (no nesting). Stage i runs as virtual chunk i // pp on
+``--pipeline-model-parallel-layout``: its grammar has one owner, ``planner.core.layout_text``
+(which also reads the ``--layout`` users give ``ppplan plan``). Stage i runs as virtual chunk i // pp on
 pipeline rank i % pp, so only loop placement is expressible. MTP layers must all sit in
 one stage, the last virtual chunk of its rank (``validate_layer_layout``).
 
@@ -22,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner.core.errors import InfeasibleError
+from planner.core.layout_text import compress_stage, join_stages, mtp_problem
 from planner.core.model import ROLE_LETTERS
 from planner.core.plan import Plan
 from planner.core.schedule import ActionKind, Schedule
@@ -64,32 +63,6 @@ def stage_letters(plan: Plan) -> list[str]:
     return [layout[a:b] for a, b in plan.bounds()]
 
 
-def compress_stage(text: str) -> str:
-    """Runs of three or more equal letters as ``x*n``."""
-    out, k = [], 0
-    while k < len(text):
-        n = len(text) - k - len(text[k:].lstrip(text[k]))
-        out.append(f"{text[k]}*{n}" if n >= 3 else text[k] * n)
-        k += n
-    return "".join(out)
-
-
-def _join(stages: list[str]) -> str:
-    """Stages joined by ``|``, runs of equal stages as ``(S|)*n,``."""
-    out, i, n = [], 0, len(stages)
-    while i < n:
-        s = stages[i]
-        run = next((j for j in range(i, n) if stages[j] != s), n) - i
-        reps = run - 1 if i + run == n else run
-        if reps >= 2 and len(f"({s}|)*{reps},") < reps * (len(s) + 1):
-            out.append(f"({s}|)*{reps},")
-            i += reps
-        else:
-            out.append(s + ("|" if i < n - 1 else ""))
-            i += 1
-    return "".join(out)
-
-
 def megatron_layout(plan: Plan) -> str:
     """The ``--pipeline-model-parallel-layout`` string of the plan's partition."""
     letters = stage_letters(plan)
@@ -98,16 +71,10 @@ def megatron_layout(plan: Plan) -> str:
         raise ExportError(_FMT, f"the plan places stages on ranks {plan.ranks()} ({style} placement) "
                           "but Megatron runs stage i on pipeline rank i % pp",
                           "plan with --placement loop or use --format torch-csv")
-    mtp = [s for s, text in enumerate(letters) if "m" in text]
-    if len(mtp) > 1:
-        raise ExportError(_FMT, f"MTP layers are split over stages {mtp}; Megatron needs them in one stage",
-                          "re-plan so the MTP layers share a stage")
-    vpp = plan.num_stages // plan.pp
-    if mtp and mtp[0] // plan.pp != vpp - 1:
-        raise ExportError(_FMT, f"the MTP layer is in stage {mtp[0]}, virtual chunk {mtp[0] // plan.pp} "
-                          f"of rank {mtp[0] % plan.pp}; Megatron needs it in the rank's last chunk "
-                          f"({vpp - 1})", "re-plan (or use --format torch-csv)")
-    return _join([compress_stage(t) for t in letters])
+    problem = mtp_problem(letters, plan.pp)
+    if problem is not None:
+        raise ExportError(_FMT, problem[0], "re-plan (or use --format torch-csv)")
+    return join_stages([compress_stage(t) for t in letters])
 
 
 def _uniform_counts(n: int, pp: int, vpp: int, first: int | None, last: int | None) -> list[int] | None:

@@ -87,11 +87,17 @@ def to_plan(best: "Trial", ev: "Evaluation", baselines: dict, tried: list[dict],
                             wall_s=wall, gap=best.part.gap, seed=req.seed, partition=req.partition,
                             schedule=best.name, estimate_s=best.part.estimate_s, objective=req.objective,
                             microbatch_search=req.search_microbatches, refine=refine,
-                            pins={"first": req.pins.first, "last": req.pins.last}, candidates=tried),
+                            pins=_pins(req), candidates=tried),
         costs={"source": best.table.source, "device": best.table.device, "scale": best.table.scale,
                "microbatch_size": best.table.microbatch_size, "seq_len": best.table.seq_len,
                **_modules(best.table), **_profile(best.table)},
     )
+
+
+def _pins(req) -> dict:
+    """The ``solver.pins`` record: first/last stage sizes, and every stage's range under ``--layout``."""
+    stages = {} if req.pins.stages is None else {"stages": [list(b) for b in req.pins.stages]}
+    return {"first": req.pins.first, "last": req.pins.last, **stages}
 
 
 def _profile(table: CostTable) -> dict:

@@ -6,7 +6,8 @@ last stage (MTP and the loss head) by hand. Here a pin fixes one stage boundary:
 first stage ends right after its ``first``-th decoder layer, the last stage starts at
 its first of the last ``last`` decoder layers; the solvers place the other stages
 around it. ``0`` is allowed: the first stage then holds the embedding alone, the last
-stage only what follows the decoder layers (MTP and head).
+stage only what follows the decoder layers (MTP and head). ``stages`` pins every boundary
+(the user's own layout, ``ppplan plan --layout``): every partition method then returns it.
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ class StagePins:
     """Decoder layers of stage 0 (``--first-stage-layers``)."""
     last: int | None = None
     """Decoder layers of the last stage (``--last-stage-layers``)."""
+    stages: tuple[tuple[int, int], ...] | None = None
+    """Layer range of every stage (``--layout``, read by ``planner.core.layout_text``)."""
 
     @property
     def any(self) -> bool:
         """Whether anything is pinned."""
-        return self.first is not None or self.last is not None
+        return self.first is not None or self.last is not None or self.stages is not None
 
 
 def pinned_cuts(pins: StagePins, roles: Sequence[str], num_stages: int) -> dict[int, int]:
@@ -39,6 +42,11 @@ def pinned_cuts(pins: StagePins, roles: Sequence[str], num_stages: int) -> dict[
 
     Raises ``InputError`` naming the option when the pins cannot hold.
     """
+    if pins.stages is not None:
+        if len(pins.stages) != num_stages or pins.stages[-1][1] != len(roles):
+            raise InputError("--layout", f"{len(pins.stages)} stages over {pins.stages[-1][1]} layers, the "
+                             f"plan has {num_stages} stages over {len(roles)}", "match --pp x --vpp")
+        return {k: pins.stages[k][0] for k in range(1, num_stages)}
     dec = [k for k, r in enumerate(roles) if r == "decoder"]
     n, nd = len(roles), len(dec)
     cuts: dict[int, int] = {}

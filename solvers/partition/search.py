@@ -76,8 +76,9 @@ def partition_for_schedule(table: CostTable, schedule: Schedule, *, pp: int, vpp
     pins = pins or StagePins()
     cuts = pinned_cuts(pins, roles, S) if pins.any else {}
     allowed = pins_allow(cuts) if cuts else None
-    if method == "uniform":
-        bounds = uniform_partition(roles, S, first=pins.first, last=pins.last)
+    if method == "uniform" or pins.stages is not None:  # every boundary pinned: nothing to choose
+        bounds = list(pins.stages) if pins.stages is not None else \
+            uniform_partition(roles, S, first=pins.first, last=pins.last)
         fits = memory_limit_bytes is None or max(model.rank_memory(bounds).values()) <= memory_limit_bytes
         return PartitionResult(candidates=[bounds], estimate_s=model.estimate(bounds), solver="fixed",
                                status="FIXED", gap=None, fits_memory=fits, model=model)
