@@ -157,3 +157,32 @@ def test_a_gpu_keeps_a_shard_only_at_the_same_offset():
     first = move.layers[0]
     assert first.kept == tuple(range(2, world // old.pp)) and sorted(first.sends) == [(0, 0), (1, 1)]
     assert move.bytes_moved == 0 and move.link_bytes["local"] > 0
+
+
+def test_standby_roles_that_fit_a_smaller_gpu():
+    """The ends of the pipeline need the most memory in Qwen3-Next's plan except the last
+    rank (head and MTP, few layers): a 40 GiB spare takes only that role."""
+    from dataclasses import replace
+
+    from planner.core.hardware import GPU_PRESETS
+    from planner.core.hf_config import load_model
+    from planner.replanning.standby import role_of_ranks, standby_fit
+
+    old = load_plan_file(_plan_path("qwen3-next-80b-a3b"))
+    spec = load_model("qwen3-next-80b-a3b")
+    assert role_of_ranks(old, spec) == ["first", *["middle"] * 6, "last"]
+    small = replace(GPU_PRESETS["h100"], name="h100-40g", memory_bytes=40 * 2**30)
+    fit = standby_fit(old, spec, small, 1, lost=(63,))
+    assert {r["role"]: r["fits"] for r in fit["roles"]} == {"first": False, "middle": False, "last": True}
+    assert fit["lost_roles"] == ["last"] and fit["swap_keeps_plan"]
+    assert not standby_fit(old, spec, small, 1, lost=(3,))["swap_keeps_plan"]
+    assert not standby_fit(old, spec, GPU_PRESETS["h100"], 1, lost=(3, 63))["swap_keeps_plan"]  # too few spares
+
+
+def test_standby_on_the_command_line(ppplan, tmp_path):
+    run = ppplan("replan", str(_plan_path("qwen3-next-80b-a3b")), "--lost-ranks", "3", "--standby", "a100:1",
+                 "--work", str(WORK), "--out", str(tmp_path / "new.json"))
+    assert run.code == 0, run.err
+    assert re.search(r"standby\s+1 x a100 .*lost ranks were first: spares keep the old plan", run.out)
+    _one_line(ppplan("replan", str(_plan_path("qwen3-next-80b-a3b")), "--lost-ranks", "3", "--standby", "a100",
+                     "--out", str(tmp_path / "x.json")), r"--standby: 'a100' is not TYPE:COUNT")

@@ -23,6 +23,9 @@ __all__ = ["COMMANDS"]
                                    "(instead of --routing or --gpus).")
 @click.option("--allow-batch-change", is_flag=True,
               help="With --gpus/--lost-ranks: the global batch may drop by up to 1/8 to use every GPU.")
+@click.option("--standby", metavar="TYPE:COUNT",
+              help="With --gpus/--lost-ranks: spare GPUs (a GPU preset and a count, e.g. a100:8): which of the "
+                   "old plan's pipeline roles they fit, and whether they replace the lost ranks.")
 @click.option("--routing-format", type=click.Choice(["auto", "megatron", "jsonl", "json"]), default="auto",
               show_default=True, help="Trace format of --routing and --then (auto: a folder or rank<R>.jsonl "
                                       "files are megatron, a {\"layers\": ...} file json, other files jsonl).")
@@ -47,7 +50,7 @@ __all__ = ["COMMANDS"]
 @click.option("--json", "as_json", is_flag=True, help="Print the new plan's replan section as JSON.")
 def replan_command(plan_path: str, routing: tuple[str, ...], then: tuple[str, ...], out: str,
                    as_json: bool, gpus: int | None, lost_ranks: str | None, allow_batch_change: bool,
-                   **options) -> None:
+                   standby: str | None, **options) -> None:
     """Re-plan PLAN for the routing in the traces (drift report, new plan, migration cost,
     advice), or for the GPUs left (--gpus / --lost-ranks: new plan and migration map)."""
     given = [name for name, v in (("--routing", routing), ("--gpus", gpus), ("--lost-ranks", lost_ranks)) if v]
@@ -58,15 +61,16 @@ def replan_command(plan_path: str, routing: tuple[str, ...], then: tuple[str, ..
 
     old = require_valid(plan_path, "re-planned")
     if routing:
-        if allow_batch_change:
-            raise click.UsageError("--allow-batch-change goes with --gpus or --lost-ranks, not --routing")
+        if allow_batch_change or standby:
+            flag = "--allow-batch-change" if allow_batch_change else "--standby"
+            raise click.UsageError(f"{flag} goes with --gpus or --lost-ranks, not --routing")
         _drift(old, routing, then, out, as_json, options)
         return
     ignored = [f"--{k.replace('_', '-')}" for k in ("window", "profile", "expert_tp") if options.get(k) is not None]
     ignored += ["--then"] * bool(then) + ["--use-tp-pp-dp-mapping"] * bool(options.get("tp_pp_dp_mapping"))
     if ignored:
         raise click.UsageError(f"{ignored[0]} goes with --routing, not {given[0]}")
-    _elastic(old, gpus, lost_ranks, allow_batch_change, out, as_json, options)
+    _elastic(old, gpus, lost_ranks, allow_batch_change, standby, out, as_json, options)
 
 
 def _drift(old, routing, then, out: str, as_json: bool, options: dict) -> None:
@@ -82,13 +86,14 @@ def _drift(old, routing, then, out: str, as_json: bool, options: dict) -> None:
         click.echo(f"wrote {out}")
 
 
-def _elastic(old, gpus, lost_ranks, allow_batch_change: bool, out: str, as_json: bool, options: dict) -> None:
+def _elastic(old, gpus, lost_ranks, allow_batch_change: bool, standby: str | None, out: str, as_json: bool,
+             options: dict) -> None:
     from planner.replanning.diff import render_elastic
     from planner.replanning.elastic import parse_lost_ranks, replan_gpus
 
     lost = parse_lost_ranks(lost_ranks, int(old.cluster.num_gpus)) if lost_ranks else ()
     result = replan_gpus(old, gpus=gpus, lost_ranks=lost, allow_batch_change=allow_batch_change,
-                         work=options.get("work"), model=options.get("model"))
+                         work=options.get("work"), model=options.get("model"), standby=standby)
     result.plan.save(out)
     if as_json:
         echo_json(result.plan.extra["replan"] | {"migration": _summary(result.plan.extra["migration"])})

@@ -77,8 +77,22 @@ def render_elastic(section: dict, migration: dict) -> str:
             f"global batch      {s['global_batch_before']} -> {s['global_batch_after']}",
             f"step              {s['step_before_s']:.3f} s -> {s['step_after_s']:.3f} s",
             f"tokens/s/GPU      {s['tokens_per_s_per_gpu_before']:.0f} -> {s['tokens_per_s_per_gpu_after']:.0f} "
-            f"({s['throughput_per_gpu_kept']:.1%} kept)", ""]
-    return "\n".join(head) + render_migration(migration)
+            f"({s['throughput_per_gpu_kept']:.1%} kept)"]
+    if "standby" in s:
+        head.append(_standby_line(s["standby"]))
+    return "\n".join(head + [""]) + render_migration(migration)
+
+
+def _standby_line(sb: dict) -> str:
+    """Which of the old plan's roles a standby GPU fits, and whether spares keep the old plan."""
+    roles = ", ".join(f"{r['role']} {r['peak_bytes'] / 2**30:.1f} GiB {'fits' if r['fits'] else 'does not fit'}"
+                      for r in sb["roles"])
+    out = (f"standby           {sb['count']} x {sb['gpu']} ({sb['memory_limit_bytes'] / 2**30:.1f} GiB usable, "
+           f"{sb['compute_ratio']:.2f}x peak FLOP/s): {roles}")
+    if sb["lost_roles"]:
+        out += (f"; lost ranks were {', '.join(sb['lost_roles'])}: "
+                + ("spares keep the old plan" if sb["swap_keeps_plan"] else "spares cannot keep the old plan"))
+    return out
 
 
 def _cut(text: str, width: int = 15) -> str:

@@ -32,6 +32,7 @@ from planner.replanning.inputs import plan_cluster, plan_model
 from planner.replanning.diff import placement_of
 from planner.replanning.migration import DeviceMigration, Placement, device_migration
 from planner.replanning.search import layer_ranks
+from planner.replanning.standby import parse_standby, standby_fit
 from planner.replanning.reload import migration_section
 from solvers.schedule.search.budget import check_work
 
@@ -105,9 +106,11 @@ def parse_lost_ranks(text: str, world: int) -> tuple[int, ...]:
 
 
 def replan_gpus(plan: Plan | str | Path, *, gpus: int | None = None, lost_ranks: tuple[int, ...] = (),
-                allow_batch_change: bool = False, work: float | None = None, model: str | None = None
-                ) -> ElasticResult:
-    """Re-plan ``plan`` for ``gpus`` GPUs, or for its world without ``lost_ranks`` (module doc)."""
+                allow_batch_change: bool = False, work: float | None = None, model: str | None = None,
+                standby: str | None = None) -> ElasticResult:
+    """Re-plan ``plan`` for ``gpus`` GPUs, or for its world without ``lost_ranks`` (module doc);
+    ``standby`` (``TYPE:COUNT``) adds which of the old plan's roles such spares can take
+    (``planner.replanning.standby``)."""
     from planner.api import plan as make
 
     old = plan if isinstance(plan, Plan) else load_plan_file(plan)
@@ -115,6 +118,7 @@ def replan_gpus(plan: Plan | str | Path, *, gpus: int | None = None, lost_ranks:
         raise InputError("plan.costs.source", f"the plan was made from {old.costs['source']} costs, measured "
                          "for its own degrees", "re-plan from an analytical plan, or profile the new shape")
     spec, base = plan_model(old, model), plan_cluster(old)
+    spare = parse_standby(standby) if standby is not None else None
     world = base.num_gpus
     available = world - len(lost_ranks) if lost_ranks else gpus
     if available is None or available < 1:
@@ -133,6 +137,8 @@ def replan_gpus(plan: Plan | str | Path, *, gpus: int | None = None, lost_ranks:
     result = ElasticResult(plan=new, old=old, available=available, lost=tuple(lost_ranks),
                            idle=tuple(order[used:]), migration=move)
     new.extra["replan"] = _section(result, budget)
+    if spare is not None:
+        new.extra["replan"]["standby"] = standby_fit(old, spec, *spare, lost=result.lost)
     new.extra["migration"] = migration_section(spec, new, move, lost=result.lost, idle=result.idle)
     return result
 
