@@ -4,7 +4,8 @@ shipped models losing one GPU, one node of 8, and 12.5% of the GPUs.
 Old plans: the shipped default plans of Qwen3-Next-80B-A3B (64 GPUs) and Qwen3-235B-A22B
 (128 GPUs), and DeepSeek-V3 planned for 1024 GPUs (``ppplan plan deepseek-v3 --gpus 1024
 --work W``, made here, not timed). Per case: GPUs before / available / used, degrees,
-optimizer step before and after, tokens/s per GPU kept, bytes moved (by link) and the
+optimizer step before and after, tokens/s per GPU kept (over the old plan, and over the same
+re-plan on all the old GPUs: ``_full``), bytes moved (by link) and the
 predicted transfer time, whether the new plan validates, fits memory and keeps the global
 batch, and the re-plan's wall and CPU time (the only machine-dependent figures; the rest
 are deterministic under ``--work``). docs/replan.md gives the figures.
@@ -48,7 +49,14 @@ def _old_plan(name: str, work: float):
     return load_plan_file(PLANS / f"{name}.default.plan.json")
 
 
-def _row(case: str, old, lost: tuple[int, ...], work: float) -> dict:
+def _full(old, work: float) -> float:
+    """Tokens/s per GPU of the same re-plan on every GPU of the old plan (no GPU lost): the
+    degree search's own figure at full size, so that losing GPUs is told apart from choosing
+    other degrees than the old plan's."""
+    return replan_gpus(old, gpus=int(old.cluster.num_gpus), work=work).plan.predicted.tokens_per_s_per_gpu
+
+
+def _row(case: str, old, lost: tuple[int, ...], work: float, full: float) -> dict:
     t0, c0 = time.perf_counter(), time.process_time()
     r = replan_gpus(old, lost_ranks=lost, work=work)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -58,6 +66,8 @@ def _row(case: str, old, lost: tuple[int, ...], work: float) -> dict:
                                  "global_batch_before", "global_batch_after", "step_before_s", "step_after_s",
                                  "tokens_per_s_per_gpu_before", "tokens_per_s_per_gpu_after",
                                  "throughput_per_gpu_kept")},
+            "tokens_per_s_per_gpu_full": full,
+            "throughput_per_gpu_kept_vs_full": new.predicted.tokens_per_s_per_gpu / full,
             "bytes_moved": m["bytes_moved"], "link_bytes": m["link_bytes"], "migration_s": m["seconds"],
             "valid": validate_plan(new) == [],
             "fits_memory": max(new.predicted.peak_memory_bytes) <= new.memory_limit_bytes,
@@ -78,8 +88,9 @@ def main(argv: list[str] | None = None) -> None:
     for case in chosen:
         name, lost = CASES[case]
         if name not in olds:
-            olds[name] = _old_plan(name, args.work)
-        rows.append(_row(case, olds[name], lost, args.work))
+            old = _old_plan(name, args.work)
+            olds[name] = (old, _full(old, args.work))
+        rows.append(_row(case, *olds[name][:1], lost, args.work, olds[name][1]))
     summary = {"all_valid": all(r["valid"] for r in rows), "all_fit": all(r["fits_memory"] for r in rows),
                "all_batch_kept": all(r["batch_kept"] for r in rows),
                "max_wall_s_1024": max((r["wall_s"] for r in rows if r["gpus_before"] == 1024), default=None),
@@ -89,10 +100,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         print(json.dumps(out, indent=1))
         return
-    print("case                      GPUs before>used  step before>after   kept   moved GB   move s  wall s  cpu s")
+    print("case                      GPUs before>used  step before>after   kept  vs full  moved GB   move s  wall s  cpu s")
     for r in rows:
         print(f"{r['case']:<25} {r['gpus_before']:>5} > {r['gpus_used']:<5}   {r['step_before_s']:>7.2f} > "
-              f"{r['step_after_s']:<7.2f} {r['throughput_per_gpu_kept']:>6.1%} {r['bytes_moved'] / 1e9:>9.0f} "
+              f"{r['step_after_s']:<7.2f} {r['throughput_per_gpu_kept']:>6.1%} {r['throughput_per_gpu_kept_vs_full']:>7.1%} "
+              f"{r['bytes_moved'] / 1e9:>9.0f} "
               f"{r['migration_s']:>7.2f} {r['wall_s']:>7.2f} {r['cpu_s']:>6.2f}")
     print(json.dumps(summary))
 

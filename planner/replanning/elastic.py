@@ -27,6 +27,7 @@ from planner.core.errors import InputError
 from planner.core.model import ModelSpec
 from planner.core.plan import Plan, load_plan_file
 from planner.planning.degrees import fitting_shapes, search_degrees
+from planner.planning.delivery import deliver
 from planner.planning.dp_step import optimizer_step_time
 from planner.replanning.inputs import plan_cluster, plan_model
 from planner.replanning.diff import placement_of
@@ -140,7 +141,7 @@ def replan_gpus(plan: Plan | str | Path, *, gpus: int | None = None, lost_ranks:
     if spare is not None:
         new.extra["replan"]["standby"] = standby_fit(old, spec, *spare, lost=result.lost)
     new.extra["migration"] = migration_section(spec, new, move, lost=result.lost, idle=result.idle)
-    return result
+    return replace(result, plan=deliver(new))  # [Note: delivered plans]
 
 
 def _gpus_and_batch(spec: ModelSpec, base: ClusterSpec, available: int, allow_change: bool,
