@@ -186,3 +186,20 @@ def test_standby_on_the_command_line(ppplan, tmp_path):
     assert re.search(r"standby\s+1 x a100 .*lost ranks were first: spares keep the old plan", run.out)
     _one_line(ppplan("replan", str(_plan_path("qwen3-next-80b-a3b")), "--lost-ranks", "3", "--standby", "a100",
                      "--out", str(tmp_path / "x.json")), r"--standby: 'a100' is not TYPE:COUNT")
+
+
+def test_more_gpus_fetch_state_from_the_old_ones():
+    """A restart on twice the GPUs: the new devices held nothing, every shard they load comes
+    from one of the old devices, none from the checkpoint."""
+    r = replan_gpus(_plan_path("llama3-8b"), gpus=32, work=WORK)
+    m = r.plan.extra["migration"]
+    assert r.plan.cluster.num_gpus <= 32 and validate_plan(r.plan) == []
+    sends = [pair for t in m["layers"] for pair in t["sends"]]
+    assert sends and all(0 <= src < 16 for src, _ in sends) and m["link_bytes"]["checkpoint"] == 0
+    assert any(dst >= 16 for _, dst in sends)
+
+
+def test_diff_refuses_an_unreadable_plan(ppplan, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    _one_line(ppplan("diff", str(_plan_path("llama3-8b")), str(bad)), r"plan: 'schema_version' is a required")

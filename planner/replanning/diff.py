@@ -50,8 +50,8 @@ def render_migration(m: dict) -> str:
                      + ("  optimizer from checkpoint" if t["optimizer_lost"] else ""))
     lines += ["", "new stage  rank  layers     local names (Megatron: decoder and MTP blocks from 0)"]
     for s in m["stages"]:
-        lines.append(f"{s['stage']:>9}  {s['rank']:>4}  [{s['layers'][0]},{s['layers'][1]}){'':<4} "
-                     f"{_names(s['local'])}")
+        span = f"[{s['layers'][0]},{s['layers'][1]})"
+        lines.append(f"{s['stage']:>9}  {s['rank']:>4}  {span:<10} {_names(s['local'])}")
     links = m["link_bytes"]
     lines += ["", f"bytes moved       {m['bytes_moved'] / _GB:.1f} GB (NVLink {links['nvlink'] / _GB:.1f}, network "
                   f"{links['network'] / _GB:.1f}, checkpoint {links['checkpoint'] / _GB:.1f}; re-sliced in place "
