@@ -203,3 +203,36 @@ def test_diff_refuses_an_unreadable_plan(ppplan, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     _one_line(ppplan("diff", str(_plan_path("llama3-8b")), str(bad)), r"plan: 'schema_version' is a required")
+
+
+def _benchmark_cases() -> list[tuple[str, str, tuple[int, ...]]]:
+    from tests.benchmark_modules import load_benchmark
+
+    return [(case, name, lost) for case, (name, lost) in load_benchmark("elastic").CASES.items()]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case,name,lost", _benchmark_cases(), ids=[c for c, _, _ in _benchmark_cases()])
+def test_every_benchmark_case_applies(case, name, lost):
+    """The cases of benchmarks/elastic.py (up to DeepSeek-V3 at 1024 GPUs) at a small budget:
+    valid, in memory, batch kept, and the map turns the old placement into the new one."""
+    from tests.benchmark_modules import load_benchmark
+
+    old = load_benchmark("elastic")._old_plan(name, WORK)
+    r = replan_gpus(old, lost_ranks=lost, work=WORK)
+    new, m = r.plan, r.plan.extra["migration"]
+    assert validate_plan(new) == [] and max(new.predicted.peak_memory_bytes) <= new.memory_limit_bytes
+    assert new.cluster.training["global_batch"] == old.cluster.training["global_batch"]
+    after = _apply(_old_holdings(old), m, set(lost))
+    ranks = layer_ranks(new.bounds(), new.ranks())
+    want = {d: {k for k, x in enumerate(ranks) if x == g // (len(after) // new.pp)}
+            for g, d in enumerate(_new_devices(m, new))}
+    assert after == want
+
+
+def _new_devices(m: dict, new) -> list[int]:
+    """Device of each new global rank, read from the map's per-layer ``after`` (in rank order)."""
+    first = {}
+    for t in m["layers"]:
+        first.setdefault(layer_ranks(new.bounds(), new.ranks())[t["layer"]], parse_ranges(t["after"]))
+    return [d for rank in range(new.pp) for d in first[rank]]

@@ -35,7 +35,7 @@ from planner.replanning.migration import DeviceMigration, Placement, device_migr
 from planner.replanning.search import layer_ranks
 from planner.replanning.standby import parse_standby, standby_fit
 from planner.replanning.reload import migration_section
-from solvers.schedule.search.budget import check_work
+from solvers.schedule.search.budget import DEFAULT_WORK, check_work
 
 __all__ = ["ElasticResult", "replan_gpus", "parse_lost_ranks", "BATCH_SLACK", "COUNT_SLACK", "COUNT_SHARE"]
 
@@ -125,7 +125,7 @@ def replan_gpus(plan: Plan | str | Path, *, gpus: int | None = None, lost_ranks:
     if available is None or available < 1:
         raise InputError("--gpus", f"must be >= 1, got {available}", "pass the GPUs that remain")
     base = replace(base, training=replace(base.training, recompute="auto"))
-    budget = check_work(work) if work is not None else float((old.solver.budget or {}).get("work") or 10.0)
+    budget = check_work(work) if work is not None else float((old.solver.budget or {}).get("work") or DEFAULT_WORK)
     used, batch = _gpus_and_batch(spec, base, available, allow_batch_change, budget * COUNT_SHARE)
     cluster = replace(base, training=replace(base.training, global_batch=batch))
     new = make(model or old.model.name, cluster, gpus=used, work=budget * (1 - COUNT_SHARE),
@@ -163,7 +163,9 @@ def _gpus_and_batch(spec: ModelSpec, base: ClusterSpec, available: int, allow_ch
     for n, batch in choices:
         try:
             ranked = search_degrees(spec, _with_batch(base, batch), n, top=1, work=work / len(choices)).ranked
-        except InputError:  # none of this count's combinations fits memory
+        except InputError as exc:  # none of this count's combinations fits memory
+            if exc.field != "--gpus":
+                raise
             continue
         rate = ranked[0].estimate.tokens_per_s_per_gpu * n
         if rate > best_rate:
@@ -179,7 +181,7 @@ def _choices(spec: ModelSpec, base: ClusterSpec, available: int, allow_change: b
     out = [(n, batch) for n in counts if fitting_shapes(spec, base, n)]
     if allow_change and not any(n == available for n, _ in out):
         sized = []
-        for dp in {d for d in range(1, available + 1) if available % d == 0 and d <= batch}:
+        for dp in [d for d in range(1, min(available, batch) + 1) if available % d == 0]:
             b = batch // dp * dp
             if b >= batch - batch // BATCH_SLACK and b != batch:
                 shapes = fitting_shapes(spec, _with_batch(base, b), available)
