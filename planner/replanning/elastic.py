@@ -2,19 +2,14 @@
 
 Elastic-training systems re-plan the whole job for the GPUs that remain (Oobleck, SOSP'23;
 ReCycle, SOSP'24; TrainMover, OSDI'26); ppplan does it offline, from the saved plan:
-
-1. GPUs: ``gpus`` given, or the world minus ``lost`` ranks. The degree search of
-   ``ppplan plan --gpus`` (``planner.planning.degrees``) needs dp x micro-batch to divide
-   the global batch, which most counts do not allow: the count used is weighed
-   ([Note: GPU count]); the GPUs left over stay idle (spares).
-2. Plan: ``planner.api.plan(..., gpus=N)`` with the old plan's target and seed, recomputation
-   ``auto`` (fewer GPUs may need more of it), the old plan's ``--work`` unless given (a
-   share of it weighs the counts).
-3. Migration (``planner.replanning.migration.device_migration``): which device holds each
-   layer before and after (new global rank j is the j-th surviving device, GPUs of nodes
-   that lost none first, so the idle ones sit on the damaged nodes), the bytes on each link
-   and the time; the local layer numbering of each new stage and the Megatron flags to
-   reload with (``planner.replanning.reload``).
+1. GPUs: ``gpus``, or the world minus ``lost`` ranks; the count used is weighed ([Note: GPU
+   count]), the GPUs left over stay idle (spares).
+2. Plan: ``planner.api.plan(..., gpus=N)`` (the degree search of ``ppplan plan --gpus``) with
+   the old plan's target and seed, recomputation ``auto``, the old plan's ``--work`` unless given.
+3. Migration (``migration.device_migration``): surviving devices in rank order (nodes that
+   lost none first, so idle GPUs sit on damaged nodes), each new pipeline rank on the block of
+   them that held most of its layers; per layer who sends what, bytes per link, time; each new
+   stage's local layer names and the Megatron reload flags (``planner.replanning.reload``).
 """
 
 from __future__ import annotations
