@@ -14,7 +14,7 @@ from claim_kit import Claim, Page, Ratio, Stale, Targets
 
 __all__ = [
     "DETERMINISM", "DEGREES", "FRAMEWORKS", "FUZZ", "HOSTILE", "JOINT", "PARTITION", "PLAN", "PLAN_JSON",
-    "PLAN_LOAD", "PROFILE_ANALYTICAL", "PROFILER", "REPLAN", "SCHEDULE", "SIMULATOR", "BUDGET_QUICK",
+    "PLAN_LOAD", "PROFILE_ANALYTICAL", "PROFILER", "REPLAN", "ELASTIC", "SCHEDULE", "SIMULATOR", "BUDGET_QUICK",
     "TARGETS", "VS_ZB", "ZB_SETTING", "by", "joint_row", "partition_row", "schedule_row", "text", "span",
     "ratio_text", "pct", "ms", "CAP_KEPT", "WALL", "CPU_TIME", "JOINT_STALE", "history", "minutes",
 ]
@@ -41,6 +41,7 @@ DEGREES = "ppplan plan deepseek-v3 --gpus 1024"
 PROFILER = "python benchmarks/measured_profile.py --json"
 PROFILE_ANALYTICAL = "ppplan profile qwen3-next-80b-a3b --analytical"
 REPLAN = "python benchmarks/replan.py --json"
+ELASTIC = "python benchmarks/elastic.py --json"
 FRAMEWORKS = "python benchmarks/frameworks.py --json --work 3"
 HOSTILE = "PPPLAN_HOSTILE_REPORT=hostile.json python -m pytest -q tests/test_hostile_inputs.py"
 FUZZ = "PPPLAN_FUZZ_REPORT=fuzz.json python -m pytest -q tests/test_fuzz_inputs.py"

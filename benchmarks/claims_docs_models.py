@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 
 from claim_kit import Claim, Page, Ratio, Stale, row_pattern
-from claim_outputs import (DEGREES, FRAMEWORKS, PROFILER, REPLAN, TARGETS, WALL, by, history, span, text)
+from claim_outputs import (CPU_TIME, DEGREES, ELASTIC, FRAMEWORKS, PROFILER, REPLAN, TARGETS, WALL, by, history,
+                           minutes, span, text)
 
 __all__ = ["CLAIMS"]
 
@@ -138,6 +139,41 @@ REPLAN_CLAIMS = [
     history("replan-7de3bf2", _RP, "the run before, at commit 7de3bf2", _RS, r"commit 7de3bf2, (\d{4}-\d\d-\d\d)"),
 ]
 
+_ES = "## Re-planning after lost GPUs"
+ELASTIC_ROWS = ("qwen3-next-lose1", "qwen3-next-node", "qwen3-next-12.5%", "qwen3-235b-lose1", "qwen3-235b-node",
+                "qwen3-235b-12.5%", "deepseek-v3-1024-lose1", "deepseek-v3-1024-node", "deepseek-v3-1024-12.5%")
+
+
+def _elastic_cells(run, case: str) -> tuple:
+    r = by(run.json()["rows"], case=case)
+    d = r["degrees_after"]
+    return (f"{r['gpus_before']} / {r['gpus_available']} / {r['gpus_used']}",
+            f"tp {d['tp']}, pp {d['pp']}, ep {d['ep']}, dp {d['dp']}",
+            f"{r['step_before_s']:.3f} -> {r['step_after_s']:.3f} s", 100 * r["throughput_per_gpu_kept"],
+            100 * r["throughput_per_gpu_kept_vs_full"],
+            f"{r['bytes_moved'] / 1e9:.0f} GB ({r['link_bytes']['checkpoint'] / 1e9:.0f} GB)", r["migration_s"])
+
+
+ELASTIC_CLAIMS = [
+    Claim(id=f"elastic-{case.replace('%', 'pct')}", where=f"lost-GPU table, case {case}", command=ELASTIC,
+          figure=Page(path=_RP, section=_ES, pattern=row_pattern(case, cells=7)),
+          measured=lambda run, c=case: _elastic_cells(run, c))
+    for case in ELASTIC_ROWS] + [
+    Claim(id="elastic-checks", where="lost-GPU prose: every re-plan valid, in memory, global batch kept",
+          command=ELASTIC,
+          figure=Page(path=_RP, section=_ES, pattern=r"`all_valid: (\w+)`,\s+`all_fit: (\w+)`,\s+`all_batch_kept: (\w+)`"),
+          measured=lambda run: tuple(run.json()["summary"][k] for k in ("all_valid", "all_fit", "all_batch_kept"))),
+    Claim(id="elastic-1024-wall", where="lost-GPU prose: the slowest 1024-GPU re-plan, wall", command=ELASTIC,
+          figure=Page(path=_RP, section=_ES, pattern=r"at 1024 GPUs took at most ([\d.]+) s wall"),
+          measured=lambda run: run.json()["summary"]["max_wall_s_1024"], compare=WALL),
+    Claim(id="elastic-1024-cpu", where="lost-GPU prose: the slowest 1024-GPU re-plan, CPU", command=ELASTIC,
+          figure=Page(path=_RP, section=_ES, pattern=r"at 1024 GPUs took at most [\d.]+ s wall and ([\d.]+) s CPU"),
+          measured=lambda run: run.json()["summary"]["max_cpu_s_1024"], compare=CPU_TIME),
+    Claim(id="elastic-run-wall", where="lost-GPU table: the whole run's wall time", command=ELASTIC,
+          figure=Page(path=_RP, section=_ES, pattern=r"UTC, (\d+ min \d+ s|\d+ s) for the whole run", combine=minutes),
+          measured=lambda run: run.wall_s, compare=WALL),
+]
+
 _PF = "docs/profiler.md"
 _PS = "## Measured profiler"
 PROFILED = {"qwen3-next-80b-a3b": ("embedding", "linear+moe", "gqa+moe", "mtp:gqa+moe", "head"),
@@ -262,4 +298,4 @@ MEMORY_CLAIMS = [
           measured=_memory_row),
 ]
 
-CLAIMS = MEMORY_CLAIMS + TARGET_CLAIMS + DEGREE_CLAIMS + REPLAN_CLAIMS + PROFILER_CLAIMS + FRAMEWORK_CLAIMS + STALE_PAGES
+CLAIMS = MEMORY_CLAIMS + TARGET_CLAIMS + DEGREE_CLAIMS + REPLAN_CLAIMS + ELASTIC_CLAIMS + PROFILER_CLAIMS + FRAMEWORK_CLAIMS + STALE_PAGES

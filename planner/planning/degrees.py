@@ -39,8 +39,8 @@ from planner.planning.estimate import TABLE_UNITS_PER_LAYER, ScreenWork, StepEst
 from profiler.analytical import state_bytes
 from solvers.schedule.search.budget import Deadline
 
-__all__ = ["DegreeChoice", "DegreeSearch", "search_degrees", "why_first", "degree_table", "UNITS_PER_WORK_S",
-           "RESCREEN", "SERIAL_SHARE"]
+__all__ = ["DegreeChoice", "DegreeSearch", "search_degrees", "fitting_shapes", "why_first", "degree_table",
+           "UNITS_PER_WORK_S", "RESCREEN", "SERIAL_SHARE"]
 
 RESCREEN = 40
 """Candidates re-estimated with EP overlap pair costs after the serial screen."""
@@ -157,6 +157,12 @@ def search_degrees(model: ModelSpec, base: ClusterSpec, gpus: int, *, top: int =
     return DegreeSearch(ranked=rescored[:top], candidates=len(cands), screened=examined, rescored=len(rescored),
                         work_units=screen.units, allowed_units=allowed, candidate_units_max=_most_units(model, base),
                         work_cut=(cut or rescut) == "work", wall_cut="wall" in (cut, rescut))
+
+
+def fitting_shapes(model: ModelSpec, base: ClusterSpec, gpus: int) -> list[ClusterSpec]:
+    """The configurations of ``gpus`` GPUs the search would screen (the global batch kept, the
+    static-memory prefilter passed), before any estimate: does any combination exist at all?"""
+    return [c for c in _candidates(model, base, gpus) if _static_bytes(model, c) <= c.memory_limit_bytes]
 
 
 def _screen_order(c: ClusterSpec) -> tuple:

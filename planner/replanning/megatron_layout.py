@@ -28,7 +28,8 @@ from planner.core.model import ModelSpec
 from planner.core.plan import Plan
 from profiler.megatron_tpe import RankCoords, TpeKey, TpeLayout
 
-__all__ = ["ORDERS", "megatron_layout", "tpe_layout", "rank_coords", "schedule_table", "recompute_calls"]
+__all__ = ["ORDERS", "megatron_layout", "tpe_layout", "local_layers", "rank_coords", "schedule_table",
+           "recompute_calls"]
 
 ORDERS = {False: "tp-cp-ep-dp-pp", True: "tp-cp-ep-pp-dp"}
 """Megatron's rank order without / with ``--use-tp-pp-dp-mapping``."""
@@ -77,17 +78,16 @@ def tpe_layout(model: ModelSpec, *, bounds: list[tuple[int, int]], pp: int, vpp:
     ranks = tuple(RankCoords(pp=c["pp"], ep=c["ep"], edp=c["dp"], etp=c["tp"]) for c in coords)
     moe: list[dict[TpeKey, list[tuple[int, int]]]] = [{} for _ in range(pp)]
     block: list[dict[str, int]] = [{} for _ in range(pp)]
-    for stage, (a, b) in enumerate(bounds):
+    for stage, names in enumerate(local_layers(model, bounds)):
         rank, chunk = stage % pp, stage // pp
         counters = {"decoder": 0, "mtp": 0}
-        for layer in model.layers[a:b]:
-            if layer.role not in counters:
+        for index, role, local in names:
+            if role not in counters:
                 continue
-            local = counters[layer.role]
-            counters[layer.role] += 1
-            if layer.is_moe:
-                key = ("decoder", -1, local) if layer.role == "decoder" else ("mtp", local, 0)
-                moe[rank].setdefault(key, []).append((chunk, layer.index))
+            counters[role] += 1
+            if model.layers[index].is_moe:
+                key = ("decoder", -1, local) if role == "decoder" else ("mtp", local, 0)
+                moe[rank].setdefault(key, []).append((chunk, index))
         for name, count in counters.items():
             block[rank][name] = max(block[rank].get(name, 0), count)
     describe = f"pp {pp} x tp {tp} x cp {cp} x dp {dp}, ep {ep}, expert tp {etp}, expert dp {edp}, order {order}"
@@ -96,6 +96,21 @@ def tpe_layout(model: ModelSpec, *, bounds: list[tuple[int, int]], pp: int, vpp:
                      forward_calls=tuple(schedule_table(microbatches, vpp, pp)),
                      recompute_calls=tuple(tuple(recompute_calls(microbatches, vpp, pp, rank)) for rank in range(pp)),
                      moe_layers=tuple({k: tuple(v) for k, v in m.items()} for m in moe), block_sizes=tuple(block))
+
+
+def local_layers(model: ModelSpec, bounds: list[tuple[int, int]]) -> list[list[tuple[int, str, int]]]:
+    """Per stage, ``(global layer index, role, local index)`` of each layer: Megatron numbers a
+    chunk's decoder layers and its MTP layers from 0 in their own blocks (module doc); the
+    embedding and the loss head are local index 0 of their stage."""
+    out = []
+    for a, b in bounds:
+        counters: dict[str, int] = {}
+        stage = []
+        for layer in model.layers[a:b]:
+            stage.append((layer.index, layer.role, counters.get(layer.role, 0)))
+            counters[layer.role] = counters.get(layer.role, 0) + 1
+        out.append(stage)
+    return out
 
 
 def rank_coords(rank: int, order: str, sizes: dict[str, int]) -> dict[str, int]:
