@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from solvers.schedule.families.generators import one_f_one_b
-from test_export_megatron import parse_layout
+from megatron_oracle import megatron_stages
 from test_export_plans import build_plan, case_plan, defer_w
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -37,7 +37,7 @@ def test_megatron_launcher_builds_its_arguments_from_a_plan():
     cmd = json.loads(run.stdout)
     assert cmd[:4] == ["torchrun", "--nnodes=2", "--nproc-per-node=8", "pretrain_gpt.py"]
     layout = cmd[cmd.index("--pipeline-model-parallel-layout") + 1]
-    stages = parse_layout(layout, 4)
+    stages = megatron_stages(layout, 4, "E" + "t" * 32 + "L")  # Llama3-8B: 32 decoder layers
     assert "".join(stages).count("t") == int(cmd[cmd.index("--num-layers") + 1]) == 32
 
 

@@ -1,45 +1,22 @@
-"""Megatron export: the layout string parses back (by Megatron's grammar) to the plan's stages.
-
-STAND-IN: ``parse_layout`` below re-implements Megatron's layout grammar from its source
-(megatron/core/transformer/pipeline_parallel_layer_layout.py); it is not Megatron's
-parser. The framework's own ``PipelineParallelLayerLayout`` check runs in the targets tests.
-"""
+"""Megatron export: the layout string parses back, by Megatron-Core's own
+``PipelineParallelLayerLayout`` (``tests/megatron_oracle.py``), to the plan's stages."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import re
 
 import pytest
 
+from megatron_oracle import megatron_stages
 from planner.export import ExportError, export_plan
 from planner.export.megatron import compress_stage, megatron_args, megatron_layout
 from solvers.schedule.families.generators import interleaved_1f1b
 from test_export_plans import SHIPPED, build_plan, case_plan, default_plan
 
 
-def parse_layout(layout: str, pp: int) -> list[str]:
-    """STAND-IN for Megatron's ``PipelineParallelLayerLayout.parse_str_to_list`` and its layout
-    checks, written from its source; a parser bug shared with the exporter would not show here."""
-    text = layout.replace(",", "")
-    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
-        text = re.sub(pattern, lambda m: m.group(1) * int(m.group(2)), text)
-    stages = text.split("|")
-    assert all(set(s) <= set("EtmL") for s in stages), stages
-    assert len(stages) % pp == 0
-    flat = "".join(stages)
-    assert flat[0] == "E" and flat[-1] == "L" and flat.count("E") == flat.count("L") == 1
-    assert "t" not in flat[flat.find("m"):] if "m" in flat else True
-    vpp = len(stages) // pp
-    for i, s in enumerate(stages):
-        if "m" in s:
-            assert i // pp == vpp - 1, "MTP must be in the last virtual chunk of its rank"
-    return stages
-
-
 def assert_layout_matches(plan, layout: str) -> None:
-    stages = parse_layout(layout, plan.pp)
+    stages = megatron_stages(layout, plan.pp, plan.model["layout"])
     assert len(stages) == plan.num_stages
     start = 0
     for i, (text, (a, b)) in enumerate(zip(stages, plan.bounds())):

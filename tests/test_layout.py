@@ -7,10 +7,7 @@ layouts it refuses are refused here too.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import warnings
 
 import pytest
 
@@ -18,24 +15,9 @@ from planner.core.errors import InputError
 from planner.core.hf_config import load_model
 from planner.core.layout_text import compress_stage, join_stages, layout_bounds, layout_stages
 from planner.planning.user_layout import read_user_layout
+from megatron_oracle import megatron_stages
 
 LLAMA, DSV3 = load_model("llama3-8b"), load_model("deepseek-v3")
-_LETTERS = {"embedding": "E", "decoder": "t", "mtp": "m", "loss": "L"}
-
-
-def megatron_stages(layout: str, pp: int, model) -> list[str]:
-    """Megatron-Core's parse and check of ``layout``: each stage's letters in stage order
-    (stage i = chunk i // pp of rank i % pp); raises whatever Megatron raises."""
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
-            contextlib.redirect_stderr(io.StringIO()):
-        warnings.simplefilter("ignore")
-        from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
-
-        parsed = PipelineParallelLayerLayout(layout, pp)
-        mtp = model.layout.count("m")
-        parsed.validate_layer_layout(num_layers=model.layout.count("t"), mtp_num_layers=mtp or None)
-    vpp = parsed.virtual_pipeline_model_parallel_size
-    return ["".join(_LETTERS[t.name] for t in parsed.layout[s % pp][s // pp]) for s in range(pp * vpp)]
 
 
 def ours(layout: str, pp: int, model) -> list[str]:
@@ -62,7 +44,7 @@ ACCEPTED = [  # (layout, pp, model)
 
 @pytest.mark.parametrize("layout,pp,model", ACCEPTED, ids=[f"{a}-pp{b}" for a, b, _ in ACCEPTED])
 def test_accepted_layouts_read_as_megatron_reads_them(layout, pp, model):
-    assert ours(layout, pp, model) == megatron_stages(layout, pp, model)
+    assert ours(layout, pp, model) == megatron_stages(layout, pp, model.layout)
 
 
 @pytest.mark.parametrize("counts,pp,model", [("4,8,8,12", 4, LLAMA), ("0,11,11,10", 4, LLAMA), ("32", 1, LLAMA),
@@ -73,7 +55,7 @@ def test_counts_are_the_layout_megatron_reads(counts, pp, model):
     stages = ours(counts, pp, model)
     assert [s.count("t") for s in stages] == [int(c) for c in counts.split(",")]
     text = join_stages([compress_stage(s) for s in stages])
-    assert megatron_stages(text, pp, model) == stages
+    assert megatron_stages(text, pp, model.layout) == stages
 
 
 REFUSED = [  # (layout, pp, model, what ppplan says)
@@ -96,14 +78,14 @@ REFUSED = [  # (layout, pp, model, what ppplan says)
 @pytest.mark.parametrize("layout,pp,model,message", REFUSED, ids=[r[0] for r in REFUSED])
 def test_layouts_megatron_refuses_are_refused(layout, pp, model, message):
     with pytest.raises(Exception):  # Megatron's own verdict (AssertionError, IndexError, ...)
-        megatron_stages(layout, pp, model)
+        megatron_stages(layout, pp, model.layout)
     with pytest.raises(InputError, match=message):
         ours(layout, pp, model)
 
 
 def test_empty_stage_refused_though_megatron_builds_it():
     """ppplan plans stages of at least one layer; Megatron accepts an empty one."""
-    assert megatron_stages("Et*8|t*8||t*16L", 4, LLAMA)[2] == ""
+    assert megatron_stages("Et*8|t*8||t*16L", 4, LLAMA.layout)[2] == ""
     with pytest.raises(InputError, match="stage 2 holds no layer"):
         ours("Et*8|t*8||t*16L", 4, LLAMA)
 
@@ -216,7 +198,7 @@ def test_layout_plans_validate_simulate_and_export(ppplan, layout_plans):
         text = (folder / f"{name}.sh").read_text()
         layout = text.split("--pipeline-model-parallel-layout ")[1].split()[0].strip("'")
         plan = layout_plans[name]
-        got = megatron_stages(layout, plan["parallel"]["pp"], LLAMA)
+        got = megatron_stages(layout, plan["parallel"]["pp"], LLAMA.layout)
         assert got == [LLAMA.layout[a:b] for a, b in (s["layers"] for s in plan["stages"])]
     assert layout_plans["keep"]["stages"][0]["layers"] == [0, 5]
 
@@ -245,10 +227,10 @@ def test_a_virtual_stage_layout_is_kept_and_exported(ppplan, tmp_path):
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert (plan["parallel"]["pp"], plan["parallel"]["vpp"]) == (4, 2)
     stages = [LLAMA.layout[a:b] for a, b in (s["layers"] for s in plan["stages"])]
-    assert stages == megatron_stages(layout, 4, LLAMA)
+    assert stages == megatron_stages(layout, 4, LLAMA.layout)
     assert ppplan("export", "plan.json", "--format", "megatron", "--out", "run.sh").code == 0
     written = (tmp_path / "run.sh").read_text().split("--pipeline-model-parallel-layout ")[1].split()[0].strip("'")
-    assert megatron_stages(written, 4, LLAMA) == stages
+    assert megatron_stages(written, 4, LLAMA.layout) == stages
 
 
 @pytest.mark.parametrize("text", ["Et*99999999L", "(t*999999|)*999999", "E" + "t*900000" * 3 + "L"])
