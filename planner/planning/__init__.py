@@ -2,6 +2,8 @@
 
 Passes chained in one place:
 
+0. first plan (``planner.planning.first_plan``): 1F1B within the memory budget, validated
+   and reported at once; the passes below improve on it and never read it;
 1. screen (``planner.planning.steps.screen``): for each cost table (one, or one per
    recomputation mode with ``recompute: auto``), each microbatch count (one, or every
    feasible count with ``--microbatches auto``) and each candidate schedule family,
@@ -32,6 +34,7 @@ from planner.core.costs import CostTable
 from planner.core.errors import BudgetExhausted, InfeasibleError
 from planner.core.plan import Plan
 from planner.planning.assembly import baselines_section, to_plan
+from planner.planning.first_plan import report_first_plan
 from planner.progress import note, phase
 from solvers.schedule.search.budget import ACTIONS_PER_WORK_S, Deadline, WallBudget
 from solvers.microbatches import MicrobatchOption, microbatch_options, table_for
@@ -97,6 +100,8 @@ def _make_plan(table: CostTable, req: PlanRequest, variants: Sequence[tuple[Cost
                  for base, breq in _screen_order([(table, req), *variants])]
     # round-robin over the tables: a screening cut short has tried each table's first jobs
     jobs = [job for group in zip_longest(*per_table) for job in group if job is not None]
+    if jobs:
+        report_first_plan(jobs[0][0], jobs[0][1])  # [Note: first plan]: the same plan with or without it
     phase("screening")
     trials = _screen_all(jobs, tried, budget.phase("screen"))
     budget.mark("screen")
