@@ -212,13 +212,15 @@ def phase(name: str) -> None:
 
 def milestone(event: str, text: str, **fields: Any) -> None:
     """Report ``event`` (e.g. ``first plan``) at once: ``text`` becomes the innermost bar's
-    note and its phase line (off a terminal, under the same ``LINES_AFTER_S`` rule), and
+    note, drawn now on a terminal (off one, its phase line follows the ``LINES_AFTER_S`` rule), and
     every ``listening`` callback gets ``(event, fields)``. Quiet silences the bar, never the
     callbacks; with no bar and no callback it is a no-op."""
     if _active:
         bar = _active[-1]
         bar.note = text
         bar.set_phase(event)
+        if bar.active:
+            bar._draw()  # now, not at the next tick: the next phase's note may replace it first
     for callback in list(_listeners):
         callback(event, fields)
 

@@ -60,7 +60,7 @@ def _table(tmp_path, pp: int):
 def test_first_plan_is_reported_before_the_search_and_validates(tmp_path):
     seen = []
     with prog.listening(lambda event, fields: seen.append((event, dict(fields)))):
-        p = plan(profile=str(_table(tmp_path, 8)), pp=8, microbatches=16, memory_limit="3mb", work=0.3)
+        p = plan(profile=str(_table(tmp_path, 8)), pp=8, microbatches=16, memory_limit="3microbatches", work=0.3)
     assert [e for e, _ in seen] == ["first plan"]
     first = seen[0][1]
     assert first["schedule"] == "1f1b-cap3" and first["in_flight"][0] == 3
@@ -69,8 +69,8 @@ def test_first_plan_is_reported_before_the_search_and_validates(tmp_path):
 
 
 def test_a_milestone_shows_on_the_bar_and_reaches_listeners_even_when_quiet():
-    got = []
-    with prog.progress("planning t", total=1, stream=TtyStream()) as bar, \
+    got, stream = [], TtyStream()
+    with prog.progress("planning t", total=1, stream=stream) as bar, \
             prog.listening(lambda event, fields: got.append((event, fields["step_time_s"]))):
         prog.set_quiet(True)
         try:
@@ -78,12 +78,13 @@ def test_a_milestone_shows_on_the_bar_and_reaches_listeners_even_when_quiet():
         finally:
             prog.set_quiet(False)
         assert (bar.phase, bar.note) == ("first plan", "first plan 1f1b 0.25 s")
+        assert stream.getvalue().endswith("first plan 1f1b 0.25 s\x1b[K")  # drawn at once, not at the next tick
     assert got == [("first plan", 0.25)]
     prog.milestone("first plan", "no bar, no listener: nothing happens", step_time_s=0.0)
 
 
 def test_the_final_plan_is_the_same_without_the_first_plan(tmp_path, monkeypatch):
-    args = dict(profile=str(_table(tmp_path, 8)), pp=8, microbatches=16, memory_limit="3mb", work=0.3)
+    args = dict(profile=str(_table(tmp_path, 8)), pp=8, microbatches=16, memory_limit="3microbatches", work=0.3)
     with_first = without_wall_s(json.loads(plan(**args).to_json()))
     monkeypatch.setattr(planning, "report_first_plan", lambda table, req: None)
     without = without_wall_s(json.loads(plan(**args).to_json()))
