@@ -68,6 +68,7 @@ def test_first_plan_is_reported_before_the_search_and_validates(tmp_path):
     assert first["bounds"] == tuple((s, s + 1) for s in range(8))
 
 
+@pytest.mark.usefixtures("progress_shown")
 def test_a_milestone_shows_on_the_bar_and_reaches_listeners_even_when_quiet():
     got, stream = [], TtyStream()
     with prog.progress("planning t", total=1, stream=stream) as bar, \
@@ -89,3 +90,21 @@ def test_the_final_plan_is_the_same_without_the_first_plan(tmp_path, monkeypatch
     monkeypatch.setattr(planning, "report_first_plan", lambda table, req: None)
     without = without_wall_s(json.loads(plan(**args).to_json()))
     assert with_first == without
+
+
+@pytest.mark.parametrize("extra, family", [(dict(schedule="zb-h1"), "zb-h1"), (dict(vpp=2), "interleaved"),
+                                           (dict(vpp=2, memory_limit="1microbatches"), "greedy")])  # under budget
+def test_without_the_1f1b_pass_the_first_screened_family_is_the_first_plan(tmp_path, extra, family):
+    seen = []
+    with prog.listening(lambda event, fields: seen.append(dict(fields))):
+        p = plan(profile=str(_table(tmp_path, 8)), pp=4, microbatches=8, work=0.2, **extra)
+    assert len(seen) == 1 and seen[0]["schedule"] == family and seen[0]["in_flight"] == ()
+    assert seen[0]["step_time_s"] >= p.predicted.step_time_s * (1 - 1e-12)
+    assert len(seen[0]["bounds"]) == 4 * extra.get("vpp", 1)
+
+
+def test_the_final_plan_is_the_same_without_the_screened_first_plan(tmp_path, monkeypatch):
+    args = dict(profile=str(_table(tmp_path, 8)), pp=4, vpp=2, microbatches=8, work=0.2)
+    with_first = without_wall_s(json.loads(plan(**args).to_json()))
+    monkeypatch.setattr(planning, "report_screened", lambda *a: None)
+    assert without_wall_s(json.loads(plan(**args).to_json())) == with_first

@@ -7,7 +7,8 @@ fits: the serial-balanced partition (one layer per stage when counts match) unde
 (PipeDream-flush, Narayanan et al. 2021) with each rank's microbatches in flight capped at
 what its activation budget holds, validated as ``ppplan validate`` would. It is reported
 at once (``planner.progress.milestone("first plan", ...)``) and the search then improves
-on it. It times nothing on the plan's work meter and feeds nothing into the search, so
+on it. Where it does not apply (vpp > 1, a family named with ``--schedule``) or does not fit,
+the first screened (family, partition) is reported instead when it validates. It times nothing on the plan's work meter and feeds nothing into the search, so
 the final plan is the same with or without it.
 """
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from planner.core.costs import CostTable
 from planner.core.errors import InfeasibleError
 from planner.core.placement import stage_ranks
+from planner.core.schedule import Schedule
 from planner.core.stage_costs import stage_costs
 from planner.planning.records import PlanRequest, evaluate, memory_limit_of
 from planner.planning.steps import partition_options
@@ -27,7 +29,7 @@ from solvers.partition.search import partition_for_schedule
 from solvers.schedule.engines.memory_limit import rank_activation
 from solvers.schedule.families.generators import one_f_one_b
 
-__all__ = ["FirstPlan", "first_plan", "report_first_plan", "in_flight_caps"]
+__all__ = ["FirstPlan", "first_plan", "report_first_plan", "report_screened", "in_flight_caps"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,8 +40,8 @@ class FirstPlan:
     """``1f1b``, or ``1f1b-cap{c}`` when memory caps rank 0 at c microbatches in flight."""
     bounds: tuple[tuple[int, int], ...]
     """Layer range of each stage."""
-    in_flight: tuple[int, ...]
-    """Microbatches in flight per rank."""
+    in_flight: tuple[int, ...] = ()
+    """Microbatches in flight per rank (empty for a screened family's order)."""
     step_time_s: float
     """Simulated step time, seconds."""
     wall_s: float
@@ -91,9 +93,24 @@ def first_plan(table: CostTable, req: PlanRequest) -> FirstPlan | None:
                      wall_s=time.perf_counter() - t0)
 
 
+def report_screened(table: CostTable, req: PlanRequest, bounds: list[tuple[int, int]], name: str,
+                    schedule: Schedule) -> FirstPlan | None:
+    """A screened (partition, family order) as the first plan, reported, if the validator
+    accepts it (the screening checked its memory only); None when it does not."""
+    t0 = req.started_s if req.started_s is not None else time.perf_counter()
+    ev = evaluate(table, req, bounds, schedule)  # no meter ([Note: first plan])
+    if ev.violations:
+        return None
+    return _report(FirstPlan(schedule=name, bounds=tuple(bounds), step_time_s=ev.sim.step_time,
+                             wall_s=time.perf_counter() - t0))
+
+
 def report_first_plan(table: CostTable, req: PlanRequest) -> FirstPlan | None:
     """``first_plan``, reported through ``planner.progress.milestone`` when there is one."""
-    found = first_plan(table, req)
+    return _report(first_plan(table, req))
+
+
+def _report(found: FirstPlan | None) -> FirstPlan | None:
     if found is not None:
         milestone("first plan", f"first plan {found.schedule} {found.step_time_s:.4g} s", schedule=found.schedule,
                   step_time_s=found.step_time_s, wall_s=found.wall_s, bounds=found.bounds,
