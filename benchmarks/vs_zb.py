@@ -40,7 +40,7 @@ from solvers.schedule.search.lower_bound import step_lower_bound
 from solvers.schedule.engines.memory_limit import MemoryLimit, rank_activation
 from solvers.schedule.search.search import best_schedule, clear_memo
 from solvers.schedule.engines.zb_greedy import zb_greedy_orders
-from vs_zb_first import first_plan_summary, time_first_plan
+from vs_zb_first import first_plan_summary, print_first, time_first_plan
 
 PEER_FILES = "megatron/core/pipeline_parallel/zerobubble/scheduler"
 PEER_GRAPH_MODULE = "megatron.core.pipeline_parallel.zerobubble.scheduler.graph"
@@ -300,19 +300,6 @@ def print_tables(zb_rows: list[dict], dv_rows: list[dict]) -> None:
               + ", ".join(f"{k} {_ms(r[k]['makespan_s'])} ms ({r[k]['over_deepseek']:.3f}x)"
                           for k in ("dualpipev", "dualpipev-list", "auto"))
               + f", LB {_ms(r['lower_bound_s'])} ms")
-
-
-def print_first(rows: list[dict]) -> None:
-    """The time-to-first-plan table (best of ``REPEATS`` each side)."""
-    print(f"{'p':>3} {'M':>4} {'mem':>4} | {'first plan':>18} {'ms':>8} | {'cpu ms':>7} {'peer':>7} {'ratio':>6} | "
-          f"{'wall ms':>7} {'peer':>7} {'ratio':>6}")
-    for r in rows:
-        ratio = (lambda k: "   -  " if r.get(k) is None else f"{r[k]:6.2f}")  # noqa: E731
-        peer = (lambda k: "    -  " if r.get(k) is None else f"{1e3 * r[k]:7.2f}")  # noqa: E731
-        print(f"{r['p']:>3} {r['microbatches']:>4} {r['memory_microbatches']:>4g} | {r['first_plan_schedule']:>18} "
-              f"{_ms(r['first_plan_s'])} | {1e3 * r['first_plan_cpu_s']:7.2f} {peer('peer_first_cpu_s')} "
-              f"{ratio('first_cpu_over_peer_cpu')} | {1e3 * r['first_plan_wall_s']:7.2f} {peer('peer_first_wall_s')} "
-              f"{ratio('first_wall_over_peer_wall')}")
 
 
 def main(argv: list[str] | None = None) -> int:

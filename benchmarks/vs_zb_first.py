@@ -18,7 +18,7 @@ from planner.api import plan
 from planner.core.stage_costs import StageCosts
 from planner.progress import listening
 
-__all__ = ["profile_of", "time_first_plan", "first_plan_summary", "TARGET_RATIO", "TARGET_MAX_P"]
+__all__ = ["profile_of", "time_first_plan", "first_plan_summary", "print_first", "TARGET_RATIO", "TARGET_MAX_P"]
 
 TARGET_RATIO = 2.0
 """The first plan within this many times the peer's time ..."""
@@ -85,3 +85,16 @@ def first_plan_summary(rows: list[dict]) -> dict:
                       "within_2x_wall": sum(x <= TARGET_RATIO for x in wall),
                       "max_cpu_ratio": max(cpu, default=None), "max_wall_ratio": max(wall, default=None)}
     return out
+
+
+def print_first(rows: list[dict]) -> None:
+    """The time-to-first-plan table (each side's best of its runs)."""
+    print(f"{'p':>3} {'M':>4} {'mem':>4} | {'first plan':>18} {'ms':>8} | {'cpu ms':>7} {'peer':>7} {'ratio':>6} | "
+          f"{'wall ms':>7} {'peer':>7} {'ratio':>6}")
+    for r in rows:
+        ratio = (lambda k: "   -  " if r.get(k) is None else f"{r[k]:6.2f}")  # noqa: E731
+        peer = (lambda k: "    -  " if r.get(k) is None else f"{1e3 * r[k]:7.2f}")  # noqa: E731
+        print(f"{r['p']:>3} {r['microbatches']:>4} {r['memory_microbatches']:>4g} | {r['first_plan_schedule']:>18} "
+              f"{1e3 * r['first_plan_s']:8.2f} | {1e3 * r['first_plan_cpu_s']:7.2f} {peer('peer_first_cpu_s')} "
+              f"{ratio('first_cpu_over_peer_cpu')} | {1e3 * r['first_plan_wall_s']:7.2f} {peer('peer_first_wall_s')} "
+              f"{ratio('first_wall_over_peer_wall')}")
