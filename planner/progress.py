@@ -227,7 +227,8 @@ def milestone(event: str, text: str, **fields: Any) -> None:
 
 @contextmanager
 def listening(callback: Callable[[str, Mapping[str, Any]], None]) -> Iterator[None]:
-    """Call ``callback(event, fields)`` for each ``milestone`` reported inside the block::
+    """Call ``callback(event, fields)`` for each ``milestone`` reported inside the block; an
+    exception it raises goes up through the caller (a benchmark stops a plan that way)::
 
         seen = []
         with listening(lambda event, fields: seen.append((event, time.process_time()))):
