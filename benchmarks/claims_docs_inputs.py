@@ -308,6 +308,35 @@ LIMITS_CLAIMS = [
                                                                pattern=r"^Measured on one H200 on (\d{4}-\d\d-\d\d)"))),
 ]
 
+_FIRST = "## Time to the first plan `ppplan plan` reports"
+FIRST_PLAN = "python benchmarks/vs_zb.py --first-plan --json"
+FIRST_ROWS = ((4, 16, 8, True), (4, 8, 2, False), (4, 32, 12, False), (8, 16, 8, False), (8, 24, 16, False),
+              (8, 64, 24, False), (8, 32, 4, False), (16, 32, 24, False), (16, 48, 32, False), (16, 128, 8, False),
+              (16, 64, 48, False), (32, 64, 32, False), (32, 256, 64, False))
+_FIRST_CPU = Ratio(CPU_TIME.factor, CPU_TIME.why + "; below 5 ms mostly the front door's fixed costs", floor=5.0)
+
+
+def _first_row(run, p: int, m: int) -> tuple:
+    r = by(run.json()["first_plan"], p=p, microbatches=m)
+    return r["first_plan_schedule"], 1e3 * r["first_plan_s"], 1e3 * r["first_plan_cpu_s"]
+
+
+FIRST_PLAN_CLAIMS = [
+    Claim(id=f"search-peers-first-plan-p{p}-m{m}", where=f"first plan table, p {p} M {m}: schedule, step, CPU ms",
+          command=FIRST_PLAN,
+          figure=Page(path=_PEERS, section=_FIRST, pattern=row_pattern(
+              str(p), f"{m} *" if tuned else str(m), str(mem),
+              then=r"\s*`([^`]+)`\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|")),
+          measured=lambda run, k=(p, m): _first_row(run, *k), compare=(Exact(), Exact(), _FIRST_CPU))
+    for p, m, mem, tuned in FIRST_ROWS] + [
+    Claim(id="search-peers-first-plan-vs-peer", where="first plan table: the peer's columns, the ratios and the "
+          "count within 2x", command="python benchmarks/vs_zb.py --first-plan --zb-dir /tmp/zb --json",
+          figure=Page(path=_PEERS, section=_FIRST, pattern=r"within 2x of the peer's time on (\d+) of\s+(\d+) tables"),
+          stale=Stale(why="needs the peer's code (graph.py and zb.py of the Zero Bubble repository) in /tmp/zb",
+                      date=Page(path=_PEERS, section=_FIRST,
+                                pattern=r"--first-plan --zb-dir /tmp/zb --json`, run on (\d{4}-\d\d-\d\d)"))),
+]
+
 BUDGET_CLAIMS = [
     history("budget-history", "docs/budget.md", "every figure of the --time-limit history page",
             "## Kept budget measured", r"^Measured at commit 04c9232 \((\d{4}-\d\d-\d\d)\)",
@@ -315,5 +344,5 @@ BUDGET_CLAIMS = [
             why="7 min of 32 capped plans and their references; and the page is the history of --time-limit"),
 ]
 
-CLAIMS = (SEARCH_CLAIMS + PEER_CLAIMS + RELIABILITY_CLAIMS + ERRORS_CLAIMS + RUNTIME_CLAIMS + DEVELOPMENT_CLAIMS
+CLAIMS = (SEARCH_CLAIMS + PEER_CLAIMS + FIRST_PLAN_CLAIMS + RELIABILITY_CLAIMS + ERRORS_CLAIMS + RUNTIME_CLAIMS + DEVELOPMENT_CLAIMS
           + LIMITS_CLAIMS + BUDGET_CLAIMS)

@@ -161,6 +161,12 @@ HEADLINE = [
           stale=Stale(why="needs the peer's code (a copy of the Zero Bubble repository in /tmp/zb) and 12 min",
                       date=_date("docs/search-peers.md", r"`python benchmarks/vs_zb.py --zb-dir /tmp/zb --json` "
                                  r"re-run on (\d{4}-\d\d-\d\d)"))),
+    Claim(id="readme-zb-first-plan", where="Headline figures: Zero Bubble peer, time to the first plan",
+          command="python benchmarks/vs_zb.py --first-plan --zb-dir /tmp/zb --json",
+          figure=_readme(r"^\| Zero Bubble peer \| .*first plan within 2x of the heuristic's CPU time on (\d+) of (\d+) "),
+          stale=Stale(why="needs the peer's code (a copy of the Zero Bubble repository in /tmp/zb)",
+                      date=_date("docs/search-peers.md", r"--first-plan --zb-dir /tmp/zb --json`, run on "
+                                 r"(\d{4}-\d\d-\d\d)"))),
     Claim(id="readme-large-plans-actions", where="Headline figures: large plans, action count",
           figure=_readme(r"^\| large plans \| a ([\d,]+)-action plan"), command=PLAN_LOAD,
           measured=lambda run: run.json()["actions"]),

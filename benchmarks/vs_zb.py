@@ -7,10 +7,14 @@ on the same costs (``CASES``), beside ``best_schedule``, ``solvers.schedule.engi
 the lower bound. Its code is not copied here: pass a clone with ``--zb-dir`` (without it the
 benchmark says how to get one and exits 2). ``--dualpipev-only`` runs the DualPipeV table
 alone (DeepSeek's order against ppplan's ``dualpipev``, ``dualpipev-list`` and ``auto``).
-docs/search-peers.md gives the method and the figures.
+``--first-plan`` runs the time-to-first-plan table alone: each table written as the cost
+file ``ppplan plan --profile`` reads, planned through ``planner.api.plan`` (what the command
+calls) until its first plan is reported (``planner.progress.listening``), against the peer's
+time when ``--zb-dir`` is given. docs/search-peers.md gives the method and the figures.
 
     python benchmarks/vs_zb.py --zb-dir /tmp/zb --json > result.json
     python benchmarks/vs_zb.py --zb-dir /tmp/zb --quick          # three cases, no DualPipeV
+    python benchmarks/vs_zb.py --first-plan --zb-dir /tmp/zb --json   # seconds; the peer optional
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from solvers.schedule.search.lower_bound import step_lower_bound
 from solvers.schedule.engines.memory_limit import MemoryLimit, rank_activation
 from solvers.schedule.search.search import best_schedule, clear_memo
 from solvers.schedule.engines.zb_greedy import zb_greedy_orders
+from vs_zb_first import first_plan_summary, print_first, time_first_plan
 
 PEER_FILES = "megatron/core/pipeline_parallel/zerobubble/scheduler"
 PEER_GRAPH_MODULE = "megatron.core.pipeline_parallel.zerobubble.scheduler.graph"
@@ -124,9 +129,10 @@ def _load(name: str, path: Path) -> types.ModuleType:
     return mod
 
 
-def peer_orders(graph_mod, zb, costs: StageCosts, m: int, budget: list[int]) -> tuple[list[dict], float]:
+def peer_orders(graph_mod, zb, costs: StageCosts, m: int, budget: list[int]) -> tuple[list[dict], float, float]:
     """The peer's eight ``manual_order`` runs as (settings, its span, schedule or error) and
-    the CPU seconds of all eight (what ``initial_solution`` runs), building the graph included."""
+    the CPU and wall seconds of all eight (what ``initial_solution`` runs), building the graph
+    included."""
     p = costs.num_stages
     cfg = graph_mod.GraphConfig(
         mem_f=[float(a) for a in costs.act_bytes],
@@ -134,7 +140,7 @@ def peer_orders(graph_mod, zb, costs: StageCosts, m: int, budget: list[int]) -> 
         mem_w=[-float(aw) for aw in costs.act_w_bytes], max_mem=[float(b) for b in budget],
         cost_f=list(costs.f), cost_b=list(costs.i), cost_w=list(costs.w), cost_comm=costs.p2p_time(0),
         n_stages=p, n_micro=m)
-    out, t0 = [], time.process_time()
+    out, t0, w0 = [], time.process_time(), time.perf_counter()
     graph = zb.Graph.build_graph(p, m, cfg)
     for a in (True, False):
         for b in (True, False):
@@ -147,11 +153,11 @@ def peer_orders(graph_mod, zb, costs: StageCosts, m: int, budget: list[int]) -> 
                 except ValueError as exc:  # its "Cannot fit memory"
                     run["error"] = str(exc)
                 out.append(run)
-    cpu = time.process_time() - t0
+    cpu, wall = time.process_time() - t0, time.perf_counter() - w0
     for run in out:
         if "ends" in run:
             run["schedule"] = _peer_schedule(graph, run.pop("ends"), p, m)
-    return out, cpu
+    return out, cpu, wall
 
 
 def _peer_schedule(graph, ends: list[float], p: int, m: int) -> Schedule:
@@ -184,7 +190,7 @@ def zb_case(case: Case, peer, work: float | None) -> dict:
     costs = case_costs(case)
     limit = MemoryLimit(microbatches=case.mem)
     budget = limit.activation_limit(costs)
-    runs, peer_cpu = peer_orders(*peer, costs, case.m, budget)
+    runs, peer_cpu, _ = peer_orders(*peer, costs, case.m, budget)
     for run in runs:
         run["makespan_s"] = _timed(costs, run.pop("schedule"), budget) if "schedule" in run else None
     valid = [r for r in runs if r["makespan_s"] is not None]
@@ -194,7 +200,7 @@ def zb_case(case: Case, peer, work: float | None) -> dict:
             if not isinstance(s, str)]
     zg_cpu = time.process_time() - c0
     zg = min((t for _, t in mine if t is not None), default=None)
-    first, first_cpu, first_wall = _ppplan(costs, case.m, limit, work, polish=False)
+    heur, heur_cpu, heur_wall = _ppplan(costs, case.m, limit, work, polish=False)
     ours, cpu, wall = _ppplan(costs, case.m, limit, work, polish=True)
     lb = step_lower_bound(costs, case.m, activation_limit=budget)
     peer_best = min((r["makespan_s"] for r in valid), default=None)
@@ -204,12 +210,39 @@ def zb_case(case: Case, peer, work: float | None) -> dict:
             "peer_variants": [{k: v for k, v in r.items()} for r in runs],
             "ppplan_s": ours.step_time, "ppplan_schedule": ours.name, "ppplan_status": ours.status,
             "ppplan_cpu_s": cpu, "ppplan_wall_s": wall,
-            "first_plan_s": first.step_time, "first_plan_schedule": first.name,
-            "first_plan_cpu_s": first_cpu, "first_plan_wall_s": first_wall,
+            "heuristics_s": heur.step_time, "heuristics_schedule": heur.name,
+            "heuristics_cpu_s": heur_cpu, "heuristics_wall_s": heur_wall,
             "zb_greedy_s": zg, "zb_greedy_cpu_s": zg_cpu,
             "ppplan_over_peer": None if peer_best is None else ours.step_time / peer_best,
             "zb_greedy_over_peer": None if peer_best is None or zg is None else zg / peer_best,
-            "first_cpu_over_peer_cpu": first_cpu / peer_cpu if peer_cpu > 0 else None}
+            "heuristics_cpu_over_peer_cpu": heur_cpu / peer_cpu if peer_cpu > 0 else None,
+            **first_row(case, peer, work)}
+
+
+REPEATS = 3
+"""Runs of the peer and of ppplan's first plan per table in the first-plan comparison; each
+side's best is compared (millisecond timings on a shared machine)."""
+
+
+def first_row(case: Case, peer, work: float | None) -> dict:
+    """Time to ppplan's first plan on the user's path (``vs_zb_first``) against the peer's
+    ``initial_solution`` on the same table, best of ``REPEATS`` each, in this process."""
+    costs = case_costs(case)
+    row = {"p": case.p, "microbatches": case.m, "kind": case.kind, "spread": case.spread,
+           "memory_microbatches": case.mem, **time_first_plan(costs, case.m, case.mem, work=work, repeats=REPEATS)}
+    if peer is not None:
+        budget = MemoryLimit(microbatches=case.mem).activation_limit(costs)
+        timed = [peer_orders(*peer, costs, case.m, budget)[1:] for _ in range(REPEATS)]
+        row["peer_first_cpu_s"], row["peer_first_wall_s"] = min(c for c, _ in timed), min(w for _, w in timed)
+        row["first_cpu_over_peer_cpu"] = row["first_plan_cpu_s"] / row["peer_first_cpu_s"]
+        row["first_wall_over_peer_wall"] = row["first_plan_wall_s"] / row["peer_first_wall_s"]
+    return row
+
+
+def warm_up() -> None:
+    """One first plan before any is timed: the planner's lazy imports happen here, as the
+    peer's modules are loaded before its timing starts."""
+    time_first_plan(case_costs(NAMED), NAMED.m, NAMED.mem, repeats=1)
 
 
 DV_SHAPES = [(4, 20), (8, 32), (16, 64)]
@@ -261,6 +294,7 @@ def print_tables(zb_rows: list[dict], dv_rows: list[dict]) -> None:
               f"{r['memory_microbatches']:>4g} | {_ms(r['lower_bound_s'])} {_ms(r['peer_best_s'])} "
               f"{_ms(r['ppplan_s'])} {_ms(r['zb_greedy_s'])} {_ms(r['first_plan_s'])} | {r['peer_cpu_s']:6.3f} "
               f"{r['ppplan_cpu_s']:6.2f} {r['first_plan_cpu_s']:6.3f} {r['zb_greedy_cpu_s']:6.3f}")
+    print_first(zb_rows)
     for r in dv_rows:
         print(f"DualPipeV p {r['p']} N {r['microbatches']}: DeepSeek {_ms(r['deepseek_s'])} ms, "
               + ", ".join(f"{k} {_ms(r[k]['makespan_s'])} ms ({r[k]['over_deepseek']:.3f}x)"
@@ -275,9 +309,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print JSON instead of tables")
     ap.add_argument("--quick", action="store_true", help="three cases, no DualPipeV table")
     ap.add_argument("--dualpipev-only", action="store_true", help="only the DualPipeV table (no peer needed)")
+    ap.add_argument("--first-plan", action="store_true",
+                    help="only the time-to-first-plan table (the peer optional: without it, ppplan's side alone)")
     ap.add_argument("--work", type=float, default=None, help="ppplan's work budget (default: best_schedule's)")
     args = ap.parse_args(argv)
     peer = None
+    if args.first_plan:
+        return _first_plan_only(args)
     if not args.dualpipev_only:
         try:
             peer = load_peer(args.zb_dir) if args.zb_dir else None
@@ -289,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     load = [os.getloadavg()]
     zb_rows, dv_rows = [], []
+    if peer is not None:
+        warm_up()
     for c in [] if peer is None else QUICK if args.quick else [NAMED, *CASES]:
         zb_rows.append(dict(zb_case(c, peer, args.work), tuned_on=c is NAMED))
         print(f"done: {c}", file=sys.stderr, flush=True)  # progress, the figures go to stdout
@@ -298,9 +338,29 @@ def main(argv: list[str] | None = None) -> int:
     load.append(os.getloadavg())
     if args.json:
         print(json.dumps({"loadavg_start_end": load, "work": args.work, "zero_bubble": zb_rows,
-                          "dualpipev": dv_rows}, indent=1))
+                          "first_plan_summary": first_plan_summary(zb_rows), "dualpipev": dv_rows}, indent=1))
     else:
         print_tables(zb_rows, dv_rows)
+    return 0
+
+
+def _first_plan_only(args) -> int:
+    """``--first-plan``: the time-to-first-plan rows of every table, against the peer when given."""
+    try:
+        peer = load_peer(args.zb_dir) if args.zb_dir else None
+    except FileNotFoundError as exc:
+        print(f"{exc}; {HOW_TO_GET}", file=sys.stderr)
+        return 2
+    load, c0 = [os.getloadavg()], time.process_time()
+    warm_up()
+    rows = [dict(first_row(c, peer, args.work), tuned_on=c is NAMED) for c in [NAMED, *CASES]]
+    load.append(os.getloadavg())
+    if args.json:
+        print(json.dumps({"loadavg_start_end": load, "work": args.work, "peer": peer is not None,
+                          "cpu_s": time.process_time() - c0, "first_plan": rows,
+                          "first_plan_summary": first_plan_summary(rows)}, indent=1))
+    else:
+        print_first(rows)
     return 0
 
 

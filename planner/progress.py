@@ -7,7 +7,9 @@ one at the end; nothing at all for a run that ends within ``LINES_AFTER_S`` (a r
 stays the one ``error:`` line). Nothing is written when something asked for quiet
 (``set_quiet(True)``, done by ``--quiet``, or the environment variable
 ``PPPLAN_QUIET=1``); library code may report progress unconditionally (example at
-``progress``).
+``progress``). ``milestone`` reports a result worth showing at once (the planner's
+first valid plan): the bar shows it, and each callback registered with ``listening``
+receives it (how a launcher or a benchmark learns when the first plan came).
 
 A clock bar never sits at 100%: past its total it says how far over it is and which
 phase is finishing (the planner's phases stop at their wall deadlines, so that is the
@@ -20,15 +22,16 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TextIO
+from typing import Any, TextIO
 
-__all__ = ["Progress", "progress", "set_quiet", "enabled", "lines_enabled", "note", "phase", "LINES_AFTER_S",
-           "HEARTBEAT_S"]
+__all__ = ["Progress", "progress", "set_quiet", "enabled", "lines_enabled", "note", "phase", "milestone",
+           "listening", "LINES_AFTER_S", "HEARTBEAT_S"]
 
 _quiet = False
 _active: list["Progress"] = []
+_listeners: list[Callable[[str, Mapping[str, Any]], None]] = []
 _WIDTH = 28
 _REDRAW_S = 0.1
 LINES_AFTER_S = 2.0
@@ -205,3 +208,34 @@ def phase(name: str) -> None:
     when no bar is open."""
     if _active:
         _active[-1].set_phase(name)
+
+
+def milestone(event: str, text: str, **fields: Any) -> None:
+    """Report ``event`` (e.g. ``first plan``) at once: ``text`` becomes the innermost bar's
+    note, drawn now on a terminal (off one, its phase line follows the ``LINES_AFTER_S`` rule), and
+    every ``listening`` callback gets ``(event, fields)``. Quiet silences the bar, never the
+    callbacks; with no bar and no callback it is a no-op."""
+    if _active:
+        bar = _active[-1]
+        bar.note = text
+        bar.set_phase(event)
+        if bar.active:
+            bar._draw()  # now, not at the next tick: the next phase's note may replace it first
+    for callback in list(_listeners):
+        callback(event, fields)
+
+
+@contextmanager
+def listening(callback: Callable[[str, Mapping[str, Any]], None]) -> Iterator[None]:
+    """Call ``callback(event, fields)`` for each ``milestone`` reported inside the block; an
+    exception it raises goes up through the caller (a benchmark stops a plan that way)::
+
+        seen = []
+        with listening(lambda event, fields: seen.append((event, time.process_time()))):
+            planner.api.plan(...)
+    """
+    _listeners.append(callback)
+    try:
+        yield
+    finally:
+        _listeners.remove(callback)

@@ -2,6 +2,8 @@
 
 Passes chained in one place:
 
+0. first plan (``planner.planning.first_plan``): 1F1B within the memory budget, validated
+   and reported at once; the passes below improve on it and never read it;
 1. screen (``planner.planning.steps.screen``): for each cost table (one, or one per
    recomputation mode with ``recompute: auto``), each microbatch count (one, or every
    feasible count with ``--microbatches auto``) and each candidate schedule family,
@@ -32,6 +34,7 @@ from planner.core.costs import CostTable
 from planner.core.errors import BudgetExhausted, InfeasibleError
 from planner.core.plan import Plan
 from planner.planning.assembly import baselines_section, to_plan
+from planner.planning.first_plan import report_first_plan, report_screened
 from planner.progress import note, phase
 from solvers.schedule.search.budget import ACTIONS_PER_WORK_S, Deadline, WallBudget
 from solvers.microbatches import MicrobatchOption, microbatch_options, table_for
@@ -97,8 +100,10 @@ def _make_plan(table: CostTable, req: PlanRequest, variants: Sequence[tuple[Cost
                  for base, breq in _screen_order([(table, req), *variants])]
     # round-robin over the tables: a screening cut short has tried each table's first jobs
     jobs = [job for group in zip_longest(*per_table) for job in group if job is not None]
+    # [Note: first plan]: the same plan with or without it
+    first = report_first_plan(jobs[0][0], jobs[0][1]) if jobs else None
     phase("screening")
-    trials = _screen_all(jobs, tried, budget.phase("screen"))
+    trials = _screen_all(jobs, tried, budget.phase("screen"), want_first=first is None)
     budget.mark("screen")
     joint = req.schedule == "auto" and req.partition == "overlap"
     phase("joint refinement")
@@ -127,11 +132,13 @@ def _make_plan(table: CostTable, req: PlanRequest, variants: Sequence[tuple[Cost
 
 
 
-def _screen_all(jobs: list, tried: list[dict], deadline: Deadline) -> list[Trial]:
+def _screen_all(jobs: list, tried: list[dict], deadline: Deadline, *, want_first: bool = False) -> list[Trial]:
     """Phase 1 over every (table, count, family) job, fastest first; jobs left when the
     screening deadline passes are recorded as skipped (at least one trial is kept). When
     no family's order fits, each (table, count) is screened under the memory budget
-    (``planner.planning.under_budget``) before anything is declared infeasible."""
+    (``planner.planning.under_budget``) before anything is declared infeasible. With
+    ``want_first`` (no first plan before the search), the first trial is reported as the
+    first plan if it validates ([Note: first plan])."""
     trials: list[Trial] = []
     shapes: dict = {}
     for k, (tab, r, name) in enumerate(jobs):
@@ -144,8 +151,14 @@ def _screen_all(jobs: list, tried: list[dict], deadline: Deadline) -> list[Trial
         if trial is not None:
             trials.append(trial)
             note(f"screening {k + 1}/{len(jobs)}, best {min(t.step for t in trials):.4g} s")
+            if want_first:  # one try: an evaluation each is not worth more ([Note: first plan])
+                want_first = False
+                if report_screened(trial.table, trial.req, trial.bounds, trial.name, trial.schedule) is not None:
+                    phase("screening")
     if not trials:
         trials = _screen_under_budget(jobs, tried, deadline)
+        if want_first:
+            report_screened(trials[0].table, trials[0].req, trials[0].bounds, trials[0].name, trials[0].schedule)
     trials.sort(key=lambda t: t.step)  # stable: ties keep enumeration order
     return trials
 

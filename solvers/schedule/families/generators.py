@@ -12,6 +12,8 @@ a W-moving pass starts from.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from planner.core.errors import InfeasibleError
 from planner.core.schedule import Action, ActionKind, Schedule
 
@@ -42,18 +44,28 @@ def gpipe(pp: int, microbatches: int, *, split_w: bool = False) -> Schedule:
     return sched
 
 
-def one_f_one_b(pp: int, microbatches: int, *, split_w: bool = False, fuse: bool = False) -> Schedule:
+def one_f_one_b(pp: int, microbatches: int, *, split_w: bool = False, fuse: bool = False,
+                in_flight: Sequence[int] | None = None) -> Schedule:
     """1F1B with one stage per rank: rank r warms up with pp-1-r forwards, then alternates,
     then drains. ``fuse`` pairs steady-state F(m+warm) and B(m) as one OVERLAP_F_B.
+    ``in_flight`` (not with ``fuse``) caps rank r at ``in_flight[r]`` microbatches in flight
+    (``in_flight[r] - 1`` warm-up forwards): the 1F1B order for a memory budget below p
+    microbatches. Caps must not grow with r (rank r+1 would wait for a forward rank r
+    holds back behind a backward it waits for: a deadlock).
 
     [Note: fused warm-up] Fusing couples neighbouring stages (step k of stage s needs step
     k of s+1 for its gradient, and s+1 needs an earlier step of s for its input), so rank r
     warms up with 2(pp-1-r)+1 forwards, as interleaved 1F1B does; with pp-r warm-ups the
     steady cycle would be two fused steps long.
     """
+    if in_flight is not None and (fuse or min(in_flight) < 1
+                                  or any(b > a for a, b in zip(in_flight, in_flight[1:]))):
+        raise ValueError(f"in_flight must be >= 1 and not grow over the ranks, without fuse: {list(in_flight)}")
     sched: Schedule = {}
     for r in range(pp):
         warm = min(2 * (pp - r - 1) + 1 if fuse else pp - r - 1, microbatches)
+        if in_flight is not None:
+            warm = min(warm, in_flight[r] - 1)
         acts = [Action(r, ActionKind.F, m) for m in range(warm)]
         for k in range(microbatches - warm):
             acts += _steady(Action(r, ActionKind.F, warm + k), r, k, split_w, fuse)
