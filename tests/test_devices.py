@@ -170,3 +170,20 @@ def test_one_group_plans_as_no_groups(ppplan, tmp_path):
     assert ppplan("plan", "llama3-8b", "--devices", "h100:16", "--work", "0.3", "--out", str(b), "--quiet").code == 0
     plain, fleet = json.loads(a.read_text()), json.loads(b.read_text())
     assert _stable(_without_devices(fleet)) == _stable(plain)
+
+
+def test_exports_write_the_layout_and_one_rank_order_line(ppplan, tmp_path):
+    plan, args = tmp_path / "meg.json", tmp_path / "args.txt"
+    res = ppplan("plan", "llama3-8b", "--devices", "h100:8,a100:8:40", "--target", "megatron", "--work", "0.3",
+                 "--out", str(plan), "--quiet")
+    assert res.code == 0, res.err
+    out = ppplan("export", str(plan), "--format", "megatron", "--out", str(args))
+    assert out.code == 0, out.err
+    assert "--pipeline-model-parallel-layout" in args.read_text()
+    note = [line for line in out.out.splitlines() if line.startswith("mixed fleet:")]
+    assert note == ["mixed fleet: pipeline ranks 0-1 h100, 2-3 a100-40g; megatron cannot name a device per "
+                    "stage, so launch with those groups' nodes in that order (pp is the outermost rank "
+                    "dimension: global ranks [r x 4, (r + 1) x 4) are pipeline rank r)"]
+    plain = tmp_path / "plain.json"
+    assert ppplan("plan", "llama3-8b", "--target", "megatron", "--work", "0.3", "--out", str(plain), "--quiet").code == 0
+    assert "mixed fleet" not in ppplan("export", str(plain), "--format", "megatron", "--out", str(args)).out
