@@ -32,6 +32,7 @@ CASES = {
     "llama3-8b/a100-80g+a100-40g": ("llama3-8b", "a100:8,a100:8:40", "a100", 8),
     "qwen3-30b-a3b/h100+a100": ("qwen3-30b-a3b", "h100:16,a100:16", "h100", 16),
     "qwen3-30b-a3b/a100-80g+a100-40g": ("qwen3-30b-a3b", "a100:16,a100:16:40", "a100", 16),
+    "qwen3-235b-a22b/h100+a100": ("qwen3-235b-a22b", "h100:64,a100:64", "h100", 64),
 }
 """Case -> (model, --devices, the faster or larger group's GPU type, its count)."""
 
