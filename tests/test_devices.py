@@ -187,3 +187,37 @@ def test_exports_write_the_layout_and_one_rank_order_line(ppplan, tmp_path):
     plain = tmp_path / "plain.json"
     assert ppplan("plan", "llama3-8b", "--target", "megatron", "--work", "0.3", "--out", str(plain), "--quiet").code == 0
     assert "mixed fleet" not in ppplan("export", str(plain), "--format", "megatron", "--out", str(args)).out
+
+
+def test_with_pp_given_dp_follows_and_virtual_stages_run_on_their_ranks_group(ppplan, tmp_path):
+    out = tmp_path / "v.json"
+    res = ppplan("plan", "llama3-8b", "--devices", "h100:16,a100:16", "--pp", "4", "--vpp", "2", "--work", "0.3",
+                 "--out", str(out), "--quiet")
+    assert res.code == 0, res.err
+    data = json.loads(out.read_text())
+    assert (data["parallel"]["pp"], data["parallel"]["dp"]) == (4, 8)
+    assert [s["device"] for s in data["stages"]] == ["h100", "h100", "a100", "a100"] * 2
+    assert ppplan("validate", str(out)).code == 0
+
+
+def test_cluster_file_devices_plan_from_the_cli(ppplan, tmp_path):
+    data = copy.deepcopy(LLAMA_CLUSTER)
+    del data["gpu"], data["num_gpus"]
+    data["devices"] = [{"type": "h100", "count": 8}, {"type": "a100", "count": 8, "memory_gib": 40}]
+    path, out = tmp_path / "fleet.yaml", tmp_path / "p.json"
+    path.write_text(yaml.safe_dump(data))
+    res = ppplan("plan", "llama3-8b", "--cluster", str(path), "--work", "0.3", "--out", str(out), "--quiet")
+    assert res.code == 0, res.err
+    assert [s["device"] for s in json.loads(out.read_text())["stages"]] == ["h100", "h100", "a100-40g", "a100-40g"]
+
+
+def test_replay_and_replan_refuse_a_fleet_plan_in_one_line(ppplan, tmp_path):
+    out = tmp_path / "mixed.json"
+    assert ppplan("plan", "llama3-8b", "--devices", "h100:8,a100:8", "--work", "0.3", "--out", str(out),
+                  "--quiet").code == 0
+    _one_line(ppplan("replay", str(out), "--steps", "1"), r"plan\.stages: the plan spans device groups \(a100, h100\), "
+                                                         r"which ppplan replay does not model")
+    trace = tmp_path / "r.json"
+    trace.write_text("{}")
+    _one_line(ppplan("replan", str(out), "--routing", str(trace), "--out", str(tmp_path / "n.json")),
+              r"which ppplan replan does not model")

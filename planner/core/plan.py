@@ -117,6 +117,15 @@ class Plan:
             return self.memory_limit_bytes
         return [per_rank.get(r, self.memory_limit_bytes) for r in range(self.pp)]
 
+    def require_one_device(self, doing: str) -> None:
+        """``InputError`` when the stages name device groups (a ``--devices`` plan): ``doing``
+        (re-planning, replaying) models one GPU type."""
+        names = sorted({s.device for s in self.stages if s.device})
+        if names:
+            raise InputError("plan.stages", f"the plan spans device groups ({', '.join(names)}), which {doing} "
+                             "does not model", "plan the fleet again with ppplan plan --devices, or plan "
+                             "one GPU type without --devices")
+
     def bounds(self) -> list[tuple[int, int]]:
         """Layer range ``(start, end)`` of each stage."""
         return [(int(s.layers[0]), int(s.layers[1])) for s in self.stages]
