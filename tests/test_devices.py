@@ -221,3 +221,10 @@ def test_replay_and_replan_refuse_a_fleet_plan_in_one_line(ppplan, tmp_path):
     trace.write_text("{}")
     _one_line(ppplan("replan", str(out), "--routing", str(trace), "--out", str(tmp_path / "n.json")),
               r"which ppplan replan does not model")
+
+
+def test_cluster_file_with_gpu_and_devices_is_refused():
+    data = copy.deepcopy(LLAMA_CLUSTER)
+    data["devices"] = [{"type": "h100", "count": 16}]
+    with pytest.raises(InputError, match=r"cluster\.gpu: given together with devices"):
+        cluster_from_dict(data)

@@ -277,7 +277,7 @@ class ClusterSpec:
             if sum(g.count for g in self.devices) != self.num_gpus:
                 raise InputError("devices", f"the groups hold {sum(g.count for g in self.devices)} GPUs but "
                                  f"num_gpus = {self.num_gpus}", "leave num_gpus out or make it the groups' sum")
-            self.rank_devices  # noqa: B018 - raises when a group is not a whole number of ranks
+            rank_groups(self.devices, p.tp * p.cp * p.dp)  # each group a whole number of ranks
         return self
 
     def check_against(self, model: ModelSpec) -> "ClusterSpec":
@@ -361,6 +361,8 @@ def cluster_from_dict(data: Any, *, where: str = "cluster") -> ClusterSpec:
         if key not in known:
             raise InputError(f"{where}.{key}", "unknown field", f"known fields: {', '.join(sorted(known))}")
     devices = devices_from_config(data["devices"], where=f"{where}.devices") if "devices" in data else ()
+    if devices and "gpu" in data:
+        raise InputError(f"{where}.gpu", "given together with devices", "leave gpu out: each group names its type")
     if devices:
         data = {"gpu": devices[0].gpu.name, "num_gpus": sum(g.count for g in devices),
                 "gpus_per_node": devices[0].gpus_per_node, **data}
