@@ -228,3 +228,16 @@ def test_cluster_file_with_gpu_and_devices_is_refused():
     data["devices"] = [{"type": "h100", "count": 16}]
     with pytest.raises(InputError, match=r"cluster\.gpu: given together with devices"):
         cluster_from_dict(data)
+
+
+def test_where_memory_binds_the_smaller_gpus_get_fewer_layers_and_stay_within_their_limit(ppplan, tmp_path):
+    out = tmp_path / "mem.json"
+    res = ppplan("plan", "llama3-8b", "--devices", "a100:8,a100:8:40", "--work", "0.3", "--out", str(out), "--quiet")
+    assert res.code == 0, res.err
+    data = json.loads(out.read_text())
+    limits = [s["memory_limit_bytes"] for s in data["stages"]]
+    peaks = data["predicted"]["peak_memory_bytes"]
+    assert all(p <= c for p, c in zip(peaks, limits)) and max(peaks[2:]) > 0.8 * limits[2]  # memory binds there
+    layers = [s["layers"][1] - s["layers"][0] for s in data["stages"]]
+    assert max(layers[2:]) < max(layers[:2]), layers
+    assert data["baselines"]["uniform"]["fits_memory"] is False  # the even split breaks the 40 GB ranks
