@@ -37,7 +37,9 @@ def _one_line(result, pattern: str) -> None:
     ("h100", r"--devices: cannot read 'h100' \(group 1\).*type:count"),
     ("h100:16,a100", r"--devices: cannot read 'a100' \(group 2\)"),
     ("h100:16,v100:16", r"--devices: unknown GPU type 'v100'.*a100"),
-    ("h100:0", r"--devices: group 1 \(h100:0\) has no GPUs"),
+    ("h100:0", r"--devices: group 1 \(h100:0\) needs 1 to 16777216 GPUs"),
+    ("h100:4000000000000,a100:4", r"--devices: group 1 .* needs 1 to 16777216 GPUs"),
+    ("h100:16777216,a100:8", r"--devices: the groups hold 16777224 GPUs, more than 16777216"),
     ("h100:16:0", r"--devices: memory 0 GiB is not in"),
     ("h100:6,a100:10", r"devices: group 1 \(h100:6\) is not a whole number of pipeline ranks of tp x cp x dp = 4"),
 ])

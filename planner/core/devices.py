@@ -25,6 +25,7 @@ from typing import Any
 from planner.core.costs import CostTable, P2PCost
 from planner.core.errors import InputError
 from planner.core.hardware import GPU_PRESETS, GpuSpec
+from planner.core.limits import MAX_GPUS
 
 __all__ = ["DeviceGroup", "parse_devices", "devices_from_config", "rank_groups", "cross_group_link", "fleet_table"]
 
@@ -73,12 +74,19 @@ def parse_devices(text: str, *, field: str = "--devices") -> tuple[DeviceGroup, 
             raise InputError(field, f"cannot read {item.strip()!r} (group {k + 1})",
                              "write type:count or type:count:memGiB, comma-separated, e.g. h100:16,a100:32:40")
         gpu = _preset(m.group(1), field)
-        if int(m.group(2)) < 1:
-            raise InputError(field, f"group {k + 1} ({item.strip()}) has no GPUs", "give a count >= 1")
+        if not 1 <= int(m.group(2)) <= MAX_GPUS:
+            raise InputError(field, f"group {k + 1} ({item.strip()}) needs 1 to {MAX_GPUS} GPUs", "give its GPU count")
         if m.group(3) is not None:
             gpu = _memory(gpu, float(m.group(3)), field)
         groups.append(DeviceGroup(gpu=gpu, count=int(m.group(2))))
-    return tuple(groups)
+    return _within_limit(tuple(groups), field)
+
+
+def _within_limit(groups: tuple[DeviceGroup, ...], field: str) -> tuple[DeviceGroup, ...]:
+    total = sum(g.count for g in groups)
+    if total > MAX_GPUS:
+        raise InputError(field, f"the groups hold {total} GPUs, more than {MAX_GPUS}", "give fewer GPUs")
+    return groups
 
 
 def devices_from_config(value: Any, *, where: str = "cluster.devices") -> tuple[DeviceGroup, ...]:
@@ -86,7 +94,7 @@ def devices_from_config(value: Any, *, where: str = "cluster.devices") -> tuple[
     nvlink_gbps?, network_gbps?}`` per group (``cluster.schema.json``)."""
     if not isinstance(value, list) or not value:
         raise InputError(where, "expected a non-empty list of groups", "e.g. [{type: h100, count: 16}]")
-    return tuple(_group(item, f"{where}[{k}]") for k, item in enumerate(value))
+    return _within_limit(tuple(_group(item, f"{where}[{k}]") for k, item in enumerate(value)), where)
 
 
 def _group(item: Any, where: str) -> DeviceGroup:
