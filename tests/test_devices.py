@@ -82,6 +82,7 @@ def test_cluster_file_devices_give_each_rank_its_group():
     spec = cluster_from_dict(data)
     assert spec.num_gpus == 16 and [g.name for g in spec.rank_devices] == ["h100", "h100", "a100-40g", "a100-40g"]
     assert spec.rank_memory_limits[2] == int(40 * 2**30 * 0.9) and spec.rank_devices[3].gpu.ib_bandwidth == 25e9
+    assert spec.mean_peak_flops == (989e12 + 312e12) / 2  # the MFU denominator: every GPU at its own peak
 
 
 def _fleet(slow: float = 2.0, n: int = 16, pp: int = 4):

@@ -205,6 +205,13 @@ class ClusterSpec:
         return int(self.gpu.memory_bytes * (1.0 - self.training.memory_headroom))
 
     @property
+    def mean_peak_flops(self) -> float:
+        """Dense BF16 peak per GPU, averaged over the fleet's GPUs (the MFU denominator)."""
+        if not self.devices:
+            return self.gpu.peak_flops
+        return sum(g.count * g.gpu.peak_flops for g in self.devices) / self.num_gpus
+
+    @property
     def rank_memory_limits(self) -> tuple[int, ...]:
         """``memory_limit_bytes`` of each pipeline rank's group; empty without groups."""
         keep = 1.0 - self.training.memory_headroom

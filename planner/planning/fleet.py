@@ -35,4 +35,4 @@ def fleet_request(cl: ClusterSpec, limit_bytes: int | None) -> dict:
     caps = cl.rank_memory_limits
     return {"memory_limit_bytes": limit_bytes if limit_bytes is not None else max(caps),
             "rank_memory_bytes": caps, "rank_devices": tuple(g.name for g in cl.rank_devices),
-            "peak_flops": sum(g.count * g.gpu.peak_flops for g in cl.devices) / cl.num_gpus}
+            "peak_flops": cl.mean_peak_flops}
