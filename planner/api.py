@@ -117,7 +117,8 @@ def cluster_section(spec: ClusterSpec) -> ClusterInfo:
     return ClusterInfo.from_dict({"gpu": asdict(spec.gpu), "num_gpus": spec.num_gpus,
                                   "gpus_per_node": spec.gpus_per_node, "training": training,
                                   "network": asdict(spec.network),
-                                  **({"devices": [{"type": g.name, "count": g.count, "gpus_per_node": g.gpus_per_node}
+                                  **({"devices": [{"type": g.name, "count": g.count, "gpus_per_node": g.gpus_per_node,
+                                                   "peak_flops": g.gpu.peak_flops}
                                                   for g in spec.devices]} if spec.devices else {})})
 
 

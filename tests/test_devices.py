@@ -144,6 +144,9 @@ def test_a_fleet_plan_names_devices_validates_and_simulates(ppplan, tmp_path):
     assert ppplan("validate", str(out)).code == 0
     sim = ppplan("simulate", str(out), "--json")
     assert sim.code == 0 and json.loads(sim.out)["step_time_s"] == data["predicted"]["step_time_s"]
+    flops = sum(data["stage_costs"]["flops"]) * data["microbatches"]["count"] * data["parallel"]["dp"]
+    step = data["predicted"]["step_time_s"]  # the schedule's MFU divides by every GPU at its own peak
+    assert json.loads(sim.out)["mfu"] == pytest.approx(flops / step / (8 * 989e12 + 8 * 312e12))
     # validate checks each rank against its own stage's limit
     data["stages"][3]["memory_limit_bytes"] = data["predicted"]["peak_memory_bytes"][3] - 1
     out.write_text(json.dumps(data))
