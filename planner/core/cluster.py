@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from planner.core.devices import DeviceGroup, devices_from_config, rank_groups
+from planner.core.devices import DeviceGroup, devices_from_config, mean_peak, rank_groups
 from planner.core.errors import InputError
 from planner.core.hardware import GpuSpec, gpu_from_config
 from planner.core.jsonio import read_yaml
@@ -209,7 +209,7 @@ class ClusterSpec:
         """Dense BF16 peak per GPU, averaged over the fleet's GPUs (the MFU denominator)."""
         if not self.devices:
             return self.gpu.peak_flops
-        return sum(g.count * g.gpu.peak_flops for g in self.devices) / self.num_gpus
+        return mean_peak([(g.count, g.gpu.peak_flops) for g in self.devices])
 
     @property
     def rank_memory_limits(self) -> tuple[int, ...]:

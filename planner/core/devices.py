@@ -27,7 +27,8 @@ from planner.core.errors import InputError
 from planner.core.hardware import GPU_PRESETS, GpuSpec
 from planner.core.limits import MAX_GPUS
 
-__all__ = ["DeviceGroup", "parse_devices", "devices_from_config", "rank_groups", "cross_group_link", "fleet_table"]
+__all__ = ["DeviceGroup", "parse_devices", "devices_from_config", "rank_groups", "cross_group_link", "fleet_table",
+           "mean_peak"]
 
 _ITEM = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*):([0-9]+)(?::([0-9]*\.?[0-9]+))?$")
 _FIELDS = ("type", "count", "memory_gib", "gpus_per_node", "nvlink_gbps", "network_gbps")
@@ -130,6 +131,11 @@ def rank_groups(groups: tuple[DeviceGroup, ...], width: int, *, field: str = "de
                              f"give each group a multiple of {width} GPUs, or change tp/dp (--dp, --tp)")
         out += [k] * (g.count // width)
     return tuple(out)
+
+
+def mean_peak(groups: Sequence[tuple[int, float]]) -> float:
+    """Peak FLOP/s per GPU over (count, peak) groups: every GPU at its own peak (the MFU denominator)."""
+    return sum(n * peak for n, peak in groups) / sum(n for n, _ in groups)
 
 
 def cross_group_link(a: GpuSpec, b: GpuSpec) -> P2PCost:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
+from planner.core.devices import mean_peak
 from planner.core.plan_parts import JsonView
 
 __all__ = ["Predicted", "SolverRecord", "ClusterInfo", "GpuInfo", "TrainingInfo", "Baseline", "baselines_from_dict"]
@@ -257,7 +258,7 @@ class ClusterInfo(_Record):
         the mean over its GPUs (``ClusterSpec.mean_peak_flops``)."""
         groups = self.other.get("devices")
         if isinstance(groups, list) and groups and all(isinstance(g, Mapping) and "peak_flops" in g for g in groups):
-            return sum(g["count"] * g["peak_flops"] for g in groups) / sum(g["count"] for g in groups)
+            return mean_peak([(g["count"], g["peak_flops"]) for g in groups])
         return self.gpu.peak_flops if isinstance(self.gpu, GpuInfo) else None
 
 
