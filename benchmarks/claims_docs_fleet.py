@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from claim_kit import Claim, Page, Ratio, column_pattern, row_pattern
-from claim_outputs import WALL, by
+from claim_outputs import CPU_TIME, WALL, by
 
 __all__ = ["CLAIMS", "HETERO", "CASES", "row_cells"]
 
@@ -53,6 +53,10 @@ CLAIMS = [
           figure=Page(path=_PAGE, section=_TABLE, pattern=column_pattern([(c,) for c in CASES], skip=10)),
           measured=lambda run: tuple(r["plan_wall_s"] for r in _rows(run)),
           compare=Ratio(WALL.factor, WALL.why, floor=WALL.floor, total=True)),
+    Claim(id="hetero-cpu", where="mixed-fleet table, the plan CPU s column (in total)", command=HETERO,
+          figure=Page(path=_PAGE, section=_TABLE, pattern=column_pattern([(c,) for c in CASES], skip=11)),
+          measured=lambda run: tuple(r["plan_cpu_s"] for r in _rows(run)),
+          compare=Ratio(CPU_TIME.factor, CPU_TIME.why, total=True)),
     Claim(id="hetero-holds", where="the targets sentence under the table", command=HETERO,
           figure=Page(path=_PAGE, section=_TABLE, pattern=r"within every group's memory in (\d+ of \d+) cases, "
                       r"never slower than the faster group alone in (\d+ of \d+) and never slower than the "
