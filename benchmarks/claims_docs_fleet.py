@@ -5,7 +5,7 @@ from __future__ import annotations
 from claim_kit import Claim, Page, Ratio, column_pattern, row_pattern
 from claim_outputs import CPU_TIME, WALL, by
 
-__all__ = ["CLAIMS", "HETERO", "CASES", "row_cells"]
+__all__ = ["CLAIMS", "HETERO", "CASES", "row_cells", "order_cells"]
 
 HETERO = "python benchmarks/hetero.py --json"
 CASES = ("llama3-8b/h100+a100", "llama3-8b/a100-80g+a100-40g", "qwen3-30b-a3b/h100+a100",
@@ -33,6 +33,13 @@ def row_cells(r: dict) -> tuple:
             r["optimizer_step_s"], r["vs_alone"], max(p / c for p, c in zip(r["peak_gib"], r["limit_gib"])))
 
 
+def order_cells(r: dict) -> tuple:
+    """The group-order table's measured cells of one row: each order and its step, the kept one."""
+    given, other = r["orders"]
+    kept = min((given, other), key=lambda o: o["step_time_s"])["devices"]
+    return given["devices"], given["step_time_s"], other["devices"], other["step_time_s"], kept
+
+
 def _rows(run) -> list[dict]:
     return [by(run.json()["rows"], case=c) for c in CASES]
 
@@ -49,6 +56,10 @@ CLAIMS = [
           figure=Page(path=_PAGE, section=_TABLE, pattern=row_pattern(c, cells=10)),
           measured=lambda run, c=c: row_cells(by(run.json()["rows"], case=c)))
     for c in CASES] + [
+    *[Claim(id=f"hetero-order-{c.replace('/', '-')}", where=f"group-order table, {c}", command=HETERO,
+            figure=Page(path=_PAGE, section="## Group order", pattern=row_pattern(c, cells=5)),
+            measured=lambda run, c=c: order_cells(by(run.json()["rows"], case=c)))
+      for c in CASES],
     Claim(id="hetero-wall", where="mixed-fleet table, the plan wall s column (in total)", command=HETERO,
           figure=Page(path=_PAGE, section=_TABLE, pattern=column_pattern([(c,) for c in CASES], skip=10)),
           measured=lambda run: tuple(r["plan_wall_s"] for r in _rows(run)),

@@ -9,6 +9,8 @@ MODEL --devices FLEET`` runs) with the model's shipped cluster's tp/cp/dp, and b
 - ``uniform``: the mixed plan's own ``uniform`` baseline: Megatron's even split of the decoder
   layers over every rank, under the plan's schedule and microbatches, simulated on each
   stage's own device.
+- ``orders``: ``--devices-order search`` (every order of the groups planned, the fastest kept):
+  each order's schedule step.
 
 Step times: the optimizer step (schedule + exposed DP traffic + Adam) for the plan and the
 faster group alone; the schedule step for the plan and its uniform baseline (same schedule).
@@ -70,6 +72,10 @@ def row(name: str, work: float) -> dict:
                     {"status": "planned", "gpus": alone_n, "gpu": alone_gpu, "pp": alone.pp,
                      "dp": alone.parallel.dp, "tp": alone.parallel.tp,
                      "optimizer_step_s": alone.predicted.optimizer_step_time_s})
+    searched, why, _, _ = _timed(model=model, devices=devices, devices_order="search", work=work)
+    out["orders"] = ([{"status": "refused", "reason": why}] if searched is None else
+                     [{k: o.get(k) for k in ("devices", "status", "step_time_s")}
+                      for o in searched.solver.other["device_orders"]])
     out["vs_alone"] = (None if alone is None else out["optimizer_step_s"] / alone.predicted.optimizer_step_time_s)
     out["vs_uniform"] = (None if uniform.step_time_s is None else out["step_s"] / uniform.step_time_s)
     return out

@@ -22,7 +22,7 @@ from planner.options import PlanOptions, plan_options
 from planner.planning import PlanRequest
 from planner.planning.delivery import deliver
 from planner.planning.dp_step import add_dp_step
-from planner.planning.fleet import fleet_costs, fleet_request
+from planner.planning.fleet import DEVICE_ORDERS, fleet_costs, fleet_request, plan_device_orders
 from planner.planning.targets import check_shape, plan_for_target
 from solvers.partition.pins import StagePins
 from solvers.schedule.search.budget import check_time_limit, check_work
@@ -146,6 +146,8 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
     a ``planner.export.LaunchPlan``, the type ``planner.plan`` (this function) returns.
     """
     o = plan_options(options, overrides)
+    if o.devices_order != "given":
+        return _device_orders(model, cluster, o)
     pp, vpp, tp, ep, dp, gpus, gpu = o.pp, o.vpp, o.tp, o.ep, o.dp, o.gpus, o.gpu
     global_batch, seq_len, recompute, microbatches = o.global_batch, o.seq_len, o.recompute, o.microbatches
     partition, schedule, placement, target, profile = o.partition, o.schedule, o.placement, o.target, o.profile
@@ -233,6 +235,16 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
         req, model=model_section(spec, t), cluster=cluster_section(cl.with_recompute(k))))
     # DP traffic and the Adam step beside the schedule; then the plan must read back and validate
     return deliver(add_dp_step(best, spec, cl), deadlines=deadline)
+
+
+def _device_orders(model: str | None, cluster: str | Path | ClusterSpec | None, o: PlanOptions) -> LaunchPlan:
+    """``--devices-order search``: ``plan`` for each order of the ``--devices`` groups, the fastest kept."""
+    if o.devices_order not in DEVICE_ORDERS:
+        raise InputError("--devices-order", f"unknown {o.devices_order!r}", f"use one of {', '.join(DEVICE_ORDERS)}")
+    if o.devices is None:
+        raise InputError("--devices-order", "needs --devices", "pass the fleet with --devices")
+    return plan_device_orders(lambda d: plan(model, cluster, replace(o, devices=d, devices_order="given")),
+                              o.devices, o.objective)
 
 
 _PER_DEGREE = ("pp", "vpp", "tp", "ep", "dp", "microbatches", "memory_gib", "partition", "schedule", "placement",

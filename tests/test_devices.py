@@ -247,3 +247,25 @@ def test_where_memory_binds_the_smaller_gpus_get_fewer_layers_and_stay_within_th
     layers = [s["layers"][1] - s["layers"][0] for s in data["stages"]]
     assert max(layers[2:]) < max(layers[:2]), layers
     assert data["baselines"]["uniform"]["fits_memory"] is False  # the even split breaks the 40 GB ranks
+
+
+def test_devices_order_search_keeps_the_fastest_order_and_records_each(ppplan, tmp_path):
+    given, searched = tmp_path / "given.json", tmp_path / "searched.json"
+    args = ("plan", "llama3-8b", "--devices", "h100:8,a100:8", "--work", "0.3", "--quiet")
+    assert ppplan(*args, "--out", str(given)).code == 0
+    assert ppplan(*args, "--devices-order", "search", "--out", str(searched)).code == 0
+    g, s = json.loads(given.read_text()), json.loads(searched.read_text())
+    orders = s["solver"]["device_orders"]
+    assert [o["devices"] for o in orders] == ["h100:8,a100:8", "a100:8,h100:8"]
+    assert orders[0]["step_time_s"] == g["predicted"]["step_time_s"]  # the given order, planned as without search
+    assert s["predicted"]["step_time_s"] == min(o["step_time_s"] for o in orders)
+    best = min(orders, key=lambda o: o["step_time_s"])["devices"]
+    assert [x["device"] for x in s["stages"]] == (["h100"] * 2 + ["a100"] * 2 if best.startswith("h100") else
+                                                  ["a100"] * 2 + ["h100"] * 2)
+    assert ppplan("validate", str(searched)).code == 0
+
+
+def test_devices_order_needs_devices_and_few_groups(ppplan):
+    _one_line(ppplan("plan", "llama3-8b", "--devices-order", "search"), r"--devices-order: needs --devices")
+    _one_line(ppplan("plan", "llama3-8b", "--devices", "h100:4,h100:4,a100:4,a100:4,h200:4", "--devices-order",
+                     "search"), r"--devices-order: search tries every order of the groups: 5 groups are too many")

@@ -48,6 +48,11 @@ def plan_summary(plan: Plan) -> str:
         limit = limits[r] if isinstance(limits, list) else limits
         lines.append(f"{r:>4} {gib(peak):>9} {gib(limit):>9} "
                      f"{busy if busy is None else f'{busy:8.3f}'}" + (f"  {devices[r]}" if r in devices else ""))
+    orders = plan.solver.other.get("device_orders")
+    if orders:
+        lines += ["", "device order: " + ", ".join(
+            f"{o['devices']} {o['step_time_s']:.4g} s" if o["status"] == "planned" else f"{o['devices']} {o['status']}"
+            for o in orders) + " (the fastest kept)"]
     lines += ["", f"predicted step {pred.step_time_s:.4f} s   bubble {pred.bubble_fraction:.1%}"
                   f"   MFU {_mfu_text(plan)}"
               + (f"   lower bound {pred.lower_bound_s:.4f} s" if pred.lower_bound_s is not None else "")]

@@ -8,12 +8,23 @@ limit from ``PlanRequest.rank_memory_bytes``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+from itertools import permutations
+from typing import Any
+
 from planner.core.cluster import ClusterSpec
 from planner.core.costs import CostTable
 from planner.core.devices import fleet_table, rank_groups
+from planner.core.errors import InfeasibleError, InputError
 from planner.core.model import ModelSpec
 
-__all__ = ["fleet_costs", "fleet_request"]
+__all__ = ["fleet_costs", "fleet_request", "device_orders", "plan_device_orders", "DEVICE_ORDERS"]
+
+DEVICE_ORDERS = ("given", "search")
+"""``--devices-order``: pipeline ranks to the groups in the order listed, or each order tried
+(the fastest kept): the order decides which group holds the embedding and the first stages,
+which hold the most microbatches in flight."""
 
 
 def fleet_costs(spec: ModelSpec, cl: ClusterSpec) -> CostTable:
@@ -36,3 +47,34 @@ def fleet_request(cl: ClusterSpec, limit_bytes: int | None) -> dict:
     return {"memory_limit_bytes": limit_bytes if limit_bytes is not None else max(caps),
             "rank_memory_bytes": caps, "rank_devices": tuple(g.name for g in cl.rank_devices),
             "peak_flops": cl.mean_peak_flops}
+
+
+def device_orders(text: str) -> list[str]:
+    """The distinct orders of ``--devices`` groups, the given one first (``--devices-order search``)."""
+    items = [item.strip() for item in text.split(",")]
+    if len(items) > 4:
+        raise InputError("--devices-order", f"search tries every order of the groups: {len(items)} groups "
+                         "are too many", "give at most 4 groups, or --devices-order given")
+    return list(dict.fromkeys(",".join(p) for p in permutations(items)))
+
+
+def plan_device_orders(plan_one: Callable[[str], Any], text: str, objective: str) -> Any:
+    """``plan_one(devices)`` for each order of the groups (``device_orders``); the fastest plan by
+    ``objective`` (the given order on a tie), with every order's step under ``solver.device_orders``.
+    Raises the given order's error when no order plans."""
+    tried, plans, first_error = [], [], None
+    for order in device_orders(text):
+        try:
+            p = plan_one(order)
+        except InfeasibleError as exc:  # BudgetExhausted too: this order did not plan
+            first_error = first_error or exc
+            tried.append({"devices": order, "status": "infeasible", "reason": str(exc)})
+            continue
+        step = p.predicted.steady_step_time_s if objective == "steady" else p.predicted.step_time_s
+        tried.append({"devices": order, "status": "planned", "step_time_s": step})
+        plans.append((step, len(plans), p))
+    if not plans:
+        raise first_error  # type: ignore[misc]
+    best = min(plans, key=lambda t: (t[0], t[1]))[2]
+    best.solver = replace(best.solver, other={**best.solver.other, "device_orders": tried})
+    return best
