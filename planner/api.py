@@ -10,6 +10,7 @@ from typing import Any
 from planner.core.cluster import ClusterSpec, cluster_from_dict, default_cluster_path, load_cluster
 from planner.core.costs import CostTable
 from planner.core.costs_io import load_costs
+from planner.core.devices import DEVICE_ORDERS
 from planner.core.errors import InputError
 from planner.core.hf_config import load_model
 from planner.core.limits import check_stage_microbatches
@@ -22,7 +23,7 @@ from planner.options import PlanOptions, plan_options
 from planner.planning import PlanRequest
 from planner.planning.delivery import deliver
 from planner.planning.dp_step import add_dp_step
-from planner.planning.fleet import DEVICE_ORDERS, fleet_costs, fleet_request, plan_device_orders
+from planner.planning.fleet import fleet_costs, fleet_request, plan_device_orders
 from planner.planning.targets import check_shape, plan_for_target
 from solvers.partition.pins import StagePins
 from solvers.schedule.search.budget import check_time_limit, check_work

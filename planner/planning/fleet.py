@@ -19,13 +19,7 @@ from planner.core.devices import fleet_table, rank_groups
 from planner.core.errors import InfeasibleError, InputError
 from planner.core.model import ModelSpec
 
-__all__ = ["fleet_costs", "fleet_request", "device_orders", "plan_device_orders", "DEVICE_ORDERS"]
-
-DEVICE_ORDERS = ("given", "search")
-"""``--devices-order``: pipeline ranks to the groups in the order listed, or each order tried
-(the fastest kept): the order decides which group holds the embedding and the first stages,
-which hold the most microbatches in flight."""
-
+__all__ = ["fleet_costs", "fleet_request", "device_orders", "plan_device_orders"]
 
 def fleet_costs(spec: ModelSpec, cl: ClusterSpec) -> CostTable:
     """The analytical cost table of ``cl``'s fleet: each group's GPU, node size and links
