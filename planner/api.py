@@ -189,6 +189,9 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
 
         base = resolve_cluster(spec, cluster, global_batch=global_batch, seq_len=seq_len,
                                recompute=recompute, gpu=gpu, target=tgt.name)
+        if base.devices:
+            raise InputError("--gpus", "the cluster file lists device groups; the degree search plans one GPU type",
+                             "leave out --gpus (the groups fix the GPUs), or plan a cluster without devices")
         rest = {k: getattr(o, k) for k in _PER_DEGREE}
         return deliver(plan_for_gpus(plan, model or DEFAULT_MODEL, spec, base, gpus, work=work,
                                      time_limit=time_limit, started=started, options=rest), deadlines=deadline)

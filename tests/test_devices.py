@@ -206,6 +206,16 @@ def test_with_pp_given_dp_follows_and_virtual_stages_run_on_their_ranks_group(pp
     assert ppplan("validate", str(out)).code == 0
 
 
+def test_cluster_file_devices_with_gpus_is_refused(ppplan, tmp_path):
+    data = copy.deepcopy(LLAMA_CLUSTER)
+    del data["gpu"], data["num_gpus"]
+    data["devices"] = [{"type": "h100", "count": 8}, {"type": "a100", "count": 8}]
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(data))
+    _one_line(ppplan("plan", "llama3-8b", "--cluster", str(path), "--gpus", "16"),
+              r"--gpus: the cluster file lists device groups")
+
+
 def test_cluster_file_devices_plan_from_the_cli(ppplan, tmp_path):
     data = copy.deepcopy(LLAMA_CLUSTER)
     del data["gpu"], data["num_gpus"]
