@@ -69,6 +69,9 @@ def resolve_cluster(model: ModelSpec, cluster: str | Path | ClusterSpec | None, 
     if devices is not None:
         from planner.core.devices import parse_devices
 
+        if gpu is not None:
+            raise InputError("--gpu", "given together with --devices", "name each group's type in --devices")
+
         spec = spec.with_devices(parse_devices(devices), keep_pp=pp is not None)
     changes = {k: v for k, v in dict(pp=pp, vpp=vpp, tp=tp, ep=ep, dp=dp).items() if v is not None}
     if changes:

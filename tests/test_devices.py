@@ -51,6 +51,7 @@ def test_bad_devices_strings_are_one_line_errors(ppplan, tmp_path, text, pattern
 
 def test_devices_with_gpus_or_profile_is_refused(ppplan):
     _one_line(ppplan("plan", "llama3-8b", "--devices", "h100:16", "--gpus", "16"), r"--devices: given together with --gpus")
+    _one_line(ppplan("plan", "llama3-8b", "--devices", "h100:16", "--gpu", "a100"), r"--gpu: given together with --devices")
 
 
 def test_parse_devices_reads_type_count_and_memory():
