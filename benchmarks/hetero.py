@@ -95,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         if r["status"] != "planned":
             print(f"{r['case']}: refused: {r['reason']}")
             continue
-        print(f"{r['case']}: step {r['step_s']:.3f} s (uniform x{1 / r['vs_uniform'] if r['vs_uniform'] else float('nan'):.2f}), "
-              f"optimizer step {r['optimizer_step_s']:.3f} s (vs alone {r['vs_alone']}), layers {r['stage_layers']}, "
+        print(f"{r['case']}: step {r['step_s']:.3f} s (uniform {r['uniform_step_s']} s), optimizer step "
+              f"{r['optimizer_step_s']:.3f} s (plan / alone {r['vs_alone']}), layers {r['stage_layers']}, "
               f"fits {r['fits']}, {r['plan_wall_s']:.1f} s wall")
     return 0
 

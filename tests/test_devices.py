@@ -7,6 +7,7 @@ import copy
 import json
 import re
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import yaml
@@ -23,6 +24,7 @@ from solvers.partition.search import partition_for_schedule
 from solvers.schedule.search.search import generate
 from tests.partition_helpers import uniform_table
 
+ROOT = Path(__file__).resolve().parents[1]
 LLAMA_CLUSTER = yaml.safe_load((CLUSTERS_DIR / "llama3-8b.yaml").read_text())
 
 
@@ -50,8 +52,11 @@ def test_bad_devices_strings_are_one_line_errors(ppplan, tmp_path, text, pattern
 
 
 def test_devices_with_gpus_or_profile_is_refused(ppplan):
-    _one_line(ppplan("plan", "llama3-8b", "--devices", "h100:16", "--gpus", "16"), r"--devices: given together with --gpus")
-    _one_line(ppplan("plan", "llama3-8b", "--devices", "h100:16", "--gpu", "a100"), r"--gpu: given together with --devices")
+    fleet = ("plan", "llama3-8b", "--devices", "h100:16")
+    _one_line(ppplan(*fleet, "--gpus", "16"), r"--devices: given together with --gpus")
+    _one_line(ppplan(*fleet, "--gpu", "a100"), r"--gpu: given together with --devices")
+    _one_line(ppplan(*fleet, "--profile", str(ROOT / "examples" / "costs" / "four_stages.json")),
+              r"--devices: plans from the analytical model")
 
 
 def test_parse_devices_reads_type_count_and_memory():
@@ -62,7 +67,8 @@ def test_parse_devices_reads_type_count_and_memory():
 
 
 @pytest.mark.parametrize("devices, field", [
-    ([{"type": "h100", "count": 8}, {"type": "a100", "count": 8, "memory_gib": "40"}], r"cluster\.devices\[1\]\.memory_gib"),
+    ([{"type": "h100", "count": 8}, {"type": "a100", "count": 8, "memory_gib": "40"}],
+     r"cluster\.devices\[1\]\.memory_gib"),
     ([{"type": "h100"}], r"cluster\.devices\[0\]\.count: missing"),
     ([{"type": "h100", "count": 8, "speed": 2}], r"cluster\.devices\[0\]\.speed: unknown field"),
     ([], r"cluster\.devices: expected a non-empty list"),
@@ -192,7 +198,8 @@ def test_exports_write_the_layout_and_one_rank_order_line(ppplan, tmp_path):
                     "stage, so launch with those groups' nodes in that order (pp is the outermost rank "
                     "dimension: global ranks [r x 4, (r + 1) x 4) are pipeline rank r)"]
     plain = tmp_path / "plain.json"
-    assert ppplan("plan", "llama3-8b", "--target", "megatron", "--work", "0.3", "--out", str(plain), "--quiet").code == 0
+    res = ppplan("plan", "llama3-8b", "--target", "megatron", "--work", "0.3", "--out", str(plain), "--quiet")
+    assert res.code == 0, res.err
     assert "mixed fleet" not in ppplan("export", str(plain), "--format", "megatron", "--out", str(args)).out
 
 

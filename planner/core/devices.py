@@ -110,7 +110,8 @@ def _group(item: Any, where: str) -> DeviceGroup:
             raise InputError(f"{where}.{key}", "unknown field", f"known fields: {', '.join(_FIELDS)}")
         if key != "type" and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0
                               or (key in ("count", "gpus_per_node") and not isinstance(v, int))):
-            raise InputError(f"{where}.{key}", f"expected a positive {'integer' if key in ('count', 'gpus_per_node') else 'number'}, got {v!r}")
+            kind = "integer" if key in ("count", "gpus_per_node") else "number"
+            raise InputError(f"{where}.{key}", f"expected a positive {kind}, got {v!r}")
     for key in ("type", "count"):
         if key not in item:
             raise InputError(f"{where}.{key}", "missing", "each group needs type and count")
