@@ -10,6 +10,7 @@ from typing import Any
 from planner.core.cluster import ClusterSpec, cluster_from_dict, default_cluster_path, load_cluster
 from planner.core.costs import CostTable
 from planner.core.costs_io import load_costs
+from planner.core.devices import DEVICE_ORDERS
 from planner.core.errors import InputError
 from planner.core.hf_config import load_model
 from planner.core.limits import check_stage_microbatches
@@ -22,6 +23,7 @@ from planner.options import PlanOptions, plan_options
 from planner.planning import PlanRequest
 from planner.planning.delivery import deliver
 from planner.planning.dp_step import add_dp_step
+from planner.planning.fleet import fleet_costs, fleet_request, plan_device_orders
 from planner.planning.targets import check_shape, plan_for_target
 from solvers.partition.pins import StagePins
 from solvers.schedule.search.budget import check_time_limit, check_work
@@ -45,10 +47,12 @@ def resolve_cluster(model: ModelSpec, cluster: str | Path | ClusterSpec | None, 
                     ep: int | None = None, dp: int | None = None,
                     global_batch: int | None = None, seq_len: int | None = None,
                     micro_batch_size: int | None = None, recompute: str | None = None,
-                    gpu: str | None = None, target: str = DEFAULT_TARGET) -> ClusterSpec:
+                    gpu: str | None = None, target: str = DEFAULT_TARGET,
+                    devices: str | None = None) -> ClusterSpec:
     """The cluster for ``model``: given, or the model's shipped default, with overrides; with
     ``target`` megatron or torchtitan, that framework's recipe fills the fields the file
-    leaves open (``planner.core.recipes``)."""
+    leaves open (``planner.core.recipes``); ``devices`` (``--devices h100:16,a100:16``) puts
+    it on a mixed fleet (``planner.core.devices``: pp follows, or dp when ``pp`` is given)."""
     if isinstance(cluster, ClusterSpec):
         spec = cluster
     else:
@@ -62,6 +66,13 @@ def resolve_cluster(model: ModelSpec, cluster: str | Path | ClusterSpec | None, 
         from planner.core.hardware import gpu_from_config
 
         spec = replace(spec, gpu=gpu_from_config(gpu, where="--gpu"))
+    if devices is not None:
+        from planner.core.devices import parse_devices
+
+        if gpu is not None:
+            raise InputError("--gpu", "given together with --devices", "name each group's type in --devices")
+
+        spec = spec.with_devices(parse_devices(devices), keep_pp=pp is not None)
     changes = {k: v for k, v in dict(pp=pp, vpp=vpp, tp=tp, ep=ep, dp=dp).items() if v is not None}
     if changes:
         spec = spec.with_parallel(**changes)
@@ -109,7 +120,10 @@ def cluster_section(spec: ClusterSpec) -> ClusterInfo:
                 if k not in _UNSET_WHEN_DEFAULT or v != _UNSET_WHEN_DEFAULT[k]}
     return ClusterInfo.from_dict({"gpu": asdict(spec.gpu), "num_gpus": spec.num_gpus,
                                   "gpus_per_node": spec.gpus_per_node, "training": training,
-                                  "network": asdict(spec.network)})
+                                  "network": asdict(spec.network),
+                                  **({"devices": [{"type": g.name, "count": g.count, "gpus_per_node": g.gpus_per_node,
+                                                   "peak_flops": g.gpu.peak_flops}
+                                                  for g in spec.devices]} if spec.devices else {})})
 
 
 _UNSET_WHEN_DEFAULT = {"moe_expert_capacity_factor": None, "moe_pad_expert_input_to_capacity": False}
@@ -138,6 +152,8 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
     a ``planner.export.LaunchPlan``, the type ``planner.plan`` (this function) returns.
     """
     o = plan_options(options, overrides)
+    if o.devices_order != "given":
+        return _device_orders(model, cluster, o)
     pp, vpp, tp, ep, dp, gpus, gpu = o.pp, o.vpp, o.tp, o.ep, o.dp, o.gpus, o.gpu
     global_batch, seq_len, recompute, microbatches = o.global_batch, o.seq_len, o.recompute, o.microbatches
     partition, schedule, placement, target, profile = o.partition, o.schedule, o.placement, o.target, o.profile
@@ -156,6 +172,9 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
         if o.layout is not None:
             raise InputError("--layout", "needs a MODEL (its layers are what the layout places)",
                              "pass the MODEL the profile was measured for")
+        if o.devices is not None:
+            raise InputError("--devices", "needs a MODEL (the fleet's costs come from the analytical model)",
+                             "pass the MODEL, and leave out --profile")
         if tgt.name != DEFAULT_TARGET:
             raise InputError("--target", "planning from a profile without a MODEL supports only --target torch",
                              "pass the MODEL the profile was measured for")
@@ -179,18 +198,24 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
         user = read_user_layout(o.layout, spec, pp=pp, vpp=vpp, cluster=cluster, conflicts={
             "--gpus": gpus, "--first-stage-layers": first_stage_layers, "--last-stage-layers": last_stage_layers})
         pp, vpp = user.pp, user.vpp
+    if gpus is not None and o.devices is not None:
+        raise InputError("--devices", "given together with --gpus", "pass the fleet with --devices and its "
+                         "degrees with --pp/--tp/--dp, or a GPU count with --gpus")
     if gpus is not None:  # choose tp/pp/vpp/ep/cp/dp/micro-batch for gpus GPUs first
         from planner.planning.degree_plans import plan_for_gpus
 
         base = resolve_cluster(spec, cluster, global_batch=global_batch, seq_len=seq_len,
                                recompute=recompute, gpu=gpu, target=tgt.name)
+        if base.devices:
+            raise InputError("--gpus", "the cluster file lists device groups; the degree search plans one GPU type",
+                             "leave out --gpus (the groups fix the GPUs), or plan a cluster without devices")
         rest = {k: getattr(o, k) for k in _PER_DEGREE}
         return deliver(plan_for_gpus(plan, model or DEFAULT_MODEL, spec, base, gpus, work=work,
                                      time_limit=time_limit, started=started, options=rest), deadlines=deadline)
     try:
         cl = resolve_cluster(spec, cluster, pp=pp, vpp=vpp, tp=tp, ep=ep, dp=dp,
                              global_batch=global_batch, seq_len=seq_len, recompute=recompute, gpu=gpu,
-                             target=tgt.name)
+                             target=tgt.name, devices=o.devices)
     except InputError as exc:
         if exc.field == "parallel.pp" and vpp is not None and vpp > 1:
             _vpp_error(spec, pp or resolve_cluster(spec, cluster, tp=tp, ep=ep, dp=dp).parallel.pp, vpp)
@@ -224,6 +249,7 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
                       peak_flops=cl.gpu.peak_flops, num_gpus=cl.num_gpus,
                       memory_limit_microbatches=limit_mb,
                       deadlines=_deadlines(deadline, p.pp * p.vpp, m if not auto else None))
+    req = replace(req, **fleet_request(cl, limit_bytes))
     check_shape(tgt, pp=p.pp, vpp=p.vpp, placement=placement, schedule=schedule, layout=req.model.layout,
                 modes=[k for k, _ in tables], user_recompute=cl.training.recompute)
 
@@ -237,6 +263,16 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
 
         best = plan_with_layout(run, req, user, keep=o.keep_layout)
     return deliver(best, deadlines=deadline)  # the plan must read back and validate
+
+
+def _device_orders(model: str | None, cluster: str | Path | ClusterSpec | None, o: PlanOptions) -> LaunchPlan:
+    """``--devices-order search``: ``plan`` for each order of the ``--devices`` groups, the fastest kept."""
+    if o.devices_order not in DEVICE_ORDERS:
+        raise InputError("--devices-order", f"unknown {o.devices_order!r}", f"use one of {', '.join(DEVICE_ORDERS)}")
+    if o.devices is None:
+        raise InputError("--devices-order", "needs --devices", "pass the fleet with --devices")
+    return plan_device_orders(lambda d: plan(model, cluster, replace(o, devices=d, devices_order="given")),
+                              o.devices, o.objective)
 
 
 _PER_DEGREE = ("pp", "vpp", "tp", "ep", "dp", "microbatches", "memory_gib", "partition", "schedule", "placement",
@@ -297,7 +333,11 @@ def _costs(spec: ModelSpec, cl: ClusterSpec, profile: str | Path | None) -> list
     if profile is None:
         from profiler.analytical import analytical_costs
 
-        return [(mode, analytical_costs(spec, cl.with_recompute(mode))) for mode in cl.training.recompute_modes()]
+        costs = fleet_costs if cl.devices else analytical_costs
+        return [(mode, costs(spec, cl.with_recompute(mode))) for mode in cl.training.recompute_modes()]
+    if cl.devices:
+        raise InputError("--devices", "plans from the analytical model; a measured profile is of one GPU type",
+                         "leave out --profile, or plan each group's profile on its own")
     table = load_costs(profile)
     if table.num_layers != spec.num_layers:
         raise InputError("--profile", f"has {table.num_layers} layers, model {spec.name} has "

@@ -37,6 +37,11 @@ class PlanOptions:
     """Choose every degree for this many GPUs first (``--gpus``; ``planner.planning.degree_plans``)."""
     gpu: str | None = None
     """GPU preset replacing the cluster's (``--gpu``; ``planner.core.hardware.GPU_PRESETS``)."""
+    devices: str | None = None
+    """A mixed fleet, ``h100:16,a100:32:40`` (type:count[:memGiB]; ``planner.core.devices``)."""
+    devices_order: str = "given"
+    """given (pipeline ranks to the groups in the order listed) or search (every order tried, the
+    fastest kept; ``planner.planning.fleet.DEVICE_ORDERS``)."""
     global_batch: int | None = None
     """Sequences per step (``--global-batch``)."""
     seq_len: int | None = None

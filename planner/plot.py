@@ -107,9 +107,9 @@ def _memory(ax: Any, plan: Plan, sim: SimResult) -> None:
         times = [t * _MS for t, _ in trace] + [end]
         gib = [(base + held) / 2**30 for _, held in trace]
         ax.step(times, gib + gib[-1:], where="post", linewidth=1, label=f"rank {r}")
-    limit = plan.memory_limit_bytes
-    if limit:
-        ax.axhline(limit / 2**30, color="black", linestyle="--", linewidth=1, label="limit")
+    limits = plan.memory_limits  # one per rank on a mixed fleet: one dashed line per distinct limit
+    for k, limit in enumerate(sorted({v for v in (limits if isinstance(limits, list) else [limits]) if v})):
+        ax.axhline(limit / 2**30, color="black", linestyle="--", linewidth=1, label="limit" if k == 0 else None)
     ax.set_xlim(0, end)
     ax.set_xlabel("time (ms)")
     ax.set_ylabel("GiB (static + activations)")

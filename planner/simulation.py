@@ -31,6 +31,7 @@ def simulate_plan(path: str | Path | Plan) -> dict[str, Any]:
             "mfu": plan_mfu(plan, sim.step_time), "busy_s": sim.busy,
             "bubble_s": sim.bubble, "peak_memory_bytes": sim.peak_memory_bytes,
             "memory_limit_bytes": plan.memory_limit_bytes,
+            **({"rank_memory_limit_bytes": plan.memory_limits} if isinstance(plan.memory_limits, list) else {}),
             "critical_path": sim.critical_path_text(),
             "predicted_step_time_s": plan.predicted.step_time_s,
             **{name: plan.baselines[name].to_dict() for name in _RECORDED if name in plan.baselines}}
@@ -57,5 +58,5 @@ def validate_plan(path: str | Path | Plan) -> list[str]:
     plan = path if isinstance(path, Plan) else load_plan_file(path)
     sched = plan.parsed_schedule()
     found = validate(sched, plan.parsed_stage_costs(), num_microbatches=plan.num_microbatches,
-                     memory_limit_bytes=plan.memory_limit_bytes)
+                     memory_limit_bytes=plan.memory_limits)
     return [render_violation(v, sched) for v in found]

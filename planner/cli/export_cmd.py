@@ -51,6 +51,8 @@ def export_command(plan_path: str, fmt: str, out: str | None, as_json: bool) -> 
             click.echo(f"torchtitan {form}: " + " ".join(overrides))
     elif fmt == "deepspeed":
         click.echo(f"parts {summary['parts']}")
+    if "device_note" in summary:
+        click.echo(summary["device_note"])
     click.echo("wrote " + ", ".join(result.files))
 
 

@@ -7,6 +7,7 @@ import click
 from planner.cli.common import SEED_MAX, FiniteFloat, check_outputs, echo_json
 from planner.cli.plan_options import GPU_HELP, LAYOUT_HELP, MEMORY_LIMIT_HELP, Deadline, MemoryLimit
 from planner.cli.summary import plan_summary
+from planner.core.devices import DEVICE_ORDERS
 from planner.core.limits import BATCH_LIMITS, MAX_GPUS
 from planner.core.targets import TARGET_NAMES
 from planner.options import PlanOptions
@@ -45,6 +46,8 @@ class MicrobatchCount(click.ParamType):
 @click.option("--dp", type=click.IntRange(min=1, max=MAX_GPUS), help="Data-parallel replicas (default: GPUs / (pp x tp)).")
 @click.option("--gpus", type=click.IntRange(min=1, max=MAX_GPUS), help="Choose tp, pp, vpp, ep, cp, dp and micro-batch size for this many GPUs (memory-feasible only), plan the best few fully and print the ranked top 10.")
 @click.option("--gpu", metavar="GPU", help=GPU_HELP)
+@click.option("--devices", metavar="TYPE:N[:GiB],...", help="A mixed fleet: GPU groups in pipeline-rank order, e.g. h100:16,a100:16 or a100:16,a100:16:40 (40 GiB A100s); each group holds whole pipeline ranks of tp x cp x dp GPUs, pp follows (dp with --pp); slower or smaller GPUs get fewer layers (docs/hetero.md).")
+@click.option("--devices-order", type=click.Choice(DEVICE_ORDERS), default=_DEFAULT.devices_order, show_default=True, help="With --devices: pipeline ranks to the groups in the order listed, or search every order of the groups (up to 4) and keep the fastest plan (it plans once per order).")
 @click.option("--global-batch", type=click.IntRange(min=1, max=BATCH_LIMITS["global_batch"]), help="Sequences per step.")
 @click.option("--seq-len", type=click.IntRange(min=1, max=BATCH_LIMITS["seq_len"]), help="Tokens per sequence.")
 @click.option("--recompute", type=click.Choice(["auto", "none", "selective", "full"]),

@@ -42,10 +42,17 @@ def plan_summary(plan: Plan) -> str:
         lines.append(f"{s:>5} {st.rank:>4} {f'[{a},{b})':>11} {b - a:>3}  {sc['f'][s] * 1e3:7.2f} "
                      f"{sc['i'][s] * 1e3:7.2f} {sc['w'][s] * 1e3:7.2f}  {layout[a:b]}")
     lines += ["", f"{'rank':>4} {'peak GiB':>9} {'limit GiB':>9} {'busy s':>8}"]
+    limits, devices = plan.memory_limits, {st.rank: st.device for st in plan.stages if st.device}
     for r, peak in enumerate(pred.peak_memory_bytes):
         busy = (pred.busy_s or [None] * len(pred.peak_memory_bytes))[r]
-        lines.append(f"{r:>4} {gib(peak):>9} {gib(pred.memory_limit_bytes):>9} "
-                     f"{busy if busy is None else f'{busy:8.3f}'}")
+        limit = limits[r] if isinstance(limits, list) else limits
+        lines.append(f"{r:>4} {gib(peak):>9} {gib(limit):>9} "
+                     f"{busy if busy is None else f'{busy:8.3f}'}" + (f"  {devices[r]}" if r in devices else ""))
+    orders = plan.solver.other.get("device_orders")
+    if orders:
+        lines += ["", "device order: " + ", ".join(
+            f"{o['devices']} {o['step_time_s']:.4g} s" if o["status"] == "planned" else f"{o['devices']} {o['status']}"
+            for o in orders) + " (the fastest kept)"]
     lines += ["", f"predicted step {pred.step_time_s:.4f} s   bubble {pred.bubble_fraction:.1%}"
                   f"   MFU {_mfu_text(plan)}"
               + (f"   lower bound {pred.lower_bound_s:.4f} s" if pred.lower_bound_s is not None else "")]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from planner.core.devices import DeviceGroup, devices_from_config, mean_peak, rank_groups
 from planner.core.errors import InputError
 from planner.core.hardware import GpuSpec, gpu_from_config
 from planner.core.jsonio import read_yaml
@@ -159,6 +160,34 @@ class ClusterSpec:
     stated: frozenset[str] = frozenset()
     """Dotted paths of the training and network fields the cluster file states (e.g.
     ``training.fsdp``; a recipe never overrides them), and ``recipe`` when it names one."""
+    devices: tuple[DeviceGroup, ...] = ()
+    """A mixed fleet's device groups, in pipeline-rank order (``planner.core.devices``); empty:
+    every GPU is ``gpu``. With groups, ``gpu`` is the first group's and ``num_gpus`` their sum."""
+
+    @property
+    def rank_devices(self) -> tuple[DeviceGroup, ...]:
+        """The device group of each pipeline rank ([Note: device mapping] in
+        ``planner.core.devices``); empty without groups."""
+        if not self.devices:
+            return ()
+        p = self.parallel
+        return tuple(self.devices[k] for k in rank_groups(self.devices, p.tp * p.cp * p.dp))
+
+    def for_group(self, group: DeviceGroup) -> "ClusterSpec":
+        """This cluster as one group sees it: its GPU and node size (costs per GPU are computed
+        for it; the degrees stay the job's)."""
+        return replace(self, gpu=group.gpu, gpus_per_node=group.gpus_per_node, devices=())
+
+    def with_devices(self, groups: tuple[DeviceGroup, ...], *, keep_pp: bool = False) -> "ClusterSpec":
+        """This cluster on the fleet ``groups``: ``num_gpus`` their sum; pp follows with the rank
+        width (tp x cp x dp) kept, or with ``keep_pp`` dp follows (``with_parallel``)."""
+        total, p = sum(g.count for g in groups), self.parallel
+        spec = replace(self, gpu=groups[0].gpu, gpus_per_node=groups[0].gpus_per_node, num_gpus=total,
+                       devices=groups)
+        width = p.tp * p.cp * p.dp
+        if keep_pp or total % width:
+            return spec.with_parallel(pp=p.pp)
+        return replace(spec, parallel=replace(p, pp=total // width))
 
     @property
     def nvlink_bandwidth(self) -> float:
@@ -174,6 +203,19 @@ class ClusterSpec:
     def memory_limit_bytes(self) -> int:
         """Per-GPU memory a plan may use: capacity x (1 - headroom)."""
         return int(self.gpu.memory_bytes * (1.0 - self.training.memory_headroom))
+
+    @property
+    def mean_peak_flops(self) -> float:
+        """Dense BF16 peak per GPU, averaged over the fleet's GPUs (the MFU denominator)."""
+        if not self.devices:
+            return self.gpu.peak_flops
+        return mean_peak([(g.count, g.gpu.peak_flops) for g in self.devices])
+
+    @property
+    def rank_memory_limits(self) -> tuple[int, ...]:
+        """``memory_limit_bytes`` of each pipeline rank's group; empty without groups."""
+        keep = 1.0 - self.training.memory_headroom
+        return tuple(int(g.gpu.memory_bytes * keep) for g in self.rank_devices)
 
     @property
     def microbatches_per_step(self) -> int:
@@ -238,6 +280,11 @@ class ClusterSpec:
             raise InputError("training.memory_headroom", f"{t.memory_headroom} is not in [0, 1)")
         if self.recipe not in RECIPE_CHOICES:
             raise InputError("recipe", f"unknown {self.recipe!r}", f"use one of {', '.join(RECIPE_CHOICES)}")
+        if self.devices:
+            if sum(g.count for g in self.devices) != self.num_gpus:
+                raise InputError("devices", f"the groups hold {sum(g.count for g in self.devices)} GPUs but "
+                                 f"num_gpus = {self.num_gpus}", "leave num_gpus out or make it the groups' sum")
+            rank_groups(self.devices, p.tp * p.cp * p.dp)  # each group a whole number of ranks
         return self
 
     def check_against(self, model: ModelSpec) -> "ClusterSpec":
@@ -315,10 +362,17 @@ def cluster_from_dict(data: Any, *, where: str = "cluster") -> ClusterSpec:
     """Build and check a ``ClusterSpec`` from a parsed YAML/JSON mapping."""
     if not isinstance(data, dict):
         raise InputError(where, "expected a mapping with gpu, num_gpus, parallel, training")
-    known = {"gpu", "num_gpus", "gpus_per_node", "parallel", "training", "network", "recipe", "description"}
+    known = {"gpu", "num_gpus", "gpus_per_node", "parallel", "training", "network", "recipe", "description",
+             "devices"}
     for key in data:
         if key not in known:
             raise InputError(f"{where}.{key}", "unknown field", f"known fields: {', '.join(sorted(known))}")
+    devices = devices_from_config(data["devices"], where=f"{where}.devices") if "devices" in data else ()
+    if devices and "gpu" in data:
+        raise InputError(f"{where}.gpu", "given together with devices", "leave gpu out: each group names its type")
+    if devices:
+        data = {"gpu": devices[0].gpu.name, "num_gpus": sum(g.count for g in devices),
+                "gpus_per_node": devices[0].gpus_per_node, **data}
     if "gpu" not in data or "num_gpus" not in data:
         raise InputError(f"{where}.{'gpu' if 'gpu' not in data else 'num_gpus'}", "missing")
     num = data["num_gpus"]
@@ -335,7 +389,8 @@ def cluster_from_dict(data: Any, *, where: str = "cluster") -> ClusterSpec:
                          f"use one of {', '.join(RECIPE_CHOICES)} (the framework whose recipe fills "
                          "the fields this file leaves out)")
     return ClusterSpec(
-        gpu=gpu_from_config(data["gpu"], where=f"{where}.gpu"),
+        gpu=devices[0].gpu if devices else gpu_from_config(data["gpu"], where=f"{where}.gpu"),
+        devices=devices,
         num_gpus=num,
         gpus_per_node=per_node,
         network=network_from_config(data.get("network"), where=f"{where}.network"),

@@ -143,6 +143,22 @@ class CostTable:
     """Free-form provenance (profiler settings, routing source, hidden shares)."""
     file: CostFile | None = field(default=None, compare=False)
     """Where the table was read from (None: made in memory); not part of its value, not saved."""
+    rank_tables: tuple["CostTable", ...] = ()
+    """Mixed fleets (``planner.core.devices``): the table of each pipeline rank's device group,
+    same layers and bytes, its own times; empty: every rank runs on this table (``for_rank``)."""
+    rank_links: tuple[P2PCost, ...] = ()
+    """Mixed fleets: the link from pipeline rank r to rank r + 1 (mod pp); empty: ``p2p`` everywhere."""
+
+    def for_rank(self, rank: int) -> "CostTable":
+        """The table pipeline rank ``rank`` runs on: its group's, or this one."""
+        return self.rank_tables[rank] if self.rank_tables else self
+
+    def link(self, rank: int, to: int) -> P2PCost:
+        """The pipeline link from ``rank`` to ``to`` (``rank_links`` between neighbours, else ``p2p``)."""
+        if not self.rank_links or rank == to:
+            return self.p2p
+        lo, hi = (rank, to) if (rank + 1) % len(self.rank_links) == to else (to, rank)
+        return self.rank_links[lo] if (lo + 1) % len(self.rank_links) == hi else self.p2p
 
     @property
     def num_layers(self) -> int:
@@ -188,5 +204,7 @@ class CostTable:
             out_bytes=int(lc.out_bytes * r), flops=lc.flops * r) for lc in self.layers)
         pairs = {k: v * t for k, v in self.pairs.items()}
         curve = tuple((s, v / t) for s, v in self.size_curve)
+        seen: dict[int, CostTable] = {}
+        ranks = tuple(seen.setdefault(id(r), r.at_microbatch_size(microbatch_size)) for r in self.rank_tables)
         return replace(self, layers=layers, pairs=pairs, microbatch_size=microbatch_size,
-                       size_curve=curve)
+                       size_curve=curve, rank_tables=ranks)

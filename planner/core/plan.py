@@ -108,6 +108,24 @@ class Plan:
         v = self.predicted.memory_limit_bytes
         return int(v) if v is not None else None
 
+    @property
+    def memory_limits(self) -> int | list[int | None] | None:
+        """The limit ``validate`` checks: one byte count per rank where the stages name their
+        device group's (mixed fleets), else ``memory_limit_bytes``."""
+        per_rank = {int(s.rank): int(s.memory_limit_bytes) for s in self.stages if s.memory_limit_bytes is not None}
+        if not per_rank:
+            return self.memory_limit_bytes
+        return [per_rank.get(r, self.memory_limit_bytes) for r in range(self.pp)]
+
+    def require_one_device(self, doing: str) -> None:
+        """``InputError`` when the stages name device groups (a ``--devices`` plan): ``doing``
+        (re-planning, replaying) models one GPU type."""
+        names = sorted({s.device for s in self.stages if s.device})
+        if names:
+            raise InputError("plan.stages", f"the plan spans device groups ({', '.join(names)}), which {doing} "
+                             "does not model", "plan the fleet again with ppplan plan --devices, or plan "
+                             "one GPU type without --devices")
+
     def bounds(self) -> list[tuple[int, int]]:
         """Layer range ``(start, end)`` of each stage."""
         return [(int(s.layers[0]), int(s.layers[1])) for s in self.stages]
@@ -318,6 +336,8 @@ def stage_costs_to_dict(sc: StageCosts) -> dict[str, Any]:
         "fused": [{"f_stage": a, "b_stage": b, "time": t, "serial": sc.serial_fused.get((a, b), t)}
                   for (a, b), t in sorted(sc.fused.items())],
         "p2p": {"latency_s": sc.p2p.latency_s, "bandwidth": sc.p2p.bandwidth},
+        **({"p2p_links": [{"latency_s": p.latency_s, "bandwidth": p.bandwidth} for p in sc.links]}
+           if sc.links else {}),
     }
 
 
@@ -336,6 +356,7 @@ def stage_costs_from_dict(d: dict[str, Any], ranks: list[int]) -> StageCosts:
         fused={(e["f_stage"], e["b_stage"]): e["time"] for e in d.get("fused", [])},
         serial_fused={(e["f_stage"], e["b_stage"]): e.get("serial", e["time"]) for e in d.get("fused", [])},
         p2p=P2PCost(**d.get("p2p", {})),
+        links=tuple(P2PCost(**p) for p in d.get("p2p_links", ())),
     )
 
 

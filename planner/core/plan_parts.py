@@ -144,13 +144,17 @@ class Microbatches(_Part):
 class Stage(_Part):
     """One pipeline stage of the partition."""
 
-    _KEYS: ClassVar[tuple[str, ...]] = ("stage", "rank", "layers")
+    _KEYS: ClassVar[tuple[str, ...]] = ("stage", "rank", "layers", "device", "memory_limit_bytes")
     stage: int
     """Stage index, 0 .. pp x vpp - 1."""
     rank: int
     """Pipeline rank that runs it."""
     layers: tuple[int, int]
     """Layer range ``(start, end)``, end exclusive."""
+    device: str | None = None
+    """Mixed fleets: the GPU type of the stage's device group (``planner.core.devices``); None: the cluster's."""
+    memory_limit_bytes: int | None = None
+    """Mixed fleets: the per-GPU memory limit of that group; None: the plan's ``memory_limit_bytes``."""
     other: Mapping[str, Any] = field(default_factory=dict)
     """Keys this part does not know, kept as read."""
 
@@ -160,9 +164,13 @@ class Stage(_Part):
         return known
 
 
-def partition_stages(bounds: Iterable[tuple[int, int]], ranks: Iterable[int]) -> tuple[Stage, ...]:
-    """The partition as stages: stage ``s`` holds layers ``bounds[s]`` on rank ``ranks[s]``."""
-    return tuple(Stage(stage=s, rank=r, layers=(a, b)) for s, ((a, b), r) in enumerate(zip(bounds, ranks)))
+def partition_stages(bounds: Iterable[tuple[int, int]], ranks: Iterable[int], *,
+                     devices: tuple[str, ...] = (), limits: tuple[int, ...] = ()) -> tuple[Stage, ...]:
+    """The partition as stages: stage ``s`` holds layers ``bounds[s]`` on rank ``ranks[s]``;
+    with a mixed fleet, ``devices[r]`` and ``limits[r]`` name each rank's group and its limit."""
+    return tuple(Stage(stage=s, rank=r, layers=(a, b), device=devices[r] if devices else None,
+                       memory_limit_bytes=limits[r] if limits else None)
+                 for s, ((a, b), r) in enumerate(zip(bounds, ranks)))
 
 
 def stages_from_list(items: Any) -> tuple[Stage, ...]:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
+from planner.core.devices import mean_peak
 from planner.core.plan_parts import JsonView
 
 __all__ = ["Predicted", "SolverRecord", "ClusterInfo", "GpuInfo", "TrainingInfo", "Baseline", "baselines_from_dict"]
@@ -253,7 +254,11 @@ class ClusterInfo(_Record):
 
     @property
     def peak_flops(self) -> float | None:
-        """The GPU's dense peak, None where the plan records none."""
+        """The GPU's dense peak, None where the plan records none; on a mixed fleet (``devices``)
+        the mean over its GPUs (``ClusterSpec.mean_peak_flops``)."""
+        groups = self.other.get("devices")
+        if isinstance(groups, list) and groups and all(isinstance(g, Mapping) and "peak_flops" in g for g in groups):
+            return mean_peak([(g["count"], g["peak_flops"]) for g in groups])
         return self.gpu.peak_flops if isinstance(self.gpu, GpuInfo) else None
 
 

@@ -79,6 +79,8 @@ class StageCosts:
     """Model FLOPs (forward + backward) of each stage per microbatch."""
     work_bytes: tuple[int, ...] = ()
     """Largest transient bytes of one layer of each stage (``LayerCost.work_bytes``); empty: none."""
+    links: tuple[P2PCost, ...] = ()
+    """Link from each stage to the next (mixed fleets: ``CostTable.link``); empty: ``p2p`` everywhere."""
 
     @property
     def num_stages(self) -> int:
@@ -127,7 +129,7 @@ class StageCosts:
 
     def p2p_time(self, stage: int) -> float:
         """Seconds to send stage ``stage``'s output to the next stage (or its gradient back)."""
-        return self.p2p.time(self.out_bytes[stage])
+        return (self.links[stage] if self.links else self.p2p).time(self.out_bytes[stage])
 
     def p2p_delays(self) -> list[float]:
         """``p2p_time`` of each stage boundary, and 0 last (index -1: a local dependency)."""
@@ -191,31 +193,37 @@ def fused_range_cost(table: CostTable, f_layers: range, b_layers: range) -> floa
 
 
 def stage_costs(table: CostTable, bounds: list[tuple[int, int]], ranks: list[int]) -> StageCosts:
-    """Aggregate a cost table over a partition (``bounds[s] = (start, end)`` layer range)."""
-    def total(attr: str, a: int, b: int) -> float:
-        return sum(getattr(table.layers[k], attr) for k in range(a, b))
+    """Aggregate a cost table over a partition (``bounds[s] = (start, end)`` layer range); times
+    from the table of each stage's rank (``CostTable.for_rank``: its device group's), bytes
+    from ``table`` (the same on every group)."""
+    def total(attr: str, a: int, b: int, s: int | None = None) -> float:
+        layers = (table if s is None else table.for_rank(ranks[s])).layers
+        return sum(getattr(layers[k], attr) for k in range(a, b))
 
     fused, serial = {}, {}
     for sf, (fa, fb) in enumerate(bounds):
         for sb, (ba, bb) in enumerate(bounds):
             if ranks[sf] == ranks[sb]:
-                fused[(sf, sb)] = fused_range_cost(table, range(fa, fb), range(ba, bb))
-                serial[(sf, sb)] = total("serial_f", fa, fb) + total("serial_i", ba, bb)
+                fused[(sf, sb)] = fused_range_cost(table.for_rank(ranks[sf]), range(fa, fb), range(ba, bb))
+                serial[(sf, sb)] = total("serial_f", fa, fb, sf) + total("serial_i", ba, bb, sb)
+    S = len(bounds)
     return StageCosts(
-        f=tuple(total("serial_f", a, b) for a, b in bounds),
-        i=tuple(total("serial_i", a, b) for a, b in bounds),
-        w=tuple(total("w", a, b) for a, b in bounds),
+        f=tuple(total("serial_f", a, b, s) for s, (a, b) in enumerate(bounds)),
+        i=tuple(total("serial_i", a, b, s) for s, (a, b) in enumerate(bounds)),
+        w=tuple(total("w", a, b, s) for s, (a, b) in enumerate(bounds)),
         act_bytes=tuple(int(total("act_bytes", a, b)) for a, b in bounds),
         act_w_bytes=tuple(int(total("act_w_bytes", a, b)) for a, b in bounds),
         static_bytes=tuple(int(total("static_bytes", a, b)) for a, b in bounds),
         work_bytes=(tuple(max(table.layers[k].work_bytes for k in range(a, b)) for a, b in bounds)
                     if any(lc.work_bytes for lc in table.layers) else ()),
         out_bytes=tuple(table.layers[b - 1].out_bytes for _, b in bounds),
-        b=(tuple(total("serial_b", a, b) for a, b in bounds)
+        b=(tuple(total("serial_b", a, b, s) for s, (a, b) in enumerate(bounds))
            if any(lc.b is not None for lc in table.layers) else ()),
         ranks=tuple(ranks),
         fused=fused,
         serial_fused=serial,
         p2p=table.p2p,
+        links=(tuple(table.link(ranks[s], ranks[s + 1]) for s in range(S - 1)) + (table.p2p,)
+               if table.rank_links else ()),
         flops=tuple(total("flops", a, b) for a, b in bounds),
     )

@@ -12,6 +12,7 @@ Checks, in order (later checks only run when earlier ones pass, since they rely 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from planner.core.schedule import ActionKind, Key, Schedule, predecessors, provides, schedule_to_text
@@ -105,7 +106,7 @@ def _check_rank_order(schedule: Schedule, costs: StageCosts) -> list[Violation]:
 
 
 def validate(schedule: Schedule, costs: StageCosts, *, num_microbatches: int,
-             memory_limit_bytes: int | None = None,
+             memory_limit_bytes: int | Sequence[int | None] | None = None,
              deadlines: dict[Key, float] | None = None, meter: WorkMeter | None = None) -> list[Violation]:
     """All violations found; an empty list means the schedule is valid. The simulation's
     timed actions are added to ``meter`` ([Note: timed actions] in ``planner.core.meter``).
@@ -145,12 +146,14 @@ def _check_deadlines(sim: SimResult, deadlines: dict[Key, float]) -> list[Violat
     return out
 
 
-def _check_memory(sim: SimResult, limit: int | None) -> list[Violation]:
-    if limit is None:
+def _check_memory(sim: SimResult, limits: int | Sequence[int | None] | None) -> list[Violation]:
+    """Each rank's peak against its limit: one for all, or one per rank (mixed fleets)."""
+    if limits is None:
         return []
     out = []
     for r, peak in enumerate(sim.peak_memory_bytes):
-        if peak > limit:
+        limit = limits if isinstance(limits, int) else limits[r]
+        if limit is not None and peak > limit:
             pos, action = _first_over(sim, r, limit)
             out.append(Violation(f"rank {r} peak memory {format_bytes(peak)} exceeds the limit "
                                  f"{format_bytes(limit)}", r, pos, action))

@@ -19,6 +19,7 @@ from typing import Any
 
 from planner.core.outputs import write_files_atomic
 from planner.core.plan import Plan
+from planner.export.devices import device_note
 from planner.export.schedule import ExportError
 
 __all__ = ["FORMATS", "DEFAULT_OUT", "Export", "ExportError", "export_plan", "write_export",
@@ -49,7 +50,9 @@ def export_plan(plan: Plan, fmt: str, *, out: str | Path | None = None) -> Expor
         raise ExportError(fmt, "unknown format", f"use one of {', '.join(FORMATS)}", replan=False)
     path = str(out if out is not None else DEFAULT_OUT[fmt])
     files, summary = _RENDER[fmt](plan, path)
-    return Export(format=fmt, files=files, summary={"format": fmt, "files": list(files), **summary})
+    note = device_note(plan, fmt)
+    return Export(format=fmt, files=files, summary={"format": fmt, "files": list(files), **summary,
+                                                    **({"device_note": note} if note else {})})
 
 
 def write_export(export: Export) -> None:

@@ -41,7 +41,7 @@ def deliver(plan: Plan, *, deadlines: Sequence[str] = ()) -> LaunchPlan:
     due = parse_deadlines(list(deadlines), num_stages=loaded.num_stages,
                           microbatches=loaded.num_microbatches) if deadlines else {}
     found = validate(loaded.parsed_schedule(), loaded.parsed_stage_costs(), num_microbatches=loaded.num_microbatches,
-                     memory_limit_bytes=loaded.memory_limit_bytes, deadlines=due)
+                     memory_limit_bytes=loaded.memory_limits, deadlines=due)
     if found:
         raise PlanDefect(f"the plan made fails its own validator: {found[0]}")
     return LaunchPlan.of(plan)

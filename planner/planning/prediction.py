@@ -68,7 +68,7 @@ def predict_optimizer_step(model: ModelSpec, cluster: ClusterSpec, *, step_time_
     tr = cluster.training
     tokens = tr.global_batch * tr.seq_len
     flops = tokens * model_flops_per_token(model, tr.seq_len)
-    mfu = flops / (step * cluster.num_gpus * cluster.gpu.peak_flops) if step > 0 else 0.0
+    mfu = flops / (step * cluster.num_gpus * cluster.mean_peak_flops) if step > 0 else 0.0
     return Prediction(step_time_s=step_time_s, dp_exposed_s=dp.exposed_s, optimizer_s=dp.optimizer_s,
                       optimizer_step_time_s=step, mfu=mfu,
                       peak_memory_bytes=tuple(int(b) for b in peak_memory_bytes),

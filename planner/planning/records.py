@@ -19,7 +19,7 @@ from solvers.partition.search import PartitionResult
 from solvers.schedule.search.budget import DEFAULT_WORK
 from solvers.schedule.engines.memory_limit import MemoryLimit
 
-__all__ = ["BASELINES", "PlanRequest", "Evaluation", "Trial", "evaluate", "memory_limit_of", "limit_bytes_of",
+__all__ = ["BASELINES", "PlanRequest", "Evaluation", "Trial", "evaluate", "memory_limit_of", "limit_bytes_of", "rank_limits_of",
            "simulate_bounds", "pinned_of"]
 
 BASELINES = (("uniform", "uniform"), ("flops_balanced", "flops"), ("serial_balanced", "serial"))
@@ -84,6 +84,10 @@ class PlanRequest:
     """Per-GPU peak for MFU; None = MFU not reported (0)."""
     num_gpus: int | None = None
     """GPUs in the job (MFU denominator); default pp x dp x tp."""
+    rank_devices: tuple[str, ...] = ()
+    """Mixed fleets: the device group of each pipeline rank (``DeviceGroup.name``); empty: one GPU type."""
+    rank_memory_bytes: tuple[int, ...] = ()
+    """Mixed fleets: each pipeline rank's memory limit (its group's), under ``memory_limit_bytes``."""
 
     @property
     def recompute(self) -> str | None:
@@ -147,7 +151,7 @@ def evaluate(table: CostTable, req: PlanRequest, bounds: list[tuple[int, int]],
     sc = stage_costs(table, bounds, ranks)
     sim = simulate(schedule, sc, meter=meter)
     violations = validate(schedule, sc, num_microbatches=req.microbatches,
-                          memory_limit_bytes=limit_bytes_of(req, sc), deadlines=req.deadlines, meter=meter)
+                          memory_limit_bytes=rank_limits_of(req, sc), deadlines=req.deadlines, meter=meter)
     return Evaluation(bounds, ranks, schedule, sc, sim, violations, req.microbatches)
 
 
@@ -155,13 +159,22 @@ def memory_limit_of(req: PlanRequest) -> MemoryLimit | None:
     """The request's limits as one ``MemoryLimit`` (None when there is none)."""
     if req.memory_limit_bytes is None and req.memory_limit_microbatches is None:
         return None
-    return MemoryLimit(bytes=req.memory_limit_bytes, microbatches=req.memory_limit_microbatches)
+    return MemoryLimit(bytes=req.memory_limit_bytes, microbatches=req.memory_limit_microbatches,
+                       rank_bytes=req.rank_memory_bytes)
 
 
 def limit_bytes_of(req: PlanRequest, costs: StageCosts) -> int | None:
     """The request's limit as the validator checks it for ``costs`` (None: no limit)."""
     limit = memory_limit_of(req)
     return None if limit is None else limit.per_gpu_bytes(costs)
+
+
+def rank_limits_of(req: PlanRequest, costs: StageCosts) -> int | list[int] | None:
+    """The limit the validator checks: ``limit_bytes_of``, or one cap per rank on a mixed fleet."""
+    limit = memory_limit_of(req)
+    if limit is None or not limit.rank_bytes:
+        return None if limit is None else limit.per_gpu_bytes(costs)
+    return limit.per_rank_bytes(costs)
 
 
 def simulate_bounds(table: CostTable, comp: Compiled, bounds, ranks: list[int], limit: MemoryLimit | None, *,

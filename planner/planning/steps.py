@@ -147,6 +147,7 @@ def screen_entry(req: PlanRequest, name: str, tried: list[dict]) -> dict:
 def partition_options(req: PlanRequest, budget: float) -> dict:
     """``partition_for_schedule``'s options for ``req`` with ``budget`` CP-SAT seconds."""
     return dict(pp=req.pp, vpp=req.vpp, placement=req.placement, memory_limit_bytes=req.memory_limit_bytes,
+                rank_memory_bytes=req.rank_memory_bytes,
                 pins=req.pins, time_limit_s=budget, seed=req.seed)
 
 

@@ -151,6 +151,7 @@ def replan(plan: Plan | str | Path, routing: list[str | Path], *, window: int | 
     if min_gain < 0 or move_penalty < 0:
         raise InputError("--min-gain" if min_gain < 0 else "--move-penalty", "must be >= 0")
     old = plan if isinstance(plan, Plan) else load_plan_file(plan)
+    old.require_one_device("ppplan replan")
     spec, cluster = plan_model(old, model), plan_cluster(old)
     run = {"fmt": routing_format, "tp_pp_dp_mapping": tp_pp_dp_mapping, "expert_tp": expert_tp}
     now = read_traces(old, spec, list(routing), window=window, **run)

@@ -70,6 +70,7 @@ def replay_interleaved(plans: list[Plan], options: ReplayOptions | None = None) 
         raise InputError("WORLD_SIZE", f"torchrun started {world} processes, not pp x ep with --ep {ep}",
                          f"launch pp x {ep} processes, or pass the --ep that divides {world}")
     for plan in plans:
+        plan.require_one_device("ppplan replay")
         check_plan(plan, world_size=world // ep)
         _check_experts(plan, opts, ep)
         _check_fits(plan, opts, len(plans))

@@ -16,6 +16,10 @@ partition solvers need is a function of one stage's position and layer range
   bytes from ``solvers.partition.inflight.memory_points``: exactly the simulator's peak.
 
 The estimate itself is [Note: step estimate] at ``StepModel.term``.
+
+On a mixed fleet (``CostTable.rank_tables``) every time of stage s is read from its rank's
+table and the memory limit is one per stage (``max_ends``): the homogeneous case is the
+one where every stage reads the same table.
 """
 
 from __future__ import annotations
@@ -77,6 +81,21 @@ def stage_shapes(schedule: Schedule, num_stages: int) -> list[StageShape]:
     return [StageShape(**c) for c in cnt]
 
 
+class _Times:
+    """Prefix sums of one cost table's times (one per device group of a mixed fleet)."""
+
+    def __init__(self, table: CostTable, full_backward: bool, overlap: bool) -> None:
+        layers = table.layers
+        self.oc = OverlapRangeCost(table)
+        back = [lc.serial_b if full_backward else lc.serial_i for lc in layers]
+        self.fpre = prefix_sums([lc.serial_f for lc in layers])
+        self.bpre = prefix_sums(back)
+        self.trip = prefix_sums([lc.serial_f + b for lc, b in zip(layers, back)])
+        self.rho = [table.ov(k, k) / (lc.serial_f + lc.serial_i)
+                    if overlap and lc.serial_f + lc.serial_i > 0 else 1.0 for k, lc in enumerate(layers)]
+        self.layers = layers
+
+
 class StepModel:
     """O(1) work, estimate terms and memory of layer ranges under one schedule order."""
 
@@ -90,48 +109,49 @@ class StepModel:
         self._stage_points = [sorted({(full, w) for p in self.points.get(ranks[s], [])
                                       for st, full, w in p if st == s}) for s in range(S)]
         self.first_stage = {r: min(s for s, q in enumerate(ranks) if q == r) for r in set(ranks)}
-        self._oc = OverlapRangeCost(table)
         layers = table.layers
         self._static = prefix_sums([lc.static_bytes for lc in layers])
         self._work = RangeMax([lc.work_bytes for lc in layers])
         self._act = prefix_sums([lc.act_bytes for lc in layers])
         self._act_w = prefix_sums([lc.act_w_bytes for lc in layers])
         self.full_backward = any(sh.b or sh.fused_w for sh in self.shapes)
-        back = [lc.serial_b if self.full_backward else lc.serial_i for lc in layers]
-        self._fpre = prefix_sums([lc.serial_f for lc in layers])
-        self._bpre = prefix_sums(back)
-        self._trip = prefix_sums([lc.serial_f + b for lc, b in zip(layers, back)])
-        self._layer_rho = [table.ov(k, k) / (lc.serial_f + lc.serial_i)
-                           if overlap and lc.serial_f + lc.serial_i > 0 else 1.0
-                           for k, lc in enumerate(layers)]
+        own: dict[int, _Times] = {}
+        self._t = [own.setdefault(id(t), _Times(t, self.full_backward, overlap))
+                   for t in (table.for_rank(r) for r in ranks)]
         self._layers = layers
         out = sorted(lc.out_bytes for lc in layers)
-        self.p2p = table.p2p.time(out[len(out) // 2]) if S > 1 else 0.0
+        links = table.rank_links or (table.p2p,)
+        self.p2p = max(link.time(out[len(out) // 2]) for link in links) if S > 1 else 0.0
 
     # --- costs of one range ---------------------------------------------------------
-    def ratio(self, a: int, b: int) -> float:
-        """Overlapped / serial F+I of [a, b) (1 when overlap is off or nothing to hide)."""
-        serial = self._oc.serial(a, b)
+    def ratio(self, s: int, a: int, b: int) -> float:
+        """Overlapped / serial F+I of [a, b) on stage ``s``'s device (1 when overlap is off or
+        nothing to hide)."""
+        oc = self._t[s].oc
+        serial = oc.serial(a, b)
         if not self.overlap or serial <= 0.0:
             return 1.0
-        return self._oc.overlapped(a, b) / serial
+        return oc.overlapped(a, b) / serial
 
     def work(self, s: int, a: int, b: int) -> float:
         """Busy time of stage ``s`` holding [a, b) over the whole step (module doc)."""
-        sh, oc = self.shapes[s], self._oc
+        sh, oc = self.shapes[s], self._t[s].oc
         f, i, w, bx = oc.forward(a, b), oc.backward(a, b), oc.weight(a, b), oc.full_extra(a, b)
-        rho = self.ratio(a, b) if sh.fused_f or sh.fused_i else 1.0
+        rho = self.ratio(s, a, b) if sh.fused_f or sh.fused_i else 1.0
         return ((sh.f + rho * sh.fused_f) * f + (sh.i + sh.b + rho * sh.fused_i) * i
                 + sh.w * w + sh.b * bx + sh.fused_w * max(0.0, bx))
 
     def head(self, s: int, a: int) -> float:
-        """Chain before stage ``s`` starting at layer ``a`` (first input) and after it (last gradient)."""
-        return self._fpre[a] + self._bpre[a] + 2 * s * self.p2p
+        """Chain before stage ``s`` starting at layer ``a`` (first input) and after it (last gradient);
+        on a mixed fleet the layers before ``a`` are timed on stage ``s``'s device (an estimate)."""
+        t = self._t[s]
+        return t.fpre[a] + t.bpre[a] + 2 * s * self.p2p
 
     def idle(self, s: int, a: int, b: int) -> float:
         """Wait for the first gradient not covered by warm-up forwards (module doc)."""
-        f = self._oc.forward(a, b)
-        down = self._trip[self.num_layers] - self._trip[b] + 2 * (self.num_stages - 1 - s) * self.p2p
+        t = self._t[s]
+        f = t.oc.forward(a, b)
+        down = t.trip[self.num_layers] - t.trip[b] + 2 * (self.num_stages - 1 - s) * self.p2p
         return max(0.0, f + down - self.shapes[s].warmup * f)
 
     def term(self, s: int, a: int, b: int) -> float:
@@ -180,7 +200,7 @@ class StepModel:
         return prefix_sums([(sh.f + rho * sh.fused_f) * lc.serial_f
                             + (sh.i + sh.b + rho * sh.fused_i) * lc.serial_i + sh.w * lc.w
                             + sh.b * (lc.serial_b - lc.serial_i) + sh.fused_w * max(0.0, lc.serial_b - lc.serial_i)
-                            for lc, rho in zip(self._layers, self._layer_rho)])
+                            for lc, rho in zip(self._t[s].layers, self._t[s].rho)])
 
     def prefix_tables(self) -> dict[str, list[int]]:
         """Byte prefix sums over layers: static, act (per microbatch), act_w."""
@@ -211,8 +231,9 @@ class StepModel:
         peak = max((held_bytes(full, w, act, act_w) for full, w in self._stage_points[s]), default=0)
         return self.static_bytes(a, b) + self.work_bytes(a, b) + peak
 
-    def max_ends(self, limit: int) -> list[list[int]]:
-        """``ends[s][a]``: the largest b with ``stage_memory(s, a, b) <= limit`` (a when none).
+    def max_ends(self, limit: int | list[int]) -> list[list[int]]:
+        """``ends[s][a]``: the largest b with ``stage_memory(s, a, b) <= limit`` (a when none);
+        ``limit`` one for all stages or one per stage (mixed fleets).
 
         Memory grows with b (prefix sums of non-negative bytes), so the feasible ends of
         each (stage, start) form one interval; two pointers find them in O(S N).
@@ -221,9 +242,10 @@ class StepModel:
         out = []
         for s in range(self.num_stages):
             ends, b = [], 0
+            cap = limit if isinstance(limit, int) else limit[s]
             for a in range(n):
                 b = max(b, a)
-                while b < n and self.stage_memory(s, a, b + 1) <= limit:
+                while b < n and self.stage_memory(s, a, b + 1) <= cap:
                     b += 1
                 ends.append(b)
             out.append(ends + [n])

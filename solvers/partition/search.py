@@ -15,10 +15,15 @@ objective, all within the memory limit (exact per-rank peaks, see
 
 With several stages per rank, ``serial``/``flops`` (and the CP-SAT hint) give each
 chunk ``limit / vpp`` of memory, a sufficient condition for the rank limit.
+
+The memory limit is one byte count per rank (``rank_caps``): the same for all, or on a
+mixed fleet each rank's device group's (``planner.core.devices``), so a smaller GPU's
+stages get fewer layers through the same DP.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from planner.core.costs import CostTable
@@ -32,7 +37,7 @@ from solvers.partition.model import StepModel
 from solvers.partition.pins import StagePins, pinned_cuts, pins_allow
 from solvers.partition.virtual import vpp_partition
 
-__all__ = ["METHODS", "PartitionResult", "partition_for_schedule", "memory_infeasible_message"]
+__all__ = ["METHODS", "PartitionResult", "partition_for_schedule", "memory_infeasible_message", "rank_caps"]
 
 METHODS = ("overlap", "serial", "flops", "uniform")
 """Partition methods (``--partition``)."""
@@ -62,14 +67,16 @@ def partition_for_schedule(table: CostTable, schedule: Schedule, *, pp: int, vpp
                            placement: str = "loop", memory_limit_bytes: int | None = None,
                            method: str = "overlap", pins: StagePins | None = None, k: int = 4,
                            time_limit_s: float = 10.0, seed: int = 0,
-                           strict: bool = True) -> PartitionResult:
+                           strict: bool = True, rank_memory_bytes: Sequence[int] = ()) -> PartitionResult:
     """Partition ``table`` for ``schedule`` (see module doc).
 
     With ``strict=False`` a method that cannot meet the memory limit falls back to its
     unconstrained split with ``fits_memory=False`` (for baselines); otherwise raises
-    ``InfeasibleError`` naming the tightest stage and the knobs.
+    ``InfeasibleError`` naming the tightest stage and the knobs. ``rank_memory_bytes`` lowers
+    the limit rank by rank (mixed fleets).
     """
     S = pp * vpp
+    caps = rank_caps(memory_limit_bytes, rank_memory_bytes, pp)
     ranks = stage_ranks(S, pp, placement)
     model = StepModel(table, schedule, ranks, overlap=method == "overlap")
     roles = [lc.role for lc in table.layers]
@@ -79,39 +86,53 @@ def partition_for_schedule(table: CostTable, schedule: Schedule, *, pp: int, vpp
     if method == "uniform" or pins.stages is not None:  # every boundary pinned: nothing to choose
         bounds = list(pins.stages) if pins.stages is not None else \
             uniform_partition(roles, S, first=pins.first, last=pins.last)
-        fits = memory_limit_bytes is None or max(model.rank_memory(bounds).values()) <= memory_limit_bytes
+        fits = _fits(model, bounds, caps)
         return PartitionResult(candidates=[bounds], estimate_s=model.estimate(bounds), solver="fixed",
                                status="FIXED", gap=None, fits_memory=fits, model=model)
     try:
-        return _solve(model, table, method, memory_limit_bytes, cuts, vpp, k, time_limit_s, seed)
+        return _solve(model, table, method, caps, cuts, vpp, k, time_limit_s, seed)
     except TimeoutError as exc:  # [Note: unproven] a budget that ran out proves nothing
-        if memory_limit_bytes is not None and _memory_proven_short(model, memory_limit_bytes, allowed):
-            raise InfeasibleError(memory_infeasible_message(model, memory_limit_bytes, allowed)) from None
+        if caps is not None and _memory_proven_short(model, caps, allowed):
+            raise InfeasibleError(memory_infeasible_message(model, caps, allowed)) from None
         raise BudgetExhausted(f"{exc}, and no memory bound rules a partition out") from None
     except BudgetExhausted:
         raise
     except InfeasibleError:
-        if memory_limit_bytes is None:
+        if caps is None:
             raise
         if strict:
-            raise InfeasibleError(memory_infeasible_message(model, memory_limit_bytes, allowed)) from None
+            raise InfeasibleError(memory_infeasible_message(model, caps, allowed)) from None
     relaxed = _solve(model, table, method, None, cuts, vpp, k, time_limit_s, seed)
     return PartitionResult(candidates=relaxed.candidates[:1], estimate_s=relaxed.estimate_s,
                            solver=relaxed.solver, status=relaxed.status, gap=relaxed.gap,
                            fits_memory=False, model=model)
 
 
-def _feasible(model: StepModel, limit: int | None, allowed: RangeTest | None, vpp: int) -> RangeTest | None:
+def rank_caps(limit: int | None, rank_bytes: Sequence[int], pp: int) -> tuple[int, ...] | None:
+    """One byte cap per rank: ``limit`` on each, lowered to ``rank_bytes[r]`` where given."""
+    if limit is None and not rank_bytes:
+        return None
+    if not rank_bytes:
+        return (limit,) * pp  # type: ignore[return-value]
+    return tuple(r if limit is None else min(limit, r) for r in rank_bytes)
+
+
+def _fits(model: StepModel, bounds: Bounds, caps: tuple[int, ...] | None) -> bool:
+    return caps is None or all(m <= caps[r] for r, m in model.rank_memory(bounds).items())
+
+
+def _feasible(model: StepModel, limit: tuple[int, ...] | None, allowed: RangeTest | None,
+              vpp: int) -> RangeTest | None:
     if limit is None:
         return allowed
-    ends = model.max_ends(limit // vpp)
+    ends = model.max_ends([limit[r] // vpp for r in model.ranks])
 
     def ok(s: int, a: int, b: int) -> bool:
         return b <= ends[s][a] and (allowed is None or allowed(s, a, b))
     return ok
 
 
-def _solve(model: StepModel, table: CostTable, method: str, limit: int | None,
+def _solve(model: StepModel, table: CostTable, method: str, limit: tuple[int, ...] | None,
            cuts: dict[int, int], vpp: int, k: int, time_limit_s: float, seed: int) -> PartitionResult:
     n, S = model.num_layers, model.num_stages
     allowed = pins_allow(cuts) if cuts else None
@@ -131,7 +152,7 @@ def _solve(model: StepModel, table: CostTable, method: str, limit: int | None,
         others = [b for _, b in k_best_partitions(n, S, model.term, k, feasible, table=terms)]
         return _result(model, _unique([best] + others), "dp", "OPTIMAL", None)
     hint = _chunk_hint(model, feasible, allowed)
-    hint_fits = limit is None or max(model.rank_memory(hint).values()) <= limit
+    hint_fits = _fits(model, hint, limit)
     try:
         res = vpp_partition(model, memory_limit_bytes=limit, hint=hint, cuts=cuts,
                             time_limit_s=time_limit_s, seed=seed)
@@ -139,7 +160,7 @@ def _solve(model: StepModel, table: CostTable, method: str, limit: int | None,
         if hint_fits:
             return _result(model, [hint], "dp", "FEASIBLE", None)
         lean = minmax_partition(n, S, model.stage_memory, allowed)  # the memory-balanced split may fit
-        if limit is not None and max(model.rank_memory(lean).values()) <= limit:
+        if limit is not None and _fits(model, lean, limit):
             return _result(model, [lean], "dp", "FEASIBLE", None)
         raise
     pool = [res.bounds, hint] if hint_fits else [res.bounds]
@@ -173,7 +194,15 @@ def _unique(bounds: list[Bounds]) -> list[Bounds]:
     return out
 
 
-def _memory_proven_short(model: StepModel, limit: int, allowed: RangeTest | None) -> bool:
+def _memory_share(model: StepModel, caps: tuple[int, ...]):
+    """A stage's peak as the memory-balanced split weighs it: its bytes, or on ranks with
+    different caps its share of its own rank's cap."""
+    if len(set(caps)) == 1:
+        return model.stage_memory
+    return lambda s, a, b: model.stage_memory(s, a, b) / caps[model.ranks[s]]
+
+
+def _memory_proven_short(model: StepModel, caps: tuple[int, ...], allowed: RangeTest | None) -> bool:
     """Whether no partition can fit ``limit`` under this schedule: the split that minimises
     the largest *stage* peak (exact, ``minmax_partition``) is over it, and a rank's peak is
     at least the peak of each stage it holds.
@@ -184,17 +213,18 @@ def _memory_proven_short(model: StepModel, limit: int, allowed: RangeTest | None
     proven shortfall (``InfeasibleError`` with the numbers and the knobs) and
     ``BudgetExhausted`` (not proven; raise the budget)."""
     n, S = model.num_layers, model.num_stages
-    bounds = minmax_partition(n, S, model.stage_memory, allowed)
-    return max(model.stage_memory(s, *bounds[s]) for s in range(S)) > limit
+    bounds = minmax_partition(n, S, _memory_share(model, caps), allowed)
+    return any(model.stage_memory(s, *bounds[s]) > caps[model.ranks[s]] for s in range(S))
 
 
-def memory_infeasible_message(model: StepModel, limit: int, allowed: RangeTest | None = None) -> str:
+def memory_infeasible_message(model: StepModel, caps: tuple[int, ...], allowed: RangeTest | None = None) -> str:
     """Name the tightest stage of the most memory-balanced split, bytes needed vs available,
     and the knobs that help."""
     n, S = model.num_layers, model.num_stages
-    bounds = minmax_partition(n, S, model.stage_memory, allowed)
+    bounds = minmax_partition(n, S, _memory_share(model, caps), allowed)
     per_rank = model.rank_memory(bounds)
-    rank = max(per_rank, key=lambda r: (per_rank[r], -r))
+    rank = max(per_rank, key=lambda r: (per_rank[r] / caps[r], -r))
+    limit = caps[rank]
     stages = [s for s in range(S) if model.ranks[s] == rank]
     s = max(stages, key=lambda t: model.stage_memory(t, *bounds[t]))
     a, b = bounds[s]

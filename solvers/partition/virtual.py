@@ -64,7 +64,7 @@ def _ints(values: list[float], scale: float = _US) -> list[int]:
     return [round(v * scale) for v in values]
 
 
-def _build(model: StepModel, limit: int | None, cuts: dict[int, int], hint: Bounds | None):
+def _build(model: StepModel, limit: tuple[int, ...] | None, cuts: dict[int, int], hint: Bounds | None):
     """Data -> boundary variables -> prefix reads -> rank time and memory -> objective -> hint."""
     from ortools.sat.python import cp_model  # imported on first use: ortools (and pandas) cost ~0.6 s
 
@@ -105,7 +105,7 @@ def _build(model: StepModel, limit: int | None, cuts: dict[int, int], hint: Boun
             for q, point in enumerate(model.points.get(r, [])):
                 count = {st: (full, w) for st, full, w in point}
                 m.add(sum(_bytes(prefix, read, s, *count.get(s, (0, 0)), f"r{r}p{q}") for s in mine)
-                      + held.get(r, 0) <= limit)
+                      + held.get(r, 0) <= limit[r])
     m.minimize(step)
     return m, end, step
 
@@ -142,16 +142,19 @@ def _bytes(prefix: dict[str, list[int]], read, s: int, full: int, w: int, tag: s
     return read(table, s + 1, f"mem_{tag}_{s}_end") - read(table, s, f"mem_{tag}_{s}_start")
 
 
-def vpp_partition(model: StepModel, *, memory_limit_bytes: int | None, hint: Bounds | None = None,
+def vpp_partition(model: StepModel, *, memory_limit_bytes: int | tuple[int, ...] | None, hint: Bounds | None = None,
                   cuts: dict[int, int] | None = None, time_limit_s: float = 10.0,
                   seed: int = 0, gap_limit: float = GAP_LIMIT) -> VppResult:
     """Best chunk ranges for ``model``'s schedule and placement (see module doc).
 
     ``cuts`` pins boundaries (boundary k starts stage k); ``hint`` warm-starts the
-    search. Raises ``InfeasibleError`` when no partition fits.
+    search. ``memory_limit_bytes``: one cap for every rank, or one per rank. Raises
+    ``InfeasibleError`` when no partition fits.
     """
     from ortools.sat.python import cp_model  # imported here for start-up time: see _build
 
+    if isinstance(memory_limit_bytes, int):
+        memory_limit_bytes = (memory_limit_bytes,) * (max(model.ranks) + 1)
     m, end, step = _build(model, memory_limit_bytes, cuts or {}, hint)
     solver = cp_model.CpSolver()
     solver.parameters.random_seed = seed

@@ -56,6 +56,9 @@ class MemoryLimit:
     """Bytes per GPU, static bytes included."""
     microbatches: float | None = None
     """Activation budget per rank, in microbatches' worth of that rank's activations."""
+    rank_bytes: tuple[int, ...] = ()
+    """Mixed fleets: each pipeline rank's own byte cap (its device group's memory), on top of
+    the others; empty: the same cap on every rank."""
 
     def __str__(self) -> str:
         parts = [] if self.bytes is None else [format_bytes(self.bytes)]
@@ -69,14 +72,22 @@ class MemoryLimit:
             caps.append(max(s + int(self.microbatches * a) for s, a in zip(costs.static_per_rank(), act)))
         return min(caps)
 
+    def per_rank_bytes(self, costs: StageCosts) -> list[int]:
+        """Each rank's byte cap: ``per_gpu_bytes``, lowered to its ``rank_bytes`` where given."""
+        cap = self.per_gpu_bytes(costs) if self.bytes is not None or self.microbatches is not None else None
+        if not self.rank_bytes:
+            return [cap] * costs.num_ranks  # type: ignore[list-item]
+        return [r if cap is None else min(cap, r) for r in self.rank_bytes]
+
     def activation_limit(self, costs: StageCosts) -> list[int]:
-        """Activation bytes each rank may hold: ``per_gpu_bytes`` less its static bytes."""
-        cap = self.per_gpu_bytes(costs)
-        return [cap - s for s in costs.static_per_rank()]
+        """Activation bytes each rank may hold: its cap (``per_rank_bytes``) less its static bytes."""
+        return [cap - s for cap, s in zip(self.per_rank_bytes(costs), costs.static_per_rank())]
 
     def fits(self, costs: StageCosts, peak_memory_bytes: list[int]) -> bool:
         """Whether simulated per-rank peaks (static + activations) are within the limit."""
-        return max(peak_memory_bytes, default=0) <= self.per_gpu_bytes(costs)
+        if not self.rank_bytes:
+            return max(peak_memory_bytes, default=0) <= self.per_gpu_bytes(costs)
+        return all(p <= cap for p, cap in zip(peak_memory_bytes, self.per_rank_bytes(costs)))
 
     def check_minimum(self, costs: StageCosts) -> None:
         """Raise ``InfeasibleError`` when a rank cannot hold one microbatch per stage."""
