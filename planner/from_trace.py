@@ -29,7 +29,8 @@ def profile_from_trace(folder: str, *, model: str | None = None, cluster: str | 
     spec = load_model(str(name))
     facts = trace_facts(traces, folder)
     scale = float(run.get("scale", 1.0))
-    cl = resolve_cluster(spec, cluster, seq_len=run.get("seq_len"), micro_batch_size=run.get("micro_batch"))
+    cl = resolve_cluster(spec, cluster, pp=run.get("pp"), ep=run.get("ep"), seq_len=run.get("seq_len"),
+                         micro_batch_size=run.get("micro_batch"))
     fill = analytical_costs(scaled_model(spec, scale) if scale != 1.0 else spec, cl)
     table = costs_from_trace(facts, fill, folder=str(folder), run=run)
     return replace(table, model=spec.name, scale=scale)

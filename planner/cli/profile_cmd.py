@@ -15,7 +15,7 @@ __all__ = ["COMMANDS"]
 @click.command("profile")
 @click.argument("model", required=False)
 @click.option("--analytical", is_flag=True, help="Compute costs from the GPU preset instead of measuring.")
-@click.option("--cluster", type=click.Path(dir_okay=False), help="Cluster YAML for --analytical (default: the model's own).")
+@click.option("--cluster", type=click.Path(dir_okay=False), help="Cluster YAML for --analytical and for the analytical fill of --from-trace (default: the model's own).")
 @click.option("--device", default="cpu", show_default=True, help="Where to measure: cpu or cuda.")
 @click.option("--scale", type=FiniteFloat(min=0, max=1, min_open=True), default=1 / 16, show_default=True, help="Width of the measured layers relative to the model (0 < F <= 1).")
 @click.option("--ep", type=click.IntRange(min=1, max=1024), default=1, show_default=True, help="Expert-parallel processes exchanging tokens with real all-to-alls.")

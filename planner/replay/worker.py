@@ -5,6 +5,7 @@ them, and send everything to rank 0 (the order and the engine are described belo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -139,10 +140,14 @@ def _build(plan: Plan, rm: ReplayModel, layout: Layout, device: torch.device, re
     mods, stages = [], []
     group = _ep_group(plan, rm, opts, layout)
     whole = whole_backward_chunks(plan)
+    if opts.torch_profile:  # every backward layer by layer, so each layer's B is a range of its own
+        whole = {}
     for s, ((a, b), r) in enumerate(zip(plan.bounds(), plan.ranks())):
         if r == layout.pp_rank:
             mod = build_stage(rm, a, b, device, ep_group=group)
             apply_recompute(list(mod.layers.values()), recompute_mode(plan))
+            if opts.torch_profile:
+                _label_layers(mod, rm)
             mods.append(mod)
             stages.append(TimedStage(mod, s, plan.num_stages, device, group=layout.pp_group,
                                      recorder=recorder, whole_backward=whole.get(s, frozenset())))
@@ -151,6 +156,27 @@ def _build(plan: Plan, rm: ReplayModel, layout: Layout, device: torch.device, re
     runtime._prepare_schedule_with_comms(to_torch_actions(plan.parsed_schedule()))
     attach_timed(runtime, recorder, opts, layout.rank)
     return mods, runtime
+
+
+def _label_layers(mod: Any, rm: ReplayModel) -> None:
+    """Name each layer's F, I, W, B ranges for ``ppplan profile --from-trace``."""
+    from profiler.trace.record import annotate_forward, label
+
+    for key, layer in mod.layers.items():
+        label(layer, int(key), rm.spec.layers[int(key)].type_key)
+        annotate_forward(layer)
+
+
+def _recording(runs: list, opts: ReplayOptions, rank: int) -> Any:
+    """The trace of the timed steps (``--torch-profile``), or nothing."""
+    if not opts.torch_profile:
+        return contextlib.nullcontext(lambda: None)
+    from profiler.trace.record import recording
+
+    rm = runs[0].rm
+    return recording(opts.torch_profile, rank, {"model": str(runs[0].plan.model["name"]), "scale": rm.scale,
+                                                "seq_len": rm.seq_len, "micro_batch": rm.microbatch_size,
+                                                "pp": runs[0].plan.pp, "ep": rm.ep, "rank": rank})
 
 
 def _step(runtime: TimedRuntime, rank_args: tuple, target: torch.Tensor, mods: list) -> list:
@@ -357,9 +383,12 @@ def _replay(plans: list[Plan], opts: ReplayOptions, layout: Layout, device: torc
         for run in runs:
             _step(run.runtime, run.rank_args, run.target, run.mods)
     freeze_setup()  # [Note: manual gc] in profiler.timing
-    for _ in range(opts.steps):
-        for run in runs:
-            _timed_step(run, device, opts, backend)
+    with _recording(runs, opts, rank) as profiler_step:
+        for _ in range(opts.steps):
+            profiler_step()
+            for run in runs:
+                _timed_step(run, device, opts, backend)
+        profiler_step()  # the last ProfilerStep holds no timed step (the importer drops it)
     after = {key: _measure_table(run.rm, device, key[-1], opts.link) for key, run in
              {r.table_key: r for r in runs if r.table_key is not None}.items()}
     after.update({key: _measure_pairs(run.plan, run.rm, run.opts, layout, device, key) for key, run in

@@ -9,13 +9,14 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import math
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from planner.core.errors import InputError
-from planner.core.reader import MAX_TRACE_BYTES, decode_text, parse_json, read_input_bytes
+from planner.core.reader import MAX_TRACE_BYTES, decode_text, read_input_bytes
 from profiler.trace.names import RUN_METADATA
 
 __all__ = ["Event", "RankTrace", "read_trace", "read_traces", "trace_files"]
@@ -82,11 +83,24 @@ def _text(path: Path) -> str:
     return decode_text(data, what=_FIELD, source=str(path))
 
 
+def _parse(text: str, path: Path) -> Any:
+    """[Note: trace parsing] A profiler trace is machine-written and large (tens of MB for a few
+    steps: every aten op is an event), so it is parsed by ``json.loads`` alone, not by
+    ``planner.core.reader.parse_json``'s guarded parser (duplicate keys, int64 checks), which
+    takes minutes on it; its size is capped on the way in (``MAX_TRACE_BYTES``) and each event
+    is checked as it is read (``_event``)."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InputError(_FIELD, f"{path} is not JSON ({exc})", "give the Chrome trace JSON torch.profiler writes") from None
+
+
 def _event(raw: Any) -> Event | None:
     if not isinstance(raw, dict) or raw.get("ph") != "X":
         return None
     ts, dur = raw.get("ts"), raw.get("dur")
-    if not isinstance(ts, (int, float)) or not isinstance(dur, (int, float)) or dur < 0:
+    if not isinstance(ts, (int, float)) or not isinstance(dur, (int, float)) or not 0 <= dur < math.inf \
+            or not math.isfinite(ts):
         return None
     args = raw.get("args") if isinstance(raw.get("args"), dict) else {}
     corr, stream = args.get("correlation"), args.get("stream")
@@ -108,7 +122,7 @@ def _run_metadata(data: dict[str, Any], path: Path) -> dict[str, Any]:
 
 def read_trace(path: Path, default_rank: int) -> RankTrace:
     """One trace file; ``InputError`` when it is not a Chrome trace."""
-    data = parse_json(_text(path), what=_FIELD, source=str(path))
+    data = _parse(_text(path), path)
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
         raise InputError(_FIELD, f"{path} is not a PyTorch profiler trace (no traceEvents list)",
                          "give the Chrome trace JSON torch.profiler writes")

@@ -86,7 +86,22 @@ def recording(folder: str, rank: int, run: dict[str, Any]) -> Iterator[Callable[
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     os.makedirs(folder, exist_ok=True)
+    open_step: list[Any] = []
+
+    def step() -> None:  # the ProfilerStep#N range torch's own scheduled profiler writes
+        if open_step:
+            open_step.pop().__exit__(None, None, None)
+        rng = record_function(f"ProfilerStep#{step.count}")
+        rng.__enter__()
+        open_step.append(rng)
+        step.count += 1
+    step.count = 0
+
     with profile(activities=activities) as prof:
         prof.add_metadata_json(RUN_METADATA, json.dumps(run))
-        yield prof.step
+        try:
+            yield step
+        finally:
+            if open_step:
+                open_step.pop().__exit__(None, None, None)
     prof.export_chrome_trace(trace_path(folder, rank))
