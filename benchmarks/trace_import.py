@@ -9,7 +9,8 @@
   traces), ``profile --from-trace`` (the table under test), and ``plan --profile`` from that
   table (the loop closed). Per layer type, F, I, W, B and the exposed all-to-all from the
   trace against the profile's, with their ratio (target within 15%), and the trace's hidden
-  share of each MoE all-to-all.
+  share of each MoE all-to-all; and per rank the share of the replay's own measured busy time
+  the trace's layer ranges account for.
 
     python benchmarks/trace_import.py [--json] [--only hta|cpu] [--model M] [--scale F] [--ep N] [--steps N]
 """
@@ -68,6 +69,20 @@ def _per_type(path: Path) -> dict:
             for t, ls in rows.items()}
 
 
+def _busy_share(folder: Path, busy_s: list[float], steps: int) -> dict:
+    """Per rank, the layer ranges' time per step (compute + all-to-all) over the busy time the
+    replay's own timers measured in the same run: how much of the run the trace attributes."""
+    from profiler.trace.attribute import rank_facts
+    from profiler.trace.read import read_traces
+
+    out = {}
+    for trace in read_traces(str(folder)):
+        facts = rank_facts(trace)
+        per_step = sum(s.compute_s + s.a2a_s for s in facts.work) / steps
+        out[str(trace.rank)] = round(per_step / busy_s[trace.rank], 3)
+    return out
+
+
 def cpu_figures(*, model: str, scale: float, ep: int, steps: int, seq_len: int, microbatches: int) -> dict:
     """The CPU loop, every step through the CLI; walls in seconds."""
     work = Path(tempfile.mkdtemp(prefix="ppplan-trace-"))
@@ -94,11 +109,12 @@ def cpu_figures(*, model: str, scale: float, ep: int, steps: int, seq_len: int, 
                          "within_target": b > 0 and abs(a / b - 1) <= TARGET,
                          "provenance": meta["provenance"]["layers"][t][k]})
     replay = json.loads((work / "r.json").read_text())
+    busy = _busy_share(work / "traces", replay["measured"]["busy_s"], steps)
     shutil.rmtree(work, ignore_errors=True)
     return {"model": model, "scale": scale, "pp": 2, "ep": ep, "steps": steps, "seq_len": seq_len,
             "microbatches": microbatches, "walls_s": walls, "samples": meta["samples"],
             "hidden_share": meta["hidden_share"], "rows": rows,
-            "replay_step_ms": round(1e3 * replay["measured"]["step_time_s"], 1),
+            "replay_step_ms": round(1e3 * replay["measured"]["step_time_s"], 1), "trace_busy_share": busy,
             "within_target": sum(r["within_target"] for r in rows if r["profile_ms"] > 0),
             "compared": sum(1 for r in rows if r["profile_ms"] > 0)}
 

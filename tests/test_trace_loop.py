@@ -46,7 +46,8 @@ def test_replay_trace_profile_plan(tmp_path, ppplan):
 
 def test_trace_hook_example_is_read_back(tmp_path, ppplan):
     """``examples/trace_hook.py``: F and B ranges from module hooks in a plain training loop;
-    the importer splits each B by the analytical I:W ratio and says so."""
+    the importer splits each B by the analytical I:W ratio and says so; the README's three
+    commands (trace, ``profile --from-trace``, ``plan --profile``) in one folder."""
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "examples"))
     from trace_hook import train
 
@@ -56,3 +57,6 @@ def test_trace_hook_example_is_read_back(tmp_path, ppplan):
     trace = json.loads((tmp_path / "T.json").read_text())["meta"]["trace"]
     assert trace["samples"]["gqa+dense"] == {"F": 64, "I": 0, "W": 0, "B": 64}  # 32 layers x 2 steps
     assert trace["provenance"]["layers"]["gqa+dense"]["i"] == "trace B split by the analytical I:W ratio"
+    res = ppplan("plan", "llama3-8b", "--profile", "T.json", "--quiet")  # the README's third command
+    assert res.code == 0, res.err
+    assert json.loads((tmp_path / "plan.json").read_text())["costs"]["source"] == "measured"
