@@ -13,6 +13,7 @@
   the trace's layer ranges account for.
 
     python benchmarks/trace_import.py [--json] [--only hta|cpu] [--model M] [--scale F] [--ep N] [--steps N]
+                                      [--schedule S]
 """
 
 from __future__ import annotations
@@ -69,9 +70,10 @@ def _per_type(path: Path) -> dict:
             for t, ls in rows.items()}
 
 
-def _busy_share(folder: Path, busy_s: list[float], steps: int) -> dict:
+def _busy_share(folder: Path, busy_s: list[float], steps: int, ep: int) -> dict:
     """Per rank, the layer ranges' time per step (compute + all-to-all) over the busy time the
-    replay's own timers measured in the same run: how much of the run the trace attributes."""
+    replay's own timers measured in the same run on its pipeline rank (global rank // ep, as
+    ``planner.replay.lowering.make_layout`` numbers them): how much of the run the trace attributes."""
     from profiler.trace.attribute import rank_facts
     from profiler.trace.read import read_traces
 
@@ -79,11 +81,12 @@ def _busy_share(folder: Path, busy_s: list[float], steps: int) -> dict:
     for trace in read_traces(str(folder)):
         facts = rank_facts(trace)
         per_step = sum(s.compute_s + s.a2a_s for s in facts.work) / steps
-        out[str(trace.rank)] = round(per_step / busy_s[trace.rank], 3)
+        out[str(trace.rank)] = round(per_step / busy_s[trace.rank // ep], 3)
     return out
 
 
-def cpu_figures(*, model: str, scale: float, ep: int, steps: int, seq_len: int, microbatches: int) -> dict:
+def cpu_figures(*, model: str, scale: float, ep: int, steps: int, seq_len: int, microbatches: int,
+                schedule: str = "zb-h1") -> dict:
     """The CPU loop, every step through the CLI; walls in seconds."""
     work = Path(tempfile.mkdtemp(prefix="ppplan-trace-"))
     shape = ["--seq-len", str(seq_len)]
@@ -91,7 +94,7 @@ def cpu_figures(*, model: str, scale: float, ep: int, steps: int, seq_len: int, 
         "profile": _ppplan(work, "profile", model, "--device", "cpu", "--scale", str(scale), "--ep", str(ep),
                            "--threads", "1", "--modules", "native", "--quiet", *shape, "--out", "P.json"),
         "plan": _ppplan(work, "plan", model, "--profile", "P.json", "--pp", "2", "--ep", str(ep), "--schedule",
-                        "zb-h1", "--microbatches", str(microbatches), *shape, "--quiet", "--out", "plan.json"),
+                        schedule, "--microbatches", str(microbatches), *shape, "--quiet", "--out", "plan.json"),
         "replay": _ppplan(work, "replay", "plan.json", "--ep", str(ep), "--steps", str(steps), "--warmup", "1",
                           "--threads", "1", "--no-grad-check", "--torch-profile", "traces", "--out", "r.json"),
         "from_trace": _ppplan(work, "profile", "--from-trace", "traces", "--out", "T.json"),
@@ -109,9 +112,9 @@ def cpu_figures(*, model: str, scale: float, ep: int, steps: int, seq_len: int, 
                          "within_target": b > 0 and abs(a / b - 1) <= TARGET,
                          "provenance": meta["provenance"]["layers"][t][k]})
     replay = json.loads((work / "r.json").read_text())
-    busy = _busy_share(work / "traces", replay["measured"]["busy_s"], steps)
+    busy = _busy_share(work / "traces", replay["measured"]["busy_s"], steps, ep)
     shutil.rmtree(work, ignore_errors=True)
-    return {"model": model, "scale": scale, "pp": 2, "ep": ep, "steps": steps, "seq_len": seq_len,
+    return {"model": model, "scale": scale, "pp": 2, "ep": ep, "schedule": schedule, "steps": steps, "seq_len": seq_len,
             "microbatches": microbatches, "walls_s": walls, "samples": meta["samples"],
             "hidden_share": meta["hidden_share"], "rows": rows,
             "replay_step_ms": round(1e3 * replay["measured"]["step_time_s"], 1), "trace_busy_share": busy,
@@ -129,13 +132,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--steps", type=int, default=2, help="Timed (traced) replay steps: the work of the loop.")
     ap.add_argument("--seq-len", type=int, default=64)
     ap.add_argument("--microbatches", type=int, default=4)
+    ap.add_argument("--schedule", default="zb-h1", help="The plan's --schedule (1f1b-overlap: fused pairs, whose "
+                                                        "other half runs beside each all-to-all).")
     args = ap.parse_args(argv)
     out = {}
     if args.only in (None, "hta"):
         out["hta"] = hta_figures()
     if args.only in (None, "cpu"):
         out["cpu"] = cpu_figures(model=args.model, scale=args.scale, ep=args.ep, steps=args.steps,
-                                 seq_len=args.seq_len, microbatches=args.microbatches)
+                                 seq_len=args.seq_len, microbatches=args.microbatches, schedule=args.schedule)
     if args.json:
         print(json.dumps(out, indent=1))
         return

@@ -5,7 +5,6 @@ them, and send everything to rank 0 (the order and the engine are described belo
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
@@ -25,6 +24,7 @@ from planner.replay.lowering import (Layout, ReplayModel, build_stage, loss_fn, 
                                      merge_ranks, release_layout, replay_model, sync_gradients, to_torch_actions)
 from planner.replay.options import ReplayOptions
 from planner.replay.timing import Clock, Recorder, TimedRuntime, TimedStage, attach_timed
+from planner.replay.torch_profile import label_stage, torch_profile
 from profiler.timing import collector_off, freeze_setup
 
 __all__ = ["run_rank", "resolve_shape"]
@@ -147,7 +147,7 @@ def _build(plan: Plan, rm: ReplayModel, layout: Layout, device: torch.device, re
             mod = build_stage(rm, a, b, device, ep_group=group)
             apply_recompute(list(mod.layers.values()), recompute_mode(plan))
             if opts.torch_profile:
-                _label_layers(mod, rm)
+                label_stage(mod, rm.spec)
             mods.append(mod)
             stages.append(TimedStage(mod, s, plan.num_stages, device, group=layout.pp_group,
                                      recorder=recorder, whole_backward=whole.get(s, frozenset())))
@@ -156,27 +156,6 @@ def _build(plan: Plan, rm: ReplayModel, layout: Layout, device: torch.device, re
     runtime._prepare_schedule_with_comms(to_torch_actions(plan.parsed_schedule()))
     attach_timed(runtime, recorder, opts, layout.rank)
     return mods, runtime
-
-
-def _label_layers(mod: Any, rm: ReplayModel) -> None:
-    """Name each layer's F, I, W, B ranges for ``ppplan profile --from-trace``."""
-    from profiler.trace.record import annotate_forward, label
-
-    for key, layer in mod.layers.items():
-        label(layer, int(key), rm.spec.layers[int(key)].type_key)
-        annotate_forward(layer)
-
-
-def _recording(runs: list, opts: ReplayOptions, rank: int) -> Any:
-    """The trace of the timed steps (``--torch-profile``), or nothing."""
-    if not opts.torch_profile:
-        return contextlib.nullcontext(lambda: None)
-    from profiler.trace.record import recording
-
-    rm = runs[0].rm
-    return recording(opts.torch_profile, rank, {"model": str(runs[0].plan.model["name"]), "scale": rm.scale,
-                                                "seq_len": rm.seq_len, "micro_batch": rm.microbatch_size,
-                                                "pp": runs[0].plan.pp, "ep": rm.ep, "rank": rank})
 
 
 def _step(runtime: TimedRuntime, rank_args: tuple, target: torch.Tensor, mods: list) -> list:
@@ -383,7 +362,10 @@ def _replay(plans: list[Plan], opts: ReplayOptions, layout: Layout, device: torc
         for run in runs:
             _step(run.runtime, run.rank_args, run.target, run.mods)
     freeze_setup()  # [Note: manual gc] in profiler.timing
-    with _recording(runs, opts, rank) as profiler_step:
+    rm0 = runs[0].rm
+    run_shape = {"model": str(runs[0].plan.model["name"]), "scale": rm0.scale, "seq_len": rm0.seq_len,
+                 "micro_batch": rm0.microbatch_size, "pp": runs[0].plan.pp, "ep": rm0.ep, "rank": rank}
+    with torch_profile(opts.torch_profile, rank, run_shape) as profiler_step:
         for _ in range(opts.steps):
             profiler_step()
             for run in runs:

@@ -81,7 +81,9 @@ def recording(folder: str, rank: int, run: dict[str, Any]) -> Iterator[Callable[
     """Profile the block (CPU, and CUDA when present) and write ``trace_path(folder, rank)``;
     yields ``step()`` to call before each step (its ``ProfilerStep#N`` ranges; the importer,
     like HTA, drops the last one, so the block calls it once more after the last step).
-    ``run`` (model, scale, seq_len, micro_batch) is stored under ``RUN_METADATA``."""
+    ``run`` (model, scale, seq_len, micro_batch) is stored under ``RUN_METADATA``. Every thread
+    is profiled (torch's ``profile_all_threads``), not only the one that entered the block."""
+    from torch._C._profiler import _ExperimentalConfig
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
@@ -97,7 +99,9 @@ def recording(folder: str, rank: int, run: dict[str, Any]) -> Iterator[Callable[
         step.count += 1
     step.count = 0
 
-    with profile(activities=activities) as prof:
+    # every thread: the overlap runtime runs a fused pair's backward in a helper thread of its own
+    config = _ExperimentalConfig(profile_all_threads=True)
+    with profile(activities=activities, experimental_config=config) as prof:
         prof.add_metadata_json(RUN_METADATA, json.dumps(run))
         try:
             yield step

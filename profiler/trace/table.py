@@ -96,9 +96,9 @@ def _samples_by_type(facts: list[RankFacts], fill: CostTable) -> dict[str, list[
                              f"({', '.join(sorted(types))})", "pass the --model the run trained")
     for lc in fill.layers:
         kinds = {s.kind for s in by_type.get(lc.type, [])}
-        if "F" not in kinds or not kinds & {"I", "B"}:
-            raise InputError("--from-trace", f"no F and I/B ranges of layer type {lc.type!r} in the trace",
-                             "trace every pipeline rank, and a step with forward and backward")
+        if "F" not in kinds or not ("B" in kinds or {"I", "W"} <= kinds):
+            raise InputError("--from-trace", f"no F and B (or I and W) ranges of layer type {lc.type!r} in the "
+                             "trace", "trace every pipeline rank, and a step with forward and backward")
     return by_type
 
 
