@@ -135,3 +135,31 @@ def test_hta_trace_overlap_equals_hta(tmp_path):
 
     hta = TraceAnalysis(trace_dir=str(tmp_path)).get_comm_comp_overlap(visualize=False)
     assert round(100 * facts.comm_comp_overlap, 2) == float(hta.iloc[0]["comp_comm_overlap_pctg"])
+
+
+def test_device_clock_attributes_kernels_by_launch_correlation():
+    """A GPU trace: a range owns the kernels launched inside it (CUDA runtime event and kernel
+    share a ``correlation``), split by HTA's classifier into compute and communication; the
+    hidden part is the communication under any compute kernel of the rank."""
+    pytest.importorskip("hta", reason="the trace extra (HolisticTraceAnalysis) classifies GPU kernels")
+    from profiler.trace.attribute import rank_facts
+    from profiler.trace.read import Event, RankTrace
+
+    def launch(ts, corr):
+        return Event(name="cudaLaunchKernel", cat="cuda_runtime", ts=ts, dur=2, pid=7, tid=3, correlation=corr)
+
+    def kernel(name, ts, dur, corr, stream=7):
+        return Event(name=name, cat="kernel", ts=ts, dur=dur, pid=0, tid=stream, correlation=corr, stream=stream)
+
+    nccl = "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)"
+    events = (Event(name=layer_range("F", 1, "gqa+moe"), cat="user_annotation", ts=0, dur=100, pid=7, tid=1),
+              launch(10, 1), launch(20, 2), launch(30, 3), launch(500, 4),
+              kernel("sm90_gemm_bf16", 100, 50, 1), kernel(nccl, 120, 60, 2, stream=20),
+              kernel("elementwise_kernel", 160, 20, 3), kernel("sm90_gemm_bf16", 600, 40, 4))
+    facts = rank_facts(RankTrace(path="t", rank=0, events=events))
+    (sample,) = facts.work
+    assert facts.clock == "device"
+    assert sample.compute_s == pytest.approx(70e-6)   # [100, 150] and [160, 180]
+    assert sample.a2a_s == pytest.approx(60e-6)       # the NCCL kernel [120, 180]
+    assert sample.hidden_s == pytest.approx(50e-6)    # under [120, 150] and [160, 180]
+    assert facts.comm_comp_overlap == pytest.approx(50 / 60)
