@@ -49,6 +49,9 @@ def profile_command(model: str | None, analytical: bool, cluster: str | None, de
     if from_trace is not None:
         from planner.from_trace import profile_from_trace
 
+        if analytical or compare:
+            raise click.UsageError("--from-trace builds the table from traces; drop --analytical / --compare")
+
         check_outputs({"--out": out}, inputs=[cluster])
         table = profile_from_trace(from_trace, model=model_opt or model, cluster=cluster)
         save_costs(table, out)
