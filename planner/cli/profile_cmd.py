@@ -15,7 +15,7 @@ __all__ = ["COMMANDS"]
 @click.command("profile")
 @click.argument("model", required=False)
 @click.option("--analytical", is_flag=True, help="Compute costs from the GPU preset instead of measuring.")
-@click.option("--cluster", type=click.Path(dir_okay=False), help="Cluster YAML for --analytical (default: the model's own).")
+@click.option("--cluster", type=click.Path(dir_okay=False), help="Cluster YAML for --analytical and for the analytical fill of --from-trace (default: the model's own).")
 @click.option("--device", default="cpu", show_default=True, help="Where to measure: cpu or cuda.")
 @click.option("--scale", type=FiniteFloat(min=0, max=1, min_open=True), default=1 / 16, show_default=True, help="Width of the measured layers relative to the model (0 < F <= 1).")
 @click.option("--ep", type=click.IntRange(min=1, max=1024), default=1, show_default=True, help="Expert-parallel processes exchanging tokens with real all-to-alls.")
@@ -32,16 +32,33 @@ __all__ = ["COMMANDS"]
 @click.option("--moe-pad-expert-input-to-capacity", is_flag=True, help="Pad every expert's buffer to capacity: static all-to-all splits, no host sync in a MoE layer (needs --moe-expert-capacity-factor).")
 @click.option("--moe-token-drop-policy", type=click.Choice(["probs", "position"]), default="probs", show_default=True, help="Which copies over capacity are dropped: probs (lowest routing weight) or position (latest tokens).")
 @click.option("--modules", type=click.Choice(["transformers", "native"]), default=None, help="Layer modules to measure: transformers (the model family's own classes; needs ppplan[hf]) or native (ppplan's re-implementations). Default: transformers when installed, native with the capacity flags (only the native modules implement capacity mode).")
+@click.option("--from-trace", "from_trace", type=click.Path(), help="Folder of PyTorch profiler traces (one per rank, .json or .json.gz) of your own run: costs from them, the rest analytical (docs/trace-import.md).")
+@click.option("--model", "model_opt", help="With --from-trace: the model the run trained (default: the one the traces record).")
 @click.option("--compare", nargs=2, type=click.Path(dir_okay=False), help="Show two profiles side by side per layer type and exit.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--out", type=click.Path(dir_okay=False), default="profile.json", show_default=True, help="Cost table JSON to write (read by ppplan plan --profile).")
 def profile_command(model: str | None, analytical: bool, cluster: str | None, device: str, scale: float,
                     ep: int, routing: tuple[str, ...], trace_ep: int | None, seq_len: int, micro_batch: int, warmup: int,
                     repeats: int, no_links: bool, threads: int, seed: int, modules: str | None,
-                    compare: tuple[str, str] | None, quiet: bool, out: str, **moe_capacity) -> None:
-    """Write MODEL's cost table (measured unless --analytical), or --compare A B."""
+                    compare: tuple[str, str] | None, quiet: bool, out: str, from_trace: str | None,
+                    model_opt: str | None, **moe_capacity) -> None:
+    """Write MODEL's cost table (measured unless --analytical), or --compare A B, or --from-trace DIR."""
     from planner.core.costs_io import load_costs, save_costs
     from planner.core.hf_config import load_model
+
+    if from_trace is not None:
+        from planner.from_trace import profile_from_trace
+
+        if analytical or compare:
+            raise click.UsageError("--from-trace builds the table from traces; drop --analytical / --compare")
+
+        check_outputs({"--out": out}, inputs=[cluster])
+        table = profile_from_trace(from_trace, model=model_opt or model, cluster=cluster)
+        save_costs(table, out)
+        trace = table.meta["trace"]
+        click.echo(f"wrote {out}: {table.num_layers} layers from {trace['ranks']} rank trace(s) "
+                   f"({', '.join(trace['clock'])} clock, scale {table.scale:g}); other fields analytical")
+        return
 
     if not compare:
         check_outputs({"--out": out}, inputs=[cluster, *routing, model if model and os.path.isfile(model) else None])

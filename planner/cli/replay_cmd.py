@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import click
 
@@ -36,6 +37,7 @@ __all__ = ["COMMANDS"]
 @click.option("--moe-pad-expert-input-to-capacity", is_flag=True, help="Pad every expert's buffer to capacity: static all-to-all splits, no host sync in a MoE layer (needs --moe-expert-capacity-factor).")
 @click.option("--moe-token-drop-policy", type=click.Choice(["probs", "position"]), default="probs", show_default=True, help="Which copies over capacity are dropped: probs (lowest routing weight) or position (latest tokens).")
 @click.option("--modules", type=click.Choice(["native", "transformers"]), help="Build the stages from ppplan's layer modules or from the model family's own transformers classes (needs ppplan[hf]); default: the code the plan's profile timed (its costs.modules), else native.")
+@click.option("--torch-profile", "torch_profile", type=click.Path(file_okay=False), help="Also record one PyTorch profiler trace per rank of the timed steps into this folder (read by ppplan profile --from-trace).")
 @click.option("--fault", hidden=True, help="Test hook: die:RANK or hang:RANK.")
 def replay_command(plan_path: str, out: str, trace: str | None, as_json: bool, no_grad_check: bool,
                    calibrate: bool, **options) -> None:
@@ -50,6 +52,10 @@ def replay_command(plan_path: str, out: str, trace: str | None, as_json: bool, n
     from planner.replay.report import text_summary
 
     check_outputs({"--out": out, "--trace": trace}, inputs=[plan_path, options["profile"]])
+    if calibrate and options["torch_profile"]:
+        raise click.UsageError("--torch-profile records one plan's steps; run it without --calibrate")
+    if options["torch_profile"]:  # the ranks may start elsewhere
+        options["torch_profile"] = os.path.abspath(options["torch_profile"])
     from planner.simulation import require_valid
 
     plan = require_valid(load_plan(plan_path), "replayed")

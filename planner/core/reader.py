@@ -30,7 +30,7 @@ from typing import Any
 
 from planner.core.errors import InputError
 
-__all__ = ["MAX_INPUT_BYTES", "MAX_TRACE_BYTES", "MAX_DEPTH", "INT64_MAX", "read_input_text", "parse_json",
+__all__ = ["MAX_INPUT_BYTES", "MAX_TRACE_BYTES", "MAX_DEPTH", "INT64_MAX", "read_input_bytes", "read_input_text", "decode_text", "parse_json",
            "parse_json_record", "parse_yaml", "check_values"]
 
 MAX_INPUT_BYTES = 64 * 2**20
@@ -46,8 +46,8 @@ INT64_MAX = 2**63 - 1
 _INT_TEXT_MAX = len(str(-(2**63)))
 
 
-def read_input_text(path: str | os.PathLike[str], *, what: str, limit: int = MAX_INPUT_BYTES) -> str:
-    """The UTF-8 text of a regular file of at most ``limit`` bytes; ``InputError`` otherwise."""
+def read_input_bytes(path: str | os.PathLike[str], *, what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; ``InputError`` otherwise."""
     p = Path(path)
     try:
         info = os.stat(p)
@@ -62,10 +62,20 @@ def read_input_text(path: str | os.PathLike[str], *, what: str, limit: int = MAX
     except OSError as exc:
         raise InputError(what, f"cannot read {p}: {exc.strerror or exc}", "check the path") from None
     _require_size(p, len(data), limit, what)
+    return data
+
+
+def read_input_text(path: str | os.PathLike[str], *, what: str, limit: int = MAX_INPUT_BYTES) -> str:
+    """The UTF-8 text of a regular file of at most ``limit`` bytes; ``InputError`` otherwise."""
+    return decode_text(read_input_bytes(path, what=what, limit=limit), what=what, source=str(path))
+
+
+def decode_text(data: bytes, *, what: str, source: str) -> str:
+    """``data`` as UTF-8; ``InputError`` naming the first bad byte."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(what, f"{p} is not UTF-8 text (byte {exc.start}: {data[exc.start]:#04x})",
+        raise InputError(what, f"{source} is not UTF-8 text (byte {exc.start}: {data[exc.start]:#04x})",
                          "give the JSON/YAML file itself, not a binary") from None
 
 

@@ -74,6 +74,9 @@ class ReplayOptions:
     modules: str = "native"
     """Layer modules the stages are built from: ``native`` (``profiler.layers``) or
     ``transformers`` (the model family's own classes, ``profiler.hf``)."""
+    torch_profile: str | None = None
+    """Folder for one PyTorch profiler trace per rank of the timed steps, its ranges named for
+    ``ppplan profile --from-trace`` (``profiler.trace.names``); None: no trace."""
     fault: str | None = None
     """Fault injection for tests: ``die:RANK`` exits that rank, ``hang:RANK`` blocks it,
     both just before the first step; ``pair-die:RANK`` / ``pair-raise:RANK`` exit or raise

@@ -18,6 +18,7 @@ from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
 from planner.core.schedule import ActionKind
 from planner.replay.options import ReplayOptions
 from profiler.timing import Clock  # the one clock (re-exported for the replay worker)
+from profiler.trace.record import work_range
 
 __all__ = ["Clock", "Span", "Recorder", "TimedStage", "TimedRuntime", "LayerCuts", "LayerGroups", "attach_timed"]
 
@@ -228,7 +229,8 @@ class LayerCuts:
         ``(input gradients, parameter groups or None)``."""
         if backward_type == "weight":
             for layer, groups in kwargs["param_groups"].per_layer:
-                stage_backward_weight(layer.parameters(), groups)
+                with work_range(layer, ActionKind.W):
+                    stage_backward_weight(layer.parameters(), groups)
             return (), None
         rec = self.records.pop(chunk)
         outputs, grads = kwargs["stage_output"], kwargs["output_grads"]
@@ -236,12 +238,14 @@ class LayerCuts:
         for j in range(len(rec) - 1, -1, -1):
             inputs = kwargs["input_values"] if j == 0 else [rec[j][0]]
             if backward_type == "full":
-                dinputs = stage_backward(outputs, grads, inputs)
+                with work_range(self.layers[j], ActionKind.B):
+                    dinputs = stage_backward(outputs, grads, inputs)
             else:
                 if isinstance(outputs, torch.Tensor):
                     outputs = (outputs,)
-                dinputs, groups = stage_backward_input(list(outputs), grads, inputs,
-                                                       self.layers[j].parameters())
+                with work_range(self.layers[j], ActionKind.I):
+                    dinputs, groups = stage_backward_input(list(outputs), grads, inputs,
+                                                           self.layers[j].parameters())
                 kept.append((self.layers[j], groups))
             if j:
                 leaf = rec[j][0]

@@ -24,6 +24,7 @@ from planner.replay.lowering import (Layout, ReplayModel, build_stage, loss_fn, 
                                      merge_ranks, release_layout, replay_model, sync_gradients, to_torch_actions)
 from planner.replay.options import ReplayOptions
 from planner.replay.timing import Clock, Recorder, TimedRuntime, TimedStage, attach_timed
+from planner.replay.torch_profile import label_stage, torch_profile
 from profiler.timing import collector_off, freeze_setup
 
 __all__ = ["run_rank", "resolve_shape"]
@@ -139,10 +140,14 @@ def _build(plan: Plan, rm: ReplayModel, layout: Layout, device: torch.device, re
     mods, stages = [], []
     group = _ep_group(plan, rm, opts, layout)
     whole = whole_backward_chunks(plan)
+    if opts.torch_profile:  # every backward layer by layer, so each layer's B is a range of its own
+        whole = {}
     for s, ((a, b), r) in enumerate(zip(plan.bounds(), plan.ranks())):
         if r == layout.pp_rank:
             mod = build_stage(rm, a, b, device, ep_group=group)
             apply_recompute(list(mod.layers.values()), recompute_mode(plan))
+            if opts.torch_profile:
+                label_stage(mod, rm.spec)
             mods.append(mod)
             stages.append(TimedStage(mod, s, plan.num_stages, device, group=layout.pp_group,
                                      recorder=recorder, whole_backward=whole.get(s, frozenset())))
@@ -357,9 +362,15 @@ def _replay(plans: list[Plan], opts: ReplayOptions, layout: Layout, device: torc
         for run in runs:
             _step(run.runtime, run.rank_args, run.target, run.mods)
     freeze_setup()  # [Note: manual gc] in profiler.timing
-    for _ in range(opts.steps):
-        for run in runs:
-            _timed_step(run, device, opts, backend)
+    rm0 = runs[0].rm
+    run_shape = {"model": str(runs[0].plan.model["name"]), "scale": rm0.scale, "seq_len": rm0.seq_len,
+                 "micro_batch": rm0.microbatch_size, "pp": runs[0].plan.pp, "ep": rm0.ep, "rank": rank}
+    with torch_profile(opts.torch_profile, rank, run_shape) as profiler_step:
+        for _ in range(opts.steps):
+            profiler_step()
+            for run in runs:
+                _timed_step(run, device, opts, backend)
+        profiler_step()  # the last ProfilerStep holds no timed step (the importer drops it)
     after = {key: _measure_table(run.rm, device, key[-1], opts.link) for key, run in
              {r.table_key: r for r in runs if r.table_key is not None}.items()}
     after.update({key: _measure_pairs(run.plan, run.rm, run.opts, layout, device, key) for key, run in

@@ -28,6 +28,8 @@ import time
 import torch
 import torch.distributed as dist
 
+from profiler.trace.record import a2a as trace_a2a
+
 __all__ = ["Compute", "Exchange", "Step", "Ctx", "State", "all_to_all", "run_program", "EmulatedLink", "SideStreamLink",
            "group_size", "group_rank", "wait_for", "set_wait_hook", "exchange_counts"]
 
@@ -184,7 +186,8 @@ def exchange_counts(counts: torch.Tensor, group: Any, ep: int, ctx: "Ctx") -> No
     the other microbatch compute while the counts travel."""
     recv = counts.clone() if isinstance(group, EmulatedLink) else torch.empty_like(counts)
     if not isinstance(group, EmulatedLink):
-        wait_for(dist.all_to_all_single(recv, counts, group=group, async_op=True))
+        with trace_a2a("counts"):
+            wait_for(dist.all_to_all_single(recv, counts, group=group, async_op=True))
     ctx["recv_counts"] = recv.view(ep, -1)
     ctx["dispatch"] = (counts.view(ep, -1).sum(1).tolist(), ctx["recv_counts"].sum(1).tolist())
     ctx["combine"] = tuple(reversed(ctx["dispatch"]))
@@ -219,15 +222,17 @@ class _AllToAll(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, in_splits, out_splits, group, name):  # noqa: D401 - autograd signature
         ctx.splits, ctx.group, ctx.name = (in_splits, out_splits), group, name
-        out, work = all_to_all(x, in_splits, out_splits, group, async_op=True, name=name)
-        wait_for(work)
+        with trace_a2a(name):  # a range a trace importer reads (profiler.trace.names)
+            out, work = all_to_all(x, in_splits, out_splits, group, async_op=True, name=name)
+            wait_for(work)
         return out
 
     @staticmethod
     def backward(ctx, grad):
         in_splits, out_splits = ctx.splits
-        out, work = all_to_all(grad, out_splits, in_splits, ctx.group, async_op=True, name=f"{ctx.name}.grad")
-        wait_for(work)
+        with trace_a2a(f"{ctx.name}.grad"):
+            out, work = all_to_all(grad, out_splits, in_splits, ctx.group, async_op=True, name=f"{ctx.name}.grad")
+            wait_for(work)
         return out, None, None, None, None
 
 

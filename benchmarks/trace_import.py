@@ -1,0 +1,157 @@
+"""Costs from traces (``ppplan profile --from-trace``, docs/trace-import.md), two figures:
+
+- ``hta``: Holistic Trace Analysis's own GPU test trace (``tests/data/trace/``): the
+  communication / computation overlap the importer reads from it against what HTA's
+  ``get_comm_comp_overlap`` reports for the same file (equal: the same rule, HTA's
+  classifier);
+- ``cpu``: the user's path on this CPU (gloo), every step a ``ppplan`` command: ``profile
+  --device cpu`` (the reference), ``plan --pp 2`` from it, ``replay --torch-profile`` (the
+  traces), ``profile --from-trace`` (the table under test), and ``plan --profile`` from that
+  table (the loop closed). Per layer type, F, I, W, B and the exposed all-to-all from the
+  trace against the profile's, with their ratio (target within 15%), and the trace's hidden
+  share of each MoE all-to-all; and per rank the share of the replay's own measured busy time
+  the trace's layer ranges account for.
+
+    python benchmarks/trace_import.py [--json] [--only hta|cpu] [--model M] [--scale F] [--ep N] [--steps N]
+                                      [--schedule S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HTA_TRACE = ROOT / "tests" / "data" / "trace" / "hta_sampled_rank-0.json.gz"
+TARGET = 0.15
+"""Largest relative difference per field the importer aims for on the CPU loop."""
+_FIELDS = ("f", "i", "w", "b", "a2a_f", "a2a_b")
+
+
+def hta_figures() -> dict:
+    """The importer's and HTA's comm/compute overlap of HTA's test trace (rank 0)."""
+    from hta.trace_analysis import TraceAnalysis
+
+    from profiler.trace.attribute import rank_facts
+    from profiler.trace.read import read_trace
+
+    facts = rank_facts(read_trace(HTA_TRACE, 0))
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(HTA_TRACE, Path(tmp) / HTA_TRACE.name)
+        hta = TraceAnalysis(trace_dir=tmp).get_comm_comp_overlap(visualize=False)
+    ours, theirs = round(100 * facts.comm_comp_overlap, 2), float(hta.iloc[0]["comp_comm_overlap_pctg"])
+    return {"trace": str(HTA_TRACE.relative_to(ROOT)), "clock": facts.clock,
+            "comm_ms": round(1e3 * facts.comm_s, 3), "overlap_pct": ours, "hta_overlap_pct": theirs,
+            "equal": ours == theirs}
+
+
+def _ppplan(cwd: Path, *args: str, timeout: float = 900) -> float:
+    t0 = time.monotonic()
+    res = subprocess.run([sys.executable, "-m", "planner.cli", *args], cwd=cwd, capture_output=True, text=True,
+                         timeout=timeout)
+    if res.returncode != 0:
+        raise SystemExit(f"ppplan {' '.join(args)} failed ({res.returncode}): {res.stderr.strip()[-800:]}")
+    return round(time.monotonic() - t0, 1)
+
+
+def _per_type(path: Path) -> dict:
+    table = json.loads(path.read_text())
+    rows: dict[str, list[dict]] = {}
+    for lc in table["layers"]:
+        rows.setdefault(lc["type"].split("@", 1)[0], []).append(lc)
+    return {t: {k: statistics.median(lc.get(k, lc["i"] + lc["w"]) for lc in ls) for k in _FIELDS}
+            for t, ls in rows.items()}
+
+
+def _busy_share(folder: Path, busy_s: list[float], steps: int, ep: int) -> dict:
+    """Per rank, the layer ranges' time per step (compute + all-to-all) over the busy time the
+    replay's own timers measured in the same run on its pipeline rank (global rank // ep, as
+    ``planner.replay.lowering.make_layout`` numbers them): how much of the run the trace attributes."""
+    from profiler.trace.attribute import rank_facts
+    from profiler.trace.read import read_traces
+
+    out = {}
+    for trace in read_traces(str(folder)):
+        facts = rank_facts(trace)
+        per_step = sum(s.compute_s + s.a2a_s for s in facts.work) / steps
+        out[str(trace.rank)] = round(per_step / busy_s[trace.rank // ep], 3)
+    return out
+
+
+def cpu_figures(*, model: str, scale: float, ep: int, steps: int, seq_len: int, microbatches: int,
+                schedule: str = "zb-h1") -> dict:
+    """The CPU loop, every step through the CLI; walls in seconds."""
+    work = Path(tempfile.mkdtemp(prefix="ppplan-trace-"))
+    shape = ["--seq-len", str(seq_len)]
+    walls = {
+        "profile": _ppplan(work, "profile", model, "--device", "cpu", "--scale", str(scale), "--ep", str(ep),
+                           "--threads", "1", "--modules", "native", "--quiet", *shape, "--out", "P.json"),
+        "plan": _ppplan(work, "plan", model, "--profile", "P.json", "--pp", "2", "--ep", str(ep), "--schedule",
+                        schedule, "--microbatches", str(microbatches), *shape, "--quiet", "--out", "plan.json"),
+        "replay": _ppplan(work, "replay", "plan.json", "--ep", str(ep), "--steps", str(steps), "--warmup", "1",
+                          "--threads", "1", "--no-grad-check", "--torch-profile", "traces", "--out", "r.json"),
+        "from_trace": _ppplan(work, "profile", "--from-trace", "traces", "--out", "T.json"),
+        "plan_from_trace": _ppplan(work, "plan", model, "--profile", "T.json", "--pp", "2", "--ep", str(ep),
+                                   "--microbatches", str(microbatches), *shape, "--quiet", "--out", "plan2.json"),
+    }
+    ref, got = _per_type(work / "P.json"), _per_type(work / "T.json")
+    meta = json.loads((work / "T.json").read_text())["meta"]["trace"]
+    rows = []
+    for t in got:
+        for k in _FIELDS:
+            a, b = got[t][k], ref[t][k]
+            rows.append({"type": t, "field": k, "trace_ms": round(1e3 * a, 3), "profile_ms": round(1e3 * b, 3),
+                         "ratio": round(a / b, 3) if b > 0 else None,
+                         "within_target": b > 0 and abs(a / b - 1) <= TARGET,
+                         "provenance": meta["provenance"]["layers"][t][k]})
+    replay = json.loads((work / "r.json").read_text())
+    busy = _busy_share(work / "traces", replay["measured"]["busy_s"], steps, ep)
+    shutil.rmtree(work, ignore_errors=True)
+    return {"model": model, "scale": scale, "pp": 2, "ep": ep, "schedule": schedule, "steps": steps, "seq_len": seq_len,
+            "microbatches": microbatches, "walls_s": walls, "samples": meta["samples"],
+            "hidden_share": meta["hidden_share"], "rows": rows,
+            "replay_step_ms": round(1e3 * replay["measured"]["step_time_s"], 1), "trace_busy_share": busy,
+            "within_target": sum(r["within_target"] for r in rows if r["profile_ms"] > 0),
+            "compared": sum(1 for r in rows if r["profile_ms"] > 0)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--only", choices=("hta", "cpu"))
+    ap.add_argument("--model", default="qwen3-30b-a3b")
+    ap.add_argument("--scale", type=float, default=0.03)
+    ap.add_argument("--ep", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=2, help="Timed (traced) replay steps: the work of the loop.")
+    ap.add_argument("--seq-len", type=int, default=64)
+    ap.add_argument("--microbatches", type=int, default=4)
+    ap.add_argument("--schedule", default="zb-h1", help="The plan's --schedule (1f1b-overlap: fused pairs, whose "
+                                                        "other half runs beside each all-to-all).")
+    args = ap.parse_args(argv)
+    out = {}
+    if args.only in (None, "hta"):
+        out["hta"] = hta_figures()
+    if args.only in (None, "cpu"):
+        out["cpu"] = cpu_figures(model=args.model, scale=args.scale, ep=args.ep, steps=args.steps,
+                                 seq_len=args.seq_len, microbatches=args.microbatches, schedule=args.schedule)
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return
+    if "hta" in out:
+        h = out["hta"]
+        print(f"HTA trace: overlap {h['overlap_pct']}% (HTA {h['hta_overlap_pct']}%), equal: {h['equal']}")
+    if "cpu" in out:
+        for r in out["cpu"]["rows"]:
+            print(f"{r['type']:10} {r['field']:6} trace {r['trace_ms']:9.3f} ms  profile {r['profile_ms']:9.3f} ms  "
+                  f"ratio {r['ratio']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""``ppplan profile --from-trace``: a synthetic trace with known F, I, W, B, all-to-all and
+hidden share read back into a cost table; bad folders refused in one line; HTA's own GPU
+test trace parsed with its comm/compute overlap equal to what HTA reports."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from planner.core.costs_io import load_costs
+from profiler.trace.names import a2a_range, layer_range, pair_range, parse_range
+
+HTA_TRACE = Path(__file__).parent / "data" / "trace" / "hta_sampled_rank-0.json.gz"
+RUN = {"model": "qwen3-30b-a3b", "scale": 0.05, "seq_len": 128, "micro_batch": 1}
+
+
+def _x(name: str, ts: float, dur: float, tid: int = 1, cat: str = "user_annotation") -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 7, "tid": tid, "ts": ts, "dur": dur}
+
+
+def _rank_events(t0: float) -> list[dict]:
+    """One step of known ranges (microseconds) on thread 1, and a head W on thread 2 that
+    runs beside half of the gqa+moe forward's all-to-all."""
+    ev = [_x("ProfilerStep#0", t0, 20000)]
+    t = t0 + 10
+    ev += [_x(layer_range("F", 0, "embedding"), t, 100), _x(layer_range("B", 0, "embedding"), t + 200, 50)]
+    t += 400
+    ev += [_x(layer_range("F", 1, "gqa+moe"), t, 1000), _x(a2a_range("dispatch"), t + 300, 200)]
+    ev += [_x(layer_range("W", 49, "head"), t + 400, 300, tid=2)]
+    t += 1100
+    ev += [_x(layer_range("I", 1, "gqa+moe"), t, 1500), _x(a2a_range("combine.grad"), t + 100, 300)]
+    t += 1600
+    ev += [_x(layer_range("W", 1, "gqa+moe"), t, 700)]
+    t += 800
+    ev += [_x(layer_range("F", 49, "head"), t, 400), _x(layer_range("I", 49, "head"), t + 500, 600),
+           _x(layer_range("W", 49, "head"), t + 1200, 300)]
+    t += 1600
+    ev += [_x(pair_range("gqa+moe", "gqa+moe"), t, 2500)]
+    # the last profiler step is dropped, as HTA drops it: its outlier must not count
+    ev += [_x("ProfilerStep#1", t0 + 30000, 100000), _x(layer_range("F", 1, "gqa+moe"), t0 + 30010, 99999)]
+    return ev
+
+
+def _write_trace(folder: Path, rank: int, *, gz: bool = True) -> None:
+    data = {"schemaVersion": 1, "distributedInfo": {"rank": rank}, "ppplan": json.dumps(RUN),
+            "traceEvents": [{"ph": "M", "name": "process_name", "pid": 7, "tid": 0}] + _rank_events(1e6 * rank)}
+    folder.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(data)
+    if gz:
+        (folder / f"rank-{rank}.json.gz").write_bytes(gzip.compress(text.encode()))
+    else:
+        (folder / f"rank-{rank}.json").write_text(text)
+
+
+def test_range_names_round_trip():
+    assert parse_range(layer_range("I", 12, "gqa+moe")).index == 12
+    assert parse_range(layer_range("W", 3, "mtp:mla+moe")).type == "mtp:mla+moe"
+    assert parse_range(pair_range("a", "b")).b_type == "b"
+    assert parse_range(a2a_range("dispatch")).what == "a2a"
+    assert parse_range("ProfilerStep#3") is None and parse_range("ppplan/X/1/t") is None
+
+
+def test_synthetic_trace_gives_known_costs(tmp_path, ppplan):
+    for rank, gz in ((0, True), (1, False)):
+        _write_trace(tmp_path / "run", rank, gz=gz)
+    result = ppplan("profile", "--from-trace", str(tmp_path / "run"), "--out", "p.json")
+    assert result.code == 0, result.err
+    table = load_costs(tmp_path / "p.json")
+    by = {lc.type: lc for lc in table.layers}
+    moe, head, emb = by["gqa+moe"], by["head"], by["embedding"]
+    assert moe.f == pytest.approx(800e-6) and moe.i == pytest.approx(1200e-6) and moe.w == pytest.approx(700e-6)
+    assert moe.a2a_f == pytest.approx(100e-6)  # 200 us, half hidden under the other thread's compute
+    assert moe.a2a_b == pytest.approx(300e-6)
+    assert moe.b is None
+    assert head.f == pytest.approx(400e-6) and head.i == pytest.approx(600e-6) and head.w == pytest.approx(300e-6)
+    assert emb.b == pytest.approx(50e-6) and emb.i + emb.w == pytest.approx(50e-6)
+    assert table.pairs[("gqa+moe", "gqa+moe")] == pytest.approx(2.5e-3)
+    trace = table.meta["trace"]
+    assert trace["hidden_share"]["gqa+moe"] == {"F": pytest.approx(0.5), "B": 0.0}
+    assert trace["ranks"] == 2 and trace["clock"] == ["host"]
+    assert trace["samples"]["gqa+moe"] == {"F": 2, "I": 2, "W": 2, "B": 0}
+    prov = trace["provenance"]
+    assert prov["layers"]["gqa+moe"]["f"] == "trace" and prov["layers"]["embedding"]["i"].startswith("trace B split")
+    assert prov["layers"]["head"]["act_bytes"] == "analytical" and prov["pairs"]["gqa+moe / gqa+moe"] == "trace"
+    assert table.scale == 0.05 and table.model == "qwen3-30b-a3b" and table.seq_len == 128
+    assert moe.act_bytes > 0 and moe.flops > 0 and len(table.layers) == 50
+
+
+def _one_line_error(result, pattern: str) -> None:
+    import re
+
+    assert result.code == 2, (result.code, result.err)
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.err, result.err
+    assert re.search(pattern, lines[0]), lines[0]
+
+
+def test_bad_trace_folders_refused(tmp_path, ppplan):
+    (tmp_path / "empty").mkdir()
+    _one_line_error(ppplan("profile", "--from-trace", str(tmp_path / "empty")), r"--from-trace: .* holds no \.json")
+    _one_line_error(ppplan("profile", "--from-trace", str(tmp_path / "nowhere")), r"is not a folder")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "config.json").write_text('{"hidden_size": 4}')
+    _one_line_error(ppplan("profile", "--from-trace", str(tmp_path / "other")), r"not a PyTorch profiler trace")
+    (tmp_path / "gz").mkdir()
+    (tmp_path / "gz" / "rank-0.json.gz").write_text("plain text")
+    _one_line_error(ppplan("profile", "--from-trace", str(tmp_path / "gz")), r"is not gzip")
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "bare" / "t.json").write_text(json.dumps({"traceEvents": [_x("aten::mm", 0, 5, cat="cpu_op")]}))
+    _one_line_error(ppplan("profile", "--from-trace", str(tmp_path / "bare"), "--model", "qwen3-30b-a3b"),
+                    r"no ppplan/<F\|I\|W\|B>/<layer>/<type> ranges")
+    _one_line_error(ppplan("profile", "--from-trace", str(tmp_path / "bare")), r"--model: the traces do not name")
+    _write_trace(tmp_path / "wrong", 0)
+    _one_line_error(ppplan("profile", "--from-trace", str(tmp_path / "wrong"), "--model", "llama3-8b"),
+                    r"layer type 'embedding'|layer type 'gqa\+moe' of the trace is not one of the model's")
+    assert not (tmp_path / "profile.json").exists()
+
+
+def test_hta_trace_overlap_equals_hta(tmp_path):
+    """HTA's test trace (a GPU run, NCCL kernels beside compute): the comm/compute overlap of
+    rank 0 is the 11.81% HTA's ``get_comm_comp_overlap`` reports for it."""
+    pytest.importorskip("hta", reason="the trace extra (HolisticTraceAnalysis) classifies GPU kernels")
+    from profiler.trace.attribute import rank_facts
+    from profiler.trace.read import read_trace
+
+    facts = rank_facts(read_trace(HTA_TRACE, 0))
+    assert facts.clock == "device" and facts.work == ()
+    assert round(100 * facts.comm_comp_overlap, 2) == 11.81
+    shutil.copy(HTA_TRACE, tmp_path / "rank-0.json.gz")
+    from hta.trace_analysis import TraceAnalysis
+
+    hta = TraceAnalysis(trace_dir=str(tmp_path)).get_comm_comp_overlap(visualize=False)
+    assert round(100 * facts.comm_comp_overlap, 2) == float(hta.iloc[0]["comp_comm_overlap_pctg"])
+
+
+def test_device_clock_attributes_kernels_by_launch_correlation():
+    """A GPU trace: a range owns the kernels launched inside it (CUDA runtime event and kernel
+    share a ``correlation``), split by HTA's classifier into compute and communication; the
+    hidden part is the communication under any compute kernel of the rank."""
+    pytest.importorskip("hta", reason="the trace extra (HolisticTraceAnalysis) classifies GPU kernels")
+    from profiler.trace.attribute import rank_facts
+    from profiler.trace.read import Event, RankTrace
+
+    def launch(ts, corr):
+        return Event(name="cudaLaunchKernel", cat="cuda_runtime", ts=ts, dur=2, pid=7, tid=3, correlation=corr)
+
+    def kernel(name, ts, dur, corr, stream=7):
+        return Event(name=name, cat="kernel", ts=ts, dur=dur, pid=0, tid=stream, correlation=corr, stream=stream)
+
+    nccl = "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)"
+    events = (Event(name=layer_range("F", 1, "gqa+moe"), cat="user_annotation", ts=0, dur=100, pid=7, tid=1),
+              launch(10, 1), launch(20, 2), launch(30, 3), launch(500, 4),
+              kernel("sm90_gemm_bf16", 100, 50, 1), kernel(nccl, 120, 60, 2, stream=20),
+              kernel("elementwise_kernel", 160, 20, 3), kernel("sm90_gemm_bf16", 600, 40, 4))
+    facts = rank_facts(RankTrace(path="t", rank=0, events=events))
+    (sample,) = facts.work
+    assert facts.clock == "device"
+    assert sample.compute_s == pytest.approx(70e-6)   # [100, 150] and [160, 180]
+    assert sample.a2a_s == pytest.approx(60e-6)       # the NCCL kernel [120, 180]
+    assert sample.hidden_s == pytest.approx(50e-6)    # under [120, 150] and [160, 180]
+    assert facts.comm_comp_overlap == pytest.approx(50 / 60)
