@@ -37,6 +37,12 @@ class PlanOptions:
     """Choose every degree for this many GPUs first (``--gpus``; ``planner.planning.degree_plans``)."""
     gpu: str | None = None
     """GPU preset replacing the cluster's (``--gpu``; ``planner.core.hardware.GPU_PRESETS``)."""
+    sites: int | None = None
+    """Sites the GPUs are split over (``--sites``; ``planner.core.sites``); default the cluster's."""
+    inter_site_gbps: float | None = None
+    """Inter-site bandwidth, Gb/s (``--inter-site-gbps``); default the cluster's."""
+    inter_site_latency_ms: float | None = None
+    """Inter-site latency, ms (``--inter-site-latency-ms``); default the cluster's."""
     global_batch: int | None = None
     """Sequences per step (``--global-batch``)."""
     seq_len: int | None = None

@@ -22,6 +22,7 @@ from planner.core.model import ModelSpec
 from planner.core.network import NetworkSpec, network_from_config
 from planner.core.paths import CLUSTERS_DIR
 from planner.core.recipes import RECIPE_CHOICES, apply_recipe
+from planner.core.sites import SitesSpec, sites_from_config
 
 __all__ = ["ParallelSpec", "TrainingSpec", "ClusterSpec", "load_cluster", "default_cluster_path",
            "cluster_from_dict", "RECOMPUTE_MODES", "RECOMPUTE_CHOICES", "KERNEL_CHOICES",
@@ -153,6 +154,8 @@ class ClusterSpec:
     """GPUs sharing NVLink (72 for a GB200 NVL72 rack)."""
     network: NetworkSpec = NetworkSpec()
     """Dispatcher and link bandwidth overrides (``planner.core.network``)."""
+    sites: SitesSpec = SitesSpec()
+    """Sites the GPUs are split over and their slow link (``planner.core.sites``)."""
     recipe: str = "none"
     """Framework recipe whose values fill the training and network fields this cluster leaves
     open (``planner.core.recipes``): megatron (Megatron-Bridge), torchtitan, or none."""
@@ -315,7 +318,7 @@ def cluster_from_dict(data: Any, *, where: str = "cluster") -> ClusterSpec:
     """Build and check a ``ClusterSpec`` from a parsed YAML/JSON mapping."""
     if not isinstance(data, dict):
         raise InputError(where, "expected a mapping with gpu, num_gpus, parallel, training")
-    known = {"gpu", "num_gpus", "gpus_per_node", "parallel", "training", "network", "recipe", "description"}
+    known = {"gpu", "num_gpus", "gpus_per_node", "parallel", "training", "network", "sites", "recipe", "description"}
     for key in data:
         if key not in known:
             raise InputError(f"{where}.{key}", "unknown field", f"known fields: {', '.join(sorted(known))}")
@@ -339,6 +342,7 @@ def cluster_from_dict(data: Any, *, where: str = "cluster") -> ClusterSpec:
         num_gpus=num,
         gpus_per_node=per_node,
         network=network_from_config(data.get("network"), where=f"{where}.network"),
+        sites=sites_from_config(data.get("sites"), where=f"{where}.sites"),
         parallel=_section(data, "parallel", ParallelSpec, where),
         training=_section(data, "training", TrainingSpec, where),
         recipe=recipe,
