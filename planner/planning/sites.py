@@ -28,8 +28,10 @@ __all__ = ["plan_sites", "crossover_gbps", "with_crossing", "step_at", "GBPS_RAN
 
 GBPS_RANGE = (0.1, 10000.0)
 """Bandwidths (Gb/s) the crossover is searched in; outside it the record says None."""
-_BISECTIONS = 30
-"""Halvings of the log-bandwidth interval: 2^-30 of a factor 1e5, far below the 3 digits kept."""
+_SCAN = 40
+"""Steps of the scan over ``GBPS_RANGE``: 8 per decade."""
+_BISECTIONS = 20
+"""Halvings of one scan step (a factor 10^(1/8)): far below the 3 digits kept."""
 
 
 def with_crossing(cluster: ClusterSpec, crossing: str, gbps: float | None = None) -> ClusterSpec:
@@ -53,25 +55,32 @@ def step_at(plan: Plan, model: ModelSpec, cluster: ClusterSpec, gbps: float) -> 
                                   link_busy_s=site_link_busy(costs, m)).optimizer_step_time_s
 
 
-def crossover_gbps(plans: dict[str, tuple[Plan, ClusterSpec]], model: ModelSpec) -> float | None:
+def crossover_gbps(plans: dict[str, tuple[Plan, ClusterSpec]], model: ModelSpec, gbps: float) -> float | None:
     """Bandwidth (Gb/s, 3 significant digits) at which the faster of the pp and dp plans flips,
-    by bisection over ``GBPS_RANGE`` in log space; None with one crossing, or when the same one
-    wins at both ends."""
+    nearest ``gbps`` (the planned link) in log space: a scan of ``GBPS_RANGE`` then bisection
+    in the bracketing step. The winner can flip twice (dp at a very slow link, whose bytes a
+    pipeline boundary carries every microbatch; pp in between; dp again where the gradient
+    hides behind compute but each pipeline send still pays the latency). None with one
+    crossing, or when the same one wins everywhere in the range."""
     if len(plans) < 2:
         return None
 
-    def lead(gbps: float) -> float:  # > 0: dp-crossing faster
-        return step_at(*plans["pp"][:1], model, plans["pp"][1], gbps) - step_at(*plans["dp"][:1], model,
-                                                                              plans["dp"][1], gbps)
+    def dp_leads(log_g: float) -> bool:
+        g = math.exp(log_g)
+        return step_at(plans["pp"][0], model, plans["pp"][1], g) > step_at(plans["dp"][0], model, plans["dp"][1], g)
 
     lo, hi = math.log(GBPS_RANGE[0]), math.log(GBPS_RANGE[1])
-    at_lo = lead(GBPS_RANGE[0]) > 0
-    if at_lo == (lead(GBPS_RANGE[1]) > 0):
+    grid = [lo + (hi - lo) * k / _SCAN for k in range(_SCAN + 1)]
+    leads = [dp_leads(x) for x in grid]
+    flips = [k for k in range(_SCAN) if leads[k] != leads[k + 1]]
+    if not flips:
         return None
+    k = min(flips, key=lambda j: (abs((grid[j] + grid[j + 1]) / 2 - math.log(gbps)), j))
+    a, b, at_a = grid[k], grid[k + 1], leads[k]
     for _ in range(_BISECTIONS):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if (lead(math.exp(mid)) > 0) == at_lo else (lo, mid)
-    return float(f"{math.exp((lo + hi) / 2):.3g}")
+        mid = (a + b) / 2
+        a, b = (mid, b) if dp_leads(mid) == at_a else (a, mid)
+    return float(f"{math.exp((a + b) / 2):.3g}")
 
 
 def plan_sites(model: ModelSpec, cluster: ClusterSpec, plan_with: Callable[[ClusterSpec], Plan]) -> Plan:
@@ -84,6 +93,7 @@ def plan_sites(model: ModelSpec, cluster: ClusterSpec, plan_with: Callable[[Clus
     steps = {c: optimizer_step_time(pl) for c, (pl, _) in plans.items()}
     crossing = min(steps, key=lambda c: (steps[c], c != "pp"))
     best = plans[crossing][0]
-    auto = {c: v for c, v in plans.items()} if cluster.sites.crossing == "auto" else {}
-    best.extra["sites"] = cluster.sites.record(crossing, crossover_gbps(auto, model), steps)
+    auto = plans if cluster.sites.crossing == "auto" else {}
+    best.extra["sites"] = cluster.sites.record(crossing, crossover_gbps(auto, model, cluster.sites.inter_site_gbps),
+                                               steps)
     return best
