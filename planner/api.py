@@ -91,6 +91,9 @@ def _sites_override(spec: ClusterSpec, flags: dict[str, Any]):
     from planner.core.sites import sites_from_config
 
     merged = {**asdict(spec.sites), **flags}
+    if merged["count"] == 1 and set(flags) - {"count"}:
+        name = "--inter-site-gbps" if "inter_site_gbps" in flags else "--inter-site-latency-ms"
+        raise InputError(name, "needs more than one site", "pass --sites 2 (or a sites section in the cluster file)")
     if merged["count"] > 1 and not merged["inter_site_gbps"]:
         raise InputError("--inter-site-gbps", f"is needed with {merged['count']} sites",
                          "give the inter-site bandwidth in Gb/s, e.g. --inter-site-gbps 100")
@@ -207,6 +210,9 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
 
         base = resolve_cluster(spec, cluster, global_batch=global_batch, seq_len=seq_len,
                                recompute=recompute, gpu=gpu, target=tgt.name, sites=sites)
+        if gpus % base.sites.count:
+            raise InputError("--gpus", f"{gpus} GPUs do not split evenly over {base.sites.count} sites",
+                             f"use a multiple of {base.sites.count}")
         rest = {k: getattr(o, k) for k in _PER_DEGREE}
         return deliver(plan_for_gpus(plan, model or DEFAULT_MODEL, spec, base, gpus, work=work,
                                      time_limit=time_limit, started=started, options=rest), deadlines=deadline)

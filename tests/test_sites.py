@@ -107,6 +107,8 @@ def _one_line_error(result, pattern: str) -> None:
      r"sites: neither pp 1 nor dp 1 splits over 2 sites"),
     (["--sites", "2", "--inter-site-gbps", "0"], r"--inter-site-gbps"),
     (["--sites", "0", "--inter-site-gbps", "10"], r"--sites"),
+    (["--inter-site-gbps", "10"], r"--inter-site-gbps: needs more than one site"),
+    (["--gpus", "15", "--sites", "2", "--inter-site-gbps", "10"], r"--gpus: 15 GPUs do not split evenly over 2 sites"),
     (["--sites", "2", "--inter-site-gbps", "10", "--inter-site-latency-ms", "-1"], r"--inter-site-latency-ms"),
 ])
 def test_bad_sites_flags_fail_in_one_line(ppplan, tmp_path, argv, pattern):
@@ -123,10 +125,11 @@ def test_a_bad_sites_section_in_a_cluster_file_fails_in_one_line(ppplan, tmp_pat
 
 def test_a_plan_over_two_sites_records_the_crossing_validates_and_simulates(ppplan, tmp_path):
     result = ppplan("plan", "llama3-8b", "--sites", "2", "--inter-site-gbps", "10", "--inter-site-latency-ms", "10",
-                    "--work", "0.2", "--out", "p.json", "--quiet")
+                    "--work", "0.2", "--out", "p.json")
     assert result.code == 0, result.err
     plan = json.loads((tmp_path / "p.json").read_text())
     sites = plan["sites"]
+    assert f"sites 2 over 10 Gb/s, 10 ms: {sites['crossing']} crosses" in result.out
     assert {k: sites[k] for k in ("count", "inter_site_gbps", "inter_site_latency_ms")} == \
         {"count": 2, "inter_site_gbps": 10.0, "inter_site_latency_ms": 10.0}
     assert set(sites["steps_s"]) == {"pp", "dp"}
@@ -202,3 +205,14 @@ def test_the_link_busy_time_floors_the_pipeline_step(make_costs):
                                      microbatch_compute_s=0.03, microbatches=8, link_busy_s=0.8)
     assert floored.optimizer_step_time_s - free.optimizer_step_time_s == pytest.approx(0.3)
     assert floored.step_time_s == 0.5  # the schedule's own makespan is what simulate reports
+
+
+def test_the_degree_search_keeps_tp_and_ep_inside_a_site(ppplan, tmp_path):
+    # 24 GPUs: tp 8 leaves pp x dp = 3, which no crossing splits over two sites of 12 GPUs.
+    result = ppplan("plan", "llama3-8b", "--gpus", "24", "--sites", "2", "--inter-site-gbps", "10",
+                    "--work", "0.5", "--out", "p.json", "--quiet")
+    assert result.code == 0, result.err
+    plan = json.loads((tmp_path / "p.json").read_text())
+    par, sites = plan["parallel"], plan["sites"]
+    assert par[sites["crossing"]] % 2 == 0 and par["tp"] * par["ep"] <= 12
+    assert plan["predicted"]["optimizer_step_time_s"] == pytest.approx(sites["steps_s"][sites["crossing"]])
