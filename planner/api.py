@@ -16,7 +16,7 @@ from planner.core.limits import check_stage_microbatches
 from planner.core.model import ModelSpec
 from planner.core.plan import ModelInfo, Plan, load_plan_file
 from planner.core.plan_records import ClusterInfo
-from planner.core.sites import with_site_hop
+from planner.core.sites import SitesSpec, with_site_hop
 from planner.core.targets import DEFAULT_TARGET, get_target
 from planner.export import LaunchPlan
 from planner.options import PlanOptions, plan_options
@@ -84,7 +84,7 @@ def resolve_cluster(model: ModelSpec, cluster: str | Path | ClusterSpec | None, 
     return spec.check().check_against(model)
 
 
-def _sites_override(spec: ClusterSpec, flags: dict[str, Any]):
+def _sites_override(spec: ClusterSpec, flags: dict[str, Any]) -> SitesSpec:
     """The cluster's ``sites`` with the ``--sites`` flags on top, checked as a cluster file's."""
     from dataclasses import asdict
 
@@ -271,7 +271,7 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
         from planner.planning.sites import plan_sites
 
         return deliver(plan_sites(spec, cl, planned), deadlines=deadline)
-    return deliver(planned(cl), deadlines=deadline)  # the plan must read back and validate  # the plan must read back and validate
+    return deliver(planned(cl), deadlines=deadline)  # the plan must read back and validate
 
 
 _PER_DEGREE = ("pp", "vpp", "tp", "ep", "dp", "microbatches", "memory_gib", "partition", "schedule", "placement",

@@ -45,7 +45,7 @@ class MicrobatchCount(click.ParamType):
 @click.option("--dp", type=click.IntRange(min=1, max=MAX_GPUS), help="Data-parallel replicas (default: GPUs / (pp x tp)).")
 @click.option("--gpus", type=click.IntRange(min=1, max=MAX_GPUS), help="Choose tp, pp, vpp, ep, cp, dp and micro-batch size for this many GPUs (memory-feasible only), plan the best few fully and print the ranked top 10.")
 @click.option("--gpu", metavar="GPU", help=GPU_HELP)
-@click.option("--sites", type=click.IntRange(min=1, max=MAX_GPUS), help="Split the GPUs evenly over this many sites joined by one slow link (with --inter-site-gbps); pp or dp crosses it, chosen by the planner (see docs/sites.md).")
+@click.option("--sites", type=click.IntRange(min=1, max=MAX_GPUS), help="Split the GPUs evenly over this many sites joined by one slow link (with --inter-site-gbps); pp or dp crosses it: ppplan plans both (each with the full --work, so about twice the planning time) and keeps the faster (see docs/sites.md).")
 @click.option("--inter-site-gbps", type=FiniteFloat(min=0, min_open=True, max=1e6), help="Inter-site link bandwidth in Gb/s (bits), one direction, shared by every flow crossing it.")
 @click.option("--inter-site-latency-ms", type=FiniteFloat(min=0, max=1e5), help="Latency of one message over the inter-site link, milliseconds (default: the cluster file's, else 0).")
 @click.option("--global-batch", type=click.IntRange(min=1, max=BATCH_LIMITS["global_batch"]), help="Sequences per step.")

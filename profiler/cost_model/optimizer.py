@@ -55,7 +55,10 @@ def dp_step_cost(cluster: ClusterSpec, *, dense_params: float, expert_params: fl
     crossing = cluster.sites.count > 1 and cluster.sites.crossing == "dp"
 
     def ring(nbytes: float, ranks: int, bandwidth: float) -> float:  # the DP rings, across sites when dp crosses
-        return site_ring_seconds(nbytes, ranks, bandwidth, cluster) if crossing else ring_seconds(nbytes, ranks, bandwidth)
+        if crossing:
+            return site_ring_seconds(nbytes, ranks, bandwidth, cluster)
+        return ring_seconds(nbytes, ranks, bandwidth)
+
     groups = ((dense_params, par.dp * par.cp),
               (expert_params, max(par.dp * par.cp * par.tp // (par.ep * par.etp), 1)))
     sharded = sum(p / (n if tr.distributed_optimizer or tr.fsdp else 1) for p, n in groups)
