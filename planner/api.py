@@ -17,6 +17,7 @@ from planner.core.limits import check_stage_microbatches
 from planner.core.model import ModelSpec
 from planner.core.plan import ModelInfo, Plan, load_plan_file
 from planner.core.plan_records import ClusterInfo
+from planner.core.sites import SitesSpec, with_site_hop
 from planner.core.targets import DEFAULT_TARGET, get_target
 from planner.export import LaunchPlan
 from planner.options import PlanOptions, plan_options
@@ -48,8 +49,9 @@ def resolve_cluster(model: ModelSpec, cluster: str | Path | ClusterSpec | None, 
                     global_batch: int | None = None, seq_len: int | None = None,
                     micro_batch_size: int | None = None, recompute: str | None = None,
                     gpu: str | None = None, target: str = DEFAULT_TARGET,
-                    devices: str | None = None) -> ClusterSpec:
-    """The cluster for ``model``: given, or the model's shipped default, with overrides; with
+                    devices: str | None = None, sites: dict[str, Any] | None = None) -> ClusterSpec:
+    """The cluster for ``model``: given, or the model's shipped default, with overrides (``sites``:
+    the ``--sites`` flags, by ``sites`` field name); with
     ``target`` megatron or torchtitan, that framework's recipe fills the fields the file
     leaves open (``planner.core.recipes``); ``devices`` (``--devices h100:16,a100:16``) puts
     it on a mixed fleet (``planner.core.devices``: pp follows, or dp when ``pp`` is given)."""
@@ -81,6 +83,8 @@ def resolve_cluster(model: ModelSpec, cluster: str | Path | ClusterSpec | None, 
              if v is not None}
     if train:
         spec = replace(spec, training=replace(spec.training, **train))
+    if sites:
+        spec = replace(spec, sites=_sites_override(spec, sites))
     if dp is None and (pp is not None or tp is not None):
         p = spec.parallel
         if p.pp * p.tp * p.dp != spec.num_gpus:
@@ -88,6 +92,22 @@ def resolve_cluster(model: ModelSpec, cluster: str | Path | ClusterSpec | None, 
                              "pick pp x tp dividing the GPU count or pass --dp")
     spec = spec.for_target(target)
     return spec.check().check_against(model)
+
+
+def _sites_override(spec: ClusterSpec, flags: dict[str, Any]) -> SitesSpec:
+    """The cluster's ``sites`` with the ``--sites`` flags on top, checked as a cluster file's."""
+    from dataclasses import asdict
+
+    from planner.core.sites import sites_from_config
+
+    merged = {**asdict(spec.sites), **flags}
+    if merged["count"] == 1 and set(flags) - {"count"}:
+        name = "--inter-site-gbps" if "inter_site_gbps" in flags else "--inter-site-latency-ms"
+        raise InputError(name, "needs more than one site", "pass --sites 2 (or a sites section in the cluster file)")
+    if merged["count"] > 1 and not merged["inter_site_gbps"]:
+        raise InputError("--inter-site-gbps", f"is needed with {merged['count']} sites",
+                         "give the inter-site bandwidth in Gb/s, e.g. --inter-site-gbps 100")
+    return sites_from_config(merged, where="sites")
 
 
 def command_line_cluster(gpus: int, *, gpu: str | None, global_batch: int | None,
@@ -160,6 +180,11 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
     first_stage_layers, last_stage_layers, deadline, objective = (o.first_stage_layers, o.last_stage_layers,
                                                                   o.deadline, o.objective)
     seed = o.seed
+    sites = {k: v for k, v in dict(count=o.sites, inter_site_gbps=o.inter_site_gbps,
+                                   inter_site_latency_ms=o.inter_site_latency_ms).items() if v is not None}
+    if sites and o.devices is not None:
+        raise InputError("--sites", "given together with --devices (a mixed fleet over several sites is not modelled)",
+                         "plan the fleet on one site, or the sites with one GPU type")
     work = check_work(o.work)  # the one check of --work and --time-limit
     time_limit = None if o.time_limit is None else check_time_limit(o.time_limit)
     check_objective(objective)
@@ -175,6 +200,9 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
         if o.devices is not None:
             raise InputError("--devices", "needs a MODEL (the fleet's costs come from the analytical model)",
                              "pass the MODEL, and leave out --profile")
+        if sites:
+            raise InputError("--sites", "needs a MODEL (its cluster is what the sites split)",
+                             "pass the MODEL the profile was measured for")
         if tgt.name != DEFAULT_TARGET:
             raise InputError("--target", "planning from a profile without a MODEL supports only --target torch",
                              "pass the MODEL the profile was measured for")
@@ -205,17 +233,20 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
         from planner.planning.degree_plans import plan_for_gpus
 
         base = resolve_cluster(spec, cluster, global_batch=global_batch, seq_len=seq_len,
-                               recompute=recompute, gpu=gpu, target=tgt.name)
+                               recompute=recompute, gpu=gpu, target=tgt.name, sites=sites)
         if base.devices:
             raise InputError("--gpus", "the cluster file lists device groups; the degree search plans one GPU type",
                              "leave out --gpus (the groups fix the GPUs), or plan a cluster without devices")
+        if gpus % base.sites.count:
+            raise InputError("--gpus", f"{gpus} GPUs do not split evenly over {base.sites.count} sites",
+                             f"use a multiple of {base.sites.count}")
         rest = {k: getattr(o, k) for k in _PER_DEGREE}
         return deliver(plan_for_gpus(plan, model or DEFAULT_MODEL, spec, base, gpus, work=work,
                                      time_limit=time_limit, started=started, options=rest), deadlines=deadline)
     try:
         cl = resolve_cluster(spec, cluster, pp=pp, vpp=vpp, tp=tp, ep=ep, dp=dp,
                              global_batch=global_batch, seq_len=seq_len, recompute=recompute, gpu=gpu,
-                             target=tgt.name, devices=o.devices)
+                             target=tgt.name, devices=o.devices, sites=sites)
     except InputError as exc:
         if exc.field == "parallel.pp" and vpp is not None and vpp > 1:
             _vpp_error(spec, pp or resolve_cluster(spec, cluster, tp=tp, ep=ep, dp=dp).parallel.pp, vpp)
@@ -253,16 +284,22 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
     check_shape(tgt, pp=p.pp, vpp=p.vpp, placement=placement, schedule=schedule, layout=req.model.layout,
                 modes=[k for k, _ in tables], user_recompute=cl.training.recompute)
 
-    def run(r: PlanRequest) -> Plan:  # DP traffic and the Adam step beside the schedule
-        return add_dp_step(plan_for_target(tgt, tables, r, lambda k, t: replace(
-            r, model=model_section(spec, t), cluster=cluster_section(cl.with_recompute(k)))), spec, cl)
-    if user is None:
-        best = run(req)
-    else:
+    def planned(on: ClusterSpec) -> Plan:  # on: cl, or cl with the dimension crossing its sites
+        hopped = [(k, with_site_hop(t, on.sites, num_gpus=on.num_gpus, pp=on.parallel.pp)) for k, t in tables]
+
+        def run(r: PlanRequest) -> Plan:  # DP traffic and the Adam step beside the schedule
+            return add_dp_step(plan_for_target(tgt, hopped, r, lambda k, t: replace(
+                r, model=model_section(spec, t), cluster=cluster_section(on.with_recompute(k)))), spec, on)
+        if user is None:
+            return run(req)
         from planner.planning.user_layout import plan_with_layout
 
-        best = plan_with_layout(run, req, user, keep=o.keep_layout)
-    return deliver(best, deadlines=deadline)  # the plan must read back and validate
+        return plan_with_layout(run, req, user, keep=o.keep_layout)
+    if cl.sites.count > 1:  # plan each dimension that may cross the slow link, keep the faster
+        from planner.planning.sites import plan_sites
+
+        return deliver(plan_sites(spec, cl, planned), deadlines=deadline)
+    return deliver(planned(cl), deadlines=deadline)  # the plan must read back and validate
 
 
 def _device_orders(model: str | None, cluster: str | Path | ClusterSpec | None, o: PlanOptions) -> LaunchPlan:

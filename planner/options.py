@@ -42,6 +42,12 @@ class PlanOptions:
     devices_order: str = "given"
     """given (pipeline ranks to the groups in the order listed) or search (every order tried, the
     fastest kept; ``planner.planning.fleet.DEVICE_ORDERS``)."""
+    sites: int | None = None
+    """Sites the GPUs are split over (``--sites``; ``planner.core.sites``); default the cluster's."""
+    inter_site_gbps: float | None = None
+    """Inter-site bandwidth, Gb/s (``--inter-site-gbps``); default the cluster's."""
+    inter_site_latency_ms: float | None = None
+    """Inter-site latency, ms (``--inter-site-latency-ms``); default the cluster's."""
     global_batch: int | None = None
     """Sequences per step (``--global-batch``)."""
     seq_len: int | None = None

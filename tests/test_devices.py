@@ -287,3 +287,17 @@ def test_devices_order_needs_devices_and_few_groups(ppplan):
     _one_line(ppplan("plan", "llama3-8b", "--devices-order", "search"), r"--devices-order: needs --devices")
     _one_line(ppplan("plan", "llama3-8b", "--devices", "h100:4,h100:4,a100:4,a100:4,h200:4", "--devices-order",
                      "search"), r"--devices-order: search tries every order of the groups: 5 groups are too many")
+
+
+def test_devices_over_several_sites_are_refused_on_the_command_line_and_in_a_file(ppplan, tmp_path):
+    """Mixed fleets and two sites are modelled apart; together they are refused in one line."""
+    out = tmp_path / "n.json"
+    _one_line(ppplan("plan", "llama3-8b", "--devices", "h100:8,a100:8", "--sites", "2", "--inter-site-gbps", "10",
+                     "--out", str(out)), r"--sites: given together with --devices")
+    assert not out.exists()
+    data = copy.deepcopy(LLAMA_CLUSTER)
+    data.pop("gpu", None)
+    data["devices"] = [{"type": "h100", "count": 8}, {"type": "a100", "count": 8}]
+    data["sites"] = {"count": 2, "inter_site_gbps": 10}
+    with pytest.raises(InputError, match=r"cluster\.sites: given together with devices"):
+        cluster_from_dict(data)

@@ -48,6 +48,9 @@ class MicrobatchCount(click.ParamType):
 @click.option("--gpu", metavar="GPU", help=GPU_HELP)
 @click.option("--devices", metavar="TYPE:N[:GiB],...", help="A mixed fleet: GPU groups in pipeline-rank order, e.g. h100:16,a100:16 or a100:16,a100:16:40 (40 GiB A100s); each group holds whole pipeline ranks of tp x cp x dp GPUs, pp follows (dp with --pp); slower or smaller GPUs get fewer layers (docs/hetero.md).")
 @click.option("--devices-order", type=click.Choice(DEVICE_ORDERS), default=_DEFAULT.devices_order, show_default=True, help="With --devices: pipeline ranks to the groups in the order listed, or search every order of the groups (up to 4) and keep the fastest plan (it plans once per order).")
+@click.option("--sites", type=click.IntRange(min=1, max=MAX_GPUS), help="Split the GPUs evenly over this many sites joined by one slow link (with --inter-site-gbps); pp or dp crosses it: ppplan plans both (each with the full --work, so about twice the planning time) and keeps the faster (see docs/sites.md).")
+@click.option("--inter-site-gbps", type=FiniteFloat(min=0, min_open=True, max=1e6), help="Inter-site link bandwidth in Gb/s (bits), one direction, shared by every flow crossing it.")
+@click.option("--inter-site-latency-ms", type=FiniteFloat(min=0, max=1e5), help="Latency of one message over the inter-site link, milliseconds (default: the cluster file's, else 0).")
 @click.option("--global-batch", type=click.IntRange(min=1, max=BATCH_LIMITS["global_batch"]), help="Sequences per step.")
 @click.option("--seq-len", type=click.IntRange(min=1, max=BATCH_LIMITS["seq_len"]), help="Tokens per sequence.")
 @click.option("--recompute", type=click.Choice(["auto", "none", "selective", "full"]),

@@ -23,6 +23,16 @@ def cut_lines(plan: Plan) -> list[str]:
             "machine or load (raise --time-limit, or lower --work for a quicker reproducible plan)", ""]
 
 
+def _sites_line(sites: dict) -> str:
+    """Which dimension crosses the sites' slow link, each crossing's optimizer step, the flip."""
+    steps = ", ".join(f"{c} {v:.4f} s" for c, v in sites["steps_s"].items())
+    flip = sites["crossover_gbps"]
+    return (f"sites {sites['count']} over {sites['inter_site_gbps']:g} Gb/s, {sites['inter_site_latency_ms']:g} ms: "
+            f"{sites['crossing']} crosses (optimizer step {steps}; the pipeline schedule no shorter than the link's "
+            f"busy time); " + (f"the choice flips at {flip:g} Gb/s" if flip is not None else
+                               "no flip in 0.1-10000 Gb/s for these plans"))
+
+
 def plan_summary(plan: Plan) -> str:
     """Stages, predictions and baselines as aligned text."""
     p, pred = plan.parallel, plan.predicted
@@ -59,6 +69,8 @@ def plan_summary(plan: Plan) -> str:
     if pred.optimizer_step_time_s is not None:
         lines.append(f"optimizer step {pred.optimizer_step_time_s:.4f} s = schedule + exposed DP traffic "
                      f"{pred.dp_exposed_s:.4f} s + Adam {pred.optimizer_s:.4f} s")
+    if "sites" in plan.extra:
+        lines.append(_sites_line(plan.extra["sites"]))
     lines.append("")
     lines.append(f"{'baseline':<16} {'step s':>9} {'vs plan':>8}")
     for name, b in plan.baselines.items():

@@ -23,6 +23,7 @@ from planner.core.model import ModelSpec
 from planner.core.network import NetworkSpec, network_from_config
 from planner.core.paths import CLUSTERS_DIR
 from planner.core.recipes import RECIPE_CHOICES, apply_recipe
+from planner.core.sites import SitesSpec, sites_from_config
 
 __all__ = ["ParallelSpec", "TrainingSpec", "ClusterSpec", "load_cluster", "default_cluster_path",
            "cluster_from_dict", "RECOMPUTE_MODES", "RECOMPUTE_CHOICES", "KERNEL_CHOICES",
@@ -154,6 +155,8 @@ class ClusterSpec:
     """GPUs sharing NVLink (72 for a GB200 NVL72 rack)."""
     network: NetworkSpec = NetworkSpec()
     """Dispatcher and link bandwidth overrides (``planner.core.network``)."""
+    sites: SitesSpec = SitesSpec()
+    """Sites the GPUs are split over and their slow link (``planner.core.sites``)."""
     recipe: str = "none"
     """Framework recipe whose values fill the training and network fields this cluster leaves
     open (``planner.core.recipes``): megatron (Megatron-Bridge), torchtitan, or none."""
@@ -362,7 +365,7 @@ def cluster_from_dict(data: Any, *, where: str = "cluster") -> ClusterSpec:
     """Build and check a ``ClusterSpec`` from a parsed YAML/JSON mapping."""
     if not isinstance(data, dict):
         raise InputError(where, "expected a mapping with gpu, num_gpus, parallel, training")
-    known = {"gpu", "num_gpus", "gpus_per_node", "parallel", "training", "network", "recipe", "description",
+    known = {"gpu", "num_gpus", "gpus_per_node", "parallel", "training", "network", "sites", "recipe", "description",
              "devices"}
     for key in data:
         if key not in known:
@@ -370,6 +373,9 @@ def cluster_from_dict(data: Any, *, where: str = "cluster") -> ClusterSpec:
     devices = devices_from_config(data["devices"], where=f"{where}.devices") if "devices" in data else ()
     if devices and "gpu" in data:
         raise InputError(f"{where}.gpu", "given together with devices", "leave gpu out: each group names its type")
+    if devices and "sites" in data:
+        raise InputError(f"{where}.sites", "given together with devices (a mixed fleet over several sites is not "
+                         "modelled)", "plan the fleet on one site, or the sites with one GPU type")
     if devices:
         data = {"gpu": devices[0].gpu.name, "num_gpus": sum(g.count for g in devices),
                 "gpus_per_node": devices[0].gpus_per_node, **data}
@@ -394,6 +400,7 @@ def cluster_from_dict(data: Any, *, where: str = "cluster") -> ClusterSpec:
         num_gpus=num,
         gpus_per_node=per_node,
         network=network_from_config(data.get("network"), where=f"{where}.network"),
+        sites=sites_from_config(data.get("sites"), where=f"{where}.sites"),
         parallel=_section(data, "parallel", ParallelSpec, where),
         training=_section(data, "training", TrainingSpec, where),
         recipe=recipe,

@@ -21,6 +21,10 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from planner.core.p2p import SiteHop
 
 __all__ = ["LayerCost", "CostTable", "CostFile", "P2PCost"]
 
@@ -128,6 +132,9 @@ class CostTable:
     """OV by (forward layer type, backward layer type), seconds."""
     p2p: P2PCost = field(default_factory=P2PCost)
     """Pipeline send/receive cost."""
+    site_hop: "SiteHop | None" = None
+    """Inter-site link of the pipeline boundaries between sites (``planner.core.p2p.SiteHop``,
+    set by ``planner.planning.sites`` when pp crosses sites; never written to a table file)."""
     microbatch_size: int = 1
     """Sequences per microbatch the times are for."""
     seq_len: int = 0

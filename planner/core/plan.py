@@ -22,6 +22,7 @@ from planner.core.costs import P2PCost
 from planner.core.errors import InputError
 from planner.core.jsonio import json_text, read_json, write_text_atomic
 from planner.core.limits import MAX_STAGE_MICROBATCHES, check_batch_value, check_cost_value, check_stage_microbatches
+from planner.core.p2p import SiteHop
 from planner.core.placement import check_bounds
 from planner.core.plan_parts import Microbatches, ModelInfo, Parallel, Stage, partition_stages, stages_from_list
 from planner.core.plan_records import Baseline, ClusterInfo, Predicted, SolverRecord, baselines_from_dict
@@ -338,6 +339,8 @@ def stage_costs_to_dict(sc: StageCosts) -> dict[str, Any]:
         "p2p": {"latency_s": sc.p2p.latency_s, "bandwidth": sc.p2p.bandwidth},
         **({"p2p_links": [{"latency_s": p.latency_s, "bandwidth": p.bandwidth} for p in sc.links]}
            if sc.links else {}),
+        **({"site_hop": {"count": sc.site_hop.count, "latency_s": sc.site_hop.link.latency_s,
+                         "bandwidth": sc.site_hop.link.bandwidth}} if sc.site_hop else {}),
     }
 
 
@@ -357,6 +360,9 @@ def stage_costs_from_dict(d: dict[str, Any], ranks: list[int]) -> StageCosts:
         serial_fused={(e["f_stage"], e["b_stage"]): e.get("serial", e["time"]) for e in d.get("fused", [])},
         p2p=P2PCost(**d.get("p2p", {})),
         links=tuple(P2PCost(**p) for p in d.get("p2p_links", ())),
+        site_hop=(SiteHop(count=d["site_hop"]["count"], link=P2PCost(latency_s=d["site_hop"]["latency_s"],
+                                                                      bandwidth=d["site_hop"]["bandwidth"]))
+                  if "site_hop" in d else None),
     )
 
 

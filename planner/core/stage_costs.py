@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from planner.core.costs import CostTable, P2PCost
+from planner.core.p2p import SiteHop
 from planner.core.schedule import OVERLAP, Action, ActionKind
 
 __all__ = ["StageCosts", "stage_costs", "fused_range_cost", "held_bytes", "rank_static_bytes", "memory_order"]
@@ -75,6 +76,8 @@ class StageCosts:
     """Full backward (one pass), exposed all-to-all included, seconds; empty: ``i + w``."""
     p2p: P2PCost = field(default_factory=P2PCost)
     """Pipeline send/receive link."""
+    site_hop: SiteHop | None = None
+    """The inter-site link the boundaries between sites use instead of ``p2p``; None: one site."""
     flops: tuple[float, ...] = ()
     """Model FLOPs (forward + backward) of each stage per microbatch."""
     work_bytes: tuple[int, ...] = ()
@@ -128,7 +131,12 @@ class StageCosts:
         return self.kind_time(action.kind, action.stage)
 
     def p2p_time(self, stage: int) -> float:
-        """Seconds to send stage ``stage``'s output to the next stage (or its gradient back)."""
+        """Seconds to send stage ``stage``'s output to the next stage (or its gradient back):
+        over the inter-site link where that boundary joins two sites (``SiteHop``), else over the
+        link between the two ranks' device groups on a mixed fleet (``links``), else ``p2p``."""
+        hop = self.site_hop
+        if hop is not None and hop.crosses(stage, self.ranks):
+            return hop.link.time(self.out_bytes[stage])
         return (self.links[stage] if self.links else self.p2p).time(self.out_bytes[stage])
 
     def p2p_delays(self) -> list[float]:
@@ -225,5 +233,6 @@ def stage_costs(table: CostTable, bounds: list[tuple[int, int]], ranks: list[int
         p2p=table.p2p,
         links=(tuple(table.link(ranks[s], ranks[s + 1]) for s in range(S - 1)) + (table.p2p,)
                if table.rank_links else ()),
+        site_hop=table.site_hop,
         flops=tuple(total("flops", a, b) for a, b in bounds),
     )

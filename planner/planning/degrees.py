@@ -99,6 +99,9 @@ def _candidates(model: ModelSpec, base: ClusterSpec, gpus: int):
                                 continue
                             if vpp > 1 and (tr.global_batch // (dp * mbs)) % pp:
                                 continue  # interleaved 1F1B needs microbatches divisible by pp (Megatron)
+                            if base.sites.count > 1 and not base.sites.crossings(
+                                    num_gpus=gpus, pp=pp, dp=dp, tp=tp, cp=cp, ep=ep, etp=1):
+                                continue  # tp or ep would cross the sites' slow link
                             yield replace(base, num_gpus=gpus,
                                           parallel=ParallelSpec(pp=pp, vpp=vpp, tp=tp, ep=ep, dp=dp, cp=cp),
                                           training=replace(tr, micro_batch_size=mbs))

@@ -25,7 +25,8 @@ from planner.core.plan import Plan
 from planner.core.stage_costs import StageCosts
 from planner.planning.prediction import Prediction, predict_optimizer_step
 
-__all__ = ["add_dp_step", "plan_prediction", "optimizer_step_time", "busiest_microbatch_compute"]
+__all__ = ["add_dp_step", "plan_prediction", "optimizer_step_time", "busiest_microbatch_compute",
+           "site_link_busy"]
 
 
 def busiest_microbatch_compute(costs: StageCosts) -> float:
@@ -37,13 +38,27 @@ def busiest_microbatch_compute(costs: StageCosts) -> float:
     return max(per_rank, default=0.0)
 
 
+def site_link_busy(costs: StageCosts, microbatches: int) -> float:
+    """Seconds the inter-site link is busy in one direction per step when pp crosses sites:
+    every microbatch's activations (one way) and gradients (the other) over each boundary
+    between sites, at that boundary's share of the link. The simulator charges each send as a
+    delay (``StageCosts.p2p_time``) and does not queue sends on the link, so the step can be
+    no shorter than this (``predict_optimizer_step``'s ``link_busy_s``)."""
+    hop = costs.site_hop
+    if hop is None:
+        return 0.0
+    crossing = [b for b in range(costs.num_stages) if hop.crosses(b, costs.ranks)]
+    return microbatches * sum(costs.out_bytes[b] for b in crossing) / hop.link.bandwidth
+
+
 def plan_prediction(plan: Plan, model: ModelSpec, cluster: ClusterSpec) -> Prediction:
     """The prediction of ``plan``'s simulated schedule (its ``step_time_s`` and per-rank peaks)."""
-    pred = plan.predicted
+    pred, costs = plan.predicted, plan.parsed_stage_costs()
     return predict_optimizer_step(model, cluster, step_time_s=pred.step_time_s,
                                   peak_memory_bytes=pred.peak_memory_bytes,
-                                  microbatch_compute_s=busiest_microbatch_compute(plan.parsed_stage_costs()),
-                                  microbatches=plan.num_microbatches)
+                                  microbatch_compute_s=busiest_microbatch_compute(costs),
+                                  microbatches=plan.num_microbatches,
+                                  link_busy_s=site_link_busy(costs, plan.num_microbatches))
 
 
 def add_dp_step(plan: Plan, model: ModelSpec, cluster: ClusterSpec) -> Plan:

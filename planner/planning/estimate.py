@@ -12,6 +12,9 @@ From the analytical cost table (``profiler.analytical``), with the planner's own
 3. Pipeline: ``M x t_max + (pp - 1) / vpp x t_serial_max`` (interleaved 1F1B bubble,
    Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU
    Clusters", section 2.2.2; warm-up and cool-down run serially).
+   Over sites (``planner.core.sites``) the boundaries between sites pay the inter-site hop
+   (``StageCosts.p2p_time``) when pp crosses; with ``crossing: auto`` each crossing the
+   degrees allow is estimated and the faster kept.
 4. Data parallelism, the optimizer, MFU and tokens/s:
    ``planner.planning.prediction.predict_optimizer_step``, the one prediction every plan and benchmark reports.
 5. Peak memory per rank: what every rank holds (``StageCosts.static_per_rank``) plus the
@@ -26,14 +29,15 @@ with what ``ppplan plan`` predicts (``benchmarks/published.py``), not with this 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from planner.core.cluster import ClusterSpec
 from planner.core.costs import CostTable
 from planner.core.model import ModelSpec
 from planner.core.placement import stage_ranks
+from planner.core.sites import with_site_hop
 from planner.core.stage_costs import StageCosts, stage_costs
-from planner.planning.dp_step import busiest_microbatch_compute
+from planner.planning.dp_step import busiest_microbatch_compute, site_link_busy
 from planner.planning.prediction import predict_optimizer_step
 from profiler.analytical import analytical_costs
 from profiler.cost_model.fitted import active_constants
@@ -145,7 +149,8 @@ def _one(model: ModelSpec, cluster: ClusterSpec, t: CostTable, overlap: bool, sc
     pipeline = m * max(rank_t) + bubble
     peaks = _rank_peaks(sc, _points(par.pp, par.vpp, m, overlap, screen))
     pred = predict_optimizer_step(model, cluster, step_time_s=pipeline, peak_memory_bytes=peaks,  # as a plan's (dp_step)
-                                  microbatch_compute_s=busiest_microbatch_compute(sc), microbatches=m)
+                                  microbatch_compute_s=busiest_microbatch_compute(sc), microbatches=m,
+                                  link_busy_s=site_link_busy(sc, m))
     peak = max(peaks)
     return StepEstimate(step_s=pred.optimizer_step_time_s, tokens_per_s_per_gpu=pred.tokens_per_s_per_gpu,
                         mfu=pred.mfu, peak_memory_bytes=peak, rank_peak_bytes=tuple(peaks),
@@ -160,6 +165,13 @@ def estimate_step(model: ModelSpec, cluster: ClusterSpec, *, overlap: bool | Non
     smallest) and, with ``overlap=None`` and ep > 1, with and without EP overlap.
     ``screen`` shares tables, partitions and in-flight points across calls and counts the work."""
     screen = ScreenWork() if screen is None else screen
+    if cluster.sites.count > 1 and cluster.sites.crossing == "auto":  # each crossing the degrees allow
+        p = cluster.parallel
+        found = [estimate_step(model, replace(cluster, sites=replace(cluster.sites, crossing=c)), overlap=overlap,
+                               screen=screen)
+                 for c in cluster.sites.check_degrees(num_gpus=cluster.num_gpus, pp=p.pp, dp=p.dp, tp=p.tp, cp=p.cp,
+                                                      ep=p.ep, etp=p.etp)]
+        return min(found, key=lambda e: (not e.fits, e.step_s if e.fits else e.peak_memory_bytes))
     overlaps = (overlap,) if overlap is not None else ((False, True) if cluster.parallel.ep > 1 else (False,))
     found = []
     for mode in cluster.training.recompute_modes():
@@ -179,4 +191,4 @@ def _table_for(model: ModelSpec, cluster: ClusterSpec, pairs: bool, screen: Scre
     if key not in screen.tables:
         screen.tables[key] = analytical_costs(model, cluster, constants=cal, size_curve_sizes=(), pairs=pairs)
         screen.units += TABLE_UNITS_PER_LAYER * model.num_layers
-    return screen.tables[key]
+    return with_site_hop(screen.tables[key], cluster.sites, num_gpus=cluster.num_gpus, pp=par.pp)

@@ -59,12 +59,14 @@ class Prediction:
 
 def predict_optimizer_step(model: ModelSpec, cluster: ClusterSpec, *, step_time_s: float,
                            peak_memory_bytes: Sequence[int], microbatch_compute_s: float,
-                           microbatches: int) -> Prediction:
+                           microbatches: int, link_busy_s: float = 0.0) -> Prediction:
     """The prediction of a step whose pipeline schedule takes ``step_time_s`` with these
     per-rank peaks; ``microbatch_compute_s`` (the busiest rank's compute of one microbatch)
-    is what the data-parallel traffic hides behind, ``microbatches`` per replica per step."""
+    is what the data-parallel traffic hides behind, ``microbatches`` per replica per step;
+    ``link_busy_s``: the inter-site link's busy time when pp crosses sites, a floor under the
+    schedule (``planner.planning.dp_step.site_link_busy``)."""
     dp = dp_cost(model, cluster, microbatch_compute_s=microbatch_compute_s, microbatches=microbatches)
-    step = step_time_s + dp.exposed_s + dp.optimizer_s
+    step = max(step_time_s, link_busy_s) + dp.exposed_s + dp.optimizer_s
     tr = cluster.training
     tokens = tr.global_batch * tr.seq_len
     flops = tokens * model_flops_per_token(model, tr.seq_len)

@@ -16,7 +16,8 @@ from __future__ import annotations
 from planner.core.cluster import ClusterSpec
 from planner.core.model import ModelSpec
 
-__all__ = ["A2A_LATENCY_S", "a2a_seconds", "remote_nodes_per_token", "ring_seconds", "link_bandwidth"]
+__all__ = ["A2A_LATENCY_S", "a2a_seconds", "remote_nodes_per_token", "ring_seconds", "link_bandwidth",
+           "site_ring_seconds"]
 
 A2A_LATENCY_S = 30e-6
 """Per-call all-to-all latency (DeepEP README: internode dispatch/combine latency of tens of us)."""
@@ -79,3 +80,19 @@ def a2a_seconds(cluster: ClusterSpec, model: ModelSpec, tokens: float, token_byt
 def ring_seconds(nbytes: float, ranks: int, bandwidth: float) -> float:
     """One ring all-gather or reduce-scatter whose full result is ``nbytes``."""
     return 0.0 if ranks <= 1 else nbytes * (ranks - 1) / ranks / bandwidth
+
+
+def site_ring_seconds(nbytes: float, ranks: int, bandwidth: float, cluster: ClusterSpec) -> float:
+    """One all-gather or reduce-scatter whose full result is ``nbytes`` over ``ranks`` GPUs
+    split evenly over ``cluster.sites``' sites, hierarchically: a ring inside each site over
+    its ``ranks / sites`` GPUs (``bandwidth``), then a ring across the sites over the shard
+    each GPU holds, one latency per step, every GPU of a site sharing the inter-site link
+    (``SitesSpec.link``; the 2D/hierarchical collective of NCCL's tree/CollNet and of
+    CrossPipe's cross-datacenter DP, ATC'25). One site: ``ring_seconds``."""
+    sites = cluster.sites.count
+    if sites == 1 or ranks < sites:
+        return ring_seconds(nbytes, ranks, bandwidth)
+    local = ranks // sites
+    link = cluster.sites.link(cluster.num_gpus // sites)
+    return ring_seconds(nbytes, local, bandwidth) + ring_seconds(nbytes / local, sites, link.bandwidth) + \
+        (sites - 1) * link.latency_s

@@ -15,6 +15,8 @@
 - The Adam step is memory bound: it reads the fp32 master weight, gradient, m and v
   and writes the master weight, m, v and the BF16 weight: 30 bytes per local parameter
   (torch.optim.Adam's fused/foreach update; Megatron's fused Adam), at HBM x 0.8.
+- Over sites (``cluster.sites`` with ``crossing: dp``): each ring runs inside a site, then
+  across the sites over the slow link (``comm.site_ring_seconds``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.core.cluster import ClusterSpec
-from profiler.cost_model.comm import link_bandwidth, ring_seconds
+from profiler.cost_model.comm import link_bandwidth, ring_seconds, site_ring_seconds
 from profiler.cost_model.context import HBM_EFF
 
 __all__ = ["DpCost", "dp_step_cost", "ADAM_BYTES_PER_PARAM"]
@@ -50,16 +52,23 @@ def dp_step_cost(cluster: ClusterSpec, *, dense_params: float, expert_params: fl
     par, tr = cluster.parallel, cluster.training
     span = par.tp * par.cp * par.dp
     bw = link_bandwidth(cluster, span)
+    crossing = cluster.sites.count > 1 and cluster.sites.crossing == "dp"
+
+    def ring(nbytes: float, ranks: int, bandwidth: float) -> float:  # the DP rings, across sites when dp crosses
+        if crossing:
+            return site_ring_seconds(nbytes, ranks, bandwidth, cluster)
+        return ring_seconds(nbytes, ranks, bandwidth)
+
     groups = ((dense_params, par.dp * par.cp),
               (expert_params, max(par.dp * par.cp * par.tp // (par.ep * par.etp), 1)))
     sharded = sum(p / (n if tr.distributed_optimizer or tr.fsdp else 1) for p, n in groups)
     optimizer = sharded * ADAM_BYTES_PER_PARAM / (cluster.gpu.hbm_bandwidth * HBM_EFF)
     if tr.fsdp:
-        per_mb = sum(2 * ring_seconds(2 * p, n, bw) + ring_seconds(4 * p, n, bw) for p, n in groups)
+        per_mb = sum(2 * ring(2 * p, n, bw) + ring(4 * p, n, bw) for p, n in groups)
         exposed = microbatches * max(0.0, per_mb - microbatch_compute_s) + per_mb / max(layers, 1)
         return DpCost(comm_s=microbatches * per_mb, exposed_s=exposed, optimizer_s=optimizer)
     if tr.distributed_optimizer:
-        comm = sum(ring_seconds(4 * p, n, bw) + ring_seconds(2 * p, n, bw) for p, n in groups)
+        comm = sum(ring(4 * p, n, bw) + ring(2 * p, n, bw) for p, n in groups)
     else:
-        comm = sum(2 * ring_seconds(4 * p, n, bw) for p, n in groups)
+        comm = sum(2 * ring(4 * p, n, bw) for p, n in groups)
     return DpCost(comm_s=comm, exposed_s=max(0.0, comm - microbatch_compute_s), optimizer_s=optimizer)
