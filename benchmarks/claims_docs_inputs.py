@@ -120,7 +120,7 @@ def _dualpipev_results(run) -> tuple[float, ...]:
 
 PEER_CLAIMS = [
     history("search-peers-zb", _PEERS, "every table and figure of the side-by-side with the Zero Bubble repository's "
-            "heuristic", "", r"re-run on (\d{4}-\d\d-\d\d) at 14:33-14:35 UTC",
+            "heuristic", "", r"re-run on (\d{4}-\d\d-\d\d) at \d\d:\d\d-\d\d:\d\d UTC",
             command="python benchmarks/vs_zb.py --zb-dir /tmp/zb --json",
             why="needs the peer's code (graph.py and zb.py of the Zero Bubble repository) in /tmp/zb, and 12 min"),
 ] + [
