@@ -149,3 +149,6 @@ def test_module_set_plan_records_its_mode_and_exports_megatrons_flags(ppplan, tm
     assert "--recompute-granularity selective --recompute-modules moe_act layernorm" in (tmp_path / "args.txt").read_text()
     refused = ppplan("export", "p.json", "--format", "torchtitan", "--out", "t.toml")
     assert refused.code == 2 and "Megatron's modules moe_act, layernorm" in refused.err
+    replay = ppplan("replay", "p.json")  # the replay's torch layers recompute whole layers or mixers only
+    assert replay.code == 2 and "recomputes Megatron's modules" in replay.err
+    assert len(replay.err.strip().splitlines()) == 1
