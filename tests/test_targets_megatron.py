@@ -170,3 +170,16 @@ def test_context_parallel_plan_exports_its_size(tmp_path):
     flags = _flags(megatron_args(plan).args)
     assert flags["context_parallel_size"] == ["2"]
     assert _transformer_config("llama3-8b", flags, 1).context_parallel_size == 2
+
+
+def test_module_set_plan_passes_the_megatron_and_bridge_checks_of_the_round_trip(tmp_path):
+    """The same checkers the round trip runs (``benchmarks/frameworks.py``): Megatron-Core's
+    ``TransformerConfig`` on the exported flags and Megatron-Bridge's recipe fields."""
+    from benchmark_modules import load_benchmark
+
+    frameworks = load_benchmark("frameworks", "frameworks_modules_t")
+    plan = api_plan("qwen3-30b-a3b", target="megatron", recompute_modules="moe_act,layernorm", work=0.2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        frameworks.check_megatron_core(plan, tmp_path)
+        frameworks.check_megatron_bridge(plan, tmp_path)
