@@ -44,9 +44,10 @@ class PlanOptions:
     """Tokens per sequence (``--seq-len``)."""
     recompute: str | None = None
     """auto, none, selective or full; default the cluster's (``--recompute``)."""
-    recompute_modules: str | None = None
+    recompute_modules: str | tuple[str, ...] | None = None
     """Megatron's recompute modules, comma separated (``--recompute-modules moe_act,layernorm``):
-    plan with that module set (``planner.core.recompute``) instead of ``recompute``."""
+    plan with that module set (``planner.core.recompute``) instead of ``recompute``; several
+    lists (the option repeated): plan with each, keep the fastest that fits."""
     microbatches: int | str | None = None
     """Microbatches per step, or ``"auto"`` to try every count dividing the per-replica batch."""
     memory_gib: float | None = None
@@ -108,7 +109,7 @@ def plan_options(options: PlanOptions | None = None, overrides: dict[str, Any] |
 def recompute_mode(options: PlanOptions) -> str | None:
     """The recomputation mode ``options`` ask for: the module set of ``recompute_modules`` (with
     ``recompute`` unset or selective, Megatron's granularity for a module list), else ``recompute``."""
-    if options.recompute_modules is None:
+    if not options.recompute_modules:
         return options.recompute
     if options.recompute not in (None, "selective"):
         raise InputError("--recompute-modules", f"given with --recompute {options.recompute}",

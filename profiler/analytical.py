@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from planner.core.cluster import ClusterSpec
 from planner.core.costs import CostTable, LayerCost, P2PCost
+from planner.core.errors import InputError
 from planner.core.layer_math import ParamCount, layer_forward_flops, layer_params
 from planner.core.model import LayerSpec, ModelSpec
 from planner.core.recompute import is_module_set, modules_of
@@ -231,6 +232,9 @@ def analytical_costs(model: ModelSpec, cluster: ClusterSpec, *,
     """
     if cluster.training.recompute == "auto":
         cluster = cluster.with_recompute("none")
+    elif len(cluster.training.recompute_modes()) > 1:
+        raise InputError("training.recompute", "a cost table is for one module set, this names "
+                         f"{len(cluster.training.recompute_modes())}", "give one list of modules")
     constants = constants or active_constants()
     if contention is None:
         contention = cluster.network.kind.sm_share

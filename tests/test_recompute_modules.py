@@ -5,7 +5,8 @@ the module list from a cluster file and the command line, refused in one line wh
 
 from __future__ import annotations
 
-import dataclasses
+import json
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,8 @@ from planner.core.errors import InputError
 from planner.core.recompute import module_set, parse_modules
 from profiler.analytical import analytical_costs
 from profiler.cost_model.context import HBM_EFF
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _layer(model: str, mode: str, *, tp: int = 1):
@@ -152,3 +155,25 @@ def test_module_set_plan_records_its_mode_and_exports_megatrons_flags(ppplan, tm
     replay = ppplan("replay", "p.json")  # the replay's torch layers recompute whole layers or mixers only
     assert replay.code == 2 and "recomputes Megatron's modules" in replay.err
     assert len(replay.err.strip().splitlines()) == 1
+
+
+def test_a_choice_of_module_lists_plans_each_and_keeps_the_one_that_fits(ppplan, tmp_path):
+    """Qwen3-235B-A22B at 16k tokens on the long-context run's layout: moe_act + layernorm does
+    not fit, layernorm + moe (what the run recomputed) does; both are recorded as candidates."""
+    cluster = ROOT / "benchmarks/data/clusters/modelzoo-20251104-h100-qwen3-235b-a22b-seq16k-cp1.yaml"
+    made = ppplan("plan", "qwen3-235b-a22b", "--cluster", str(cluster), "--target", "megatron",
+                  "--recompute-modules", "moe_act,layernorm", "--recompute-modules", "layernorm,moe",
+                  "--work", "3", "--out", "p.json", "--quiet")
+    assert made.code == 0, made.err
+    plan = json.loads((tmp_path / "p.json").read_text())
+    assert plan["cluster"]["training"]["recompute"] == "modules:layernorm,moe"
+    tried = {e["recompute"]: e["status"] for e in plan["solver"]["candidates"] if "recompute" in e}
+    assert tried == {"modules:moe_act,layernorm": "infeasible", "modules:layernorm,moe": "valid"}
+
+
+def test_cluster_file_takes_a_choice_and_a_table_takes_one_set():
+    cl = cluster_from_dict(_cluster_dict([["moe_act", "layernorm"], ["layernorm", "moe"]]))
+    assert cl.training.recompute_modes() == ("modules:moe_act,layernorm", "modules:layernorm,moe")
+    spec = load_model("qwen3-30b-a3b")
+    with pytest.raises(InputError, match="a cost table is for one module set"):
+        analytical_costs(spec, cl.check_against(spec))

@@ -22,7 +22,7 @@ from planner.core.model import ModelSpec
 from planner.core.network import NetworkSpec, network_from_config
 from planner.core.paths import CLUSTERS_DIR
 from planner.core.recipes import RECIPE_CHOICES, apply_recipe
-from planner.core.recompute import MODULES, is_module_set, module_set, modules_of
+from planner.core.recompute import MODULES, choice_of, is_module_set, module_sets_in, modules_of
 
 __all__ = ["ParallelSpec", "TrainingSpec", "ClusterSpec", "load_cluster", "default_cluster_path",
            "cluster_from_dict", "RECOMPUTE_MODES", "RECOMPUTE_CHOICES", "KERNEL_CHOICES",
@@ -126,11 +126,15 @@ class TrainingSpec:
     recompute: str = "auto"
     """Activation recomputation: none, selective (attention core and element-wise work, Megatron's
     selective with ``core_attn moe_act layernorm``), full (keep only each layer's input; the
-    forward runs again before backward), auto (the planner chooses; ``recompute_modes``), or a
-    list of Megatron's recompute modules (``[moe_act, layernorm]``; ``planner.core.recompute``)."""
+    forward runs again before backward), auto (the planner chooses; ``recompute_modes``), a
+    list of Megatron's recompute modules (``[moe_act, layernorm]``; ``planner.core.recompute``), or
+    a list of such lists (the planner plans with each and keeps the fastest that fits)."""
 
     def recompute_modes(self) -> tuple[str, ...]:
-        """The modes to plan with: the one given, or all of them for auto (cheapest first)."""
+        """The modes to plan with: the one given, all three for auto (cheapest first), or each
+        module set of a choice."""
+        if is_module_set(self.recompute):
+            return module_sets_in(self.recompute)
         return RECOMPUTE_MODES if self.recompute == "auto" else (self.recompute,)
 
     @property
@@ -234,7 +238,7 @@ class ClusterSpec:
             raise InputError("training.cross_entropy", f"unknown {t.cross_entropy!r}",
                              f"use one of {', '.join(LOSS_CHOICES)}")
         if is_module_set(t.recompute):
-            module_set(modules_of(t.recompute), field="training.recompute")
+            choice_of([modules_of(m) for m in module_sets_in(t.recompute)], field="training.recompute")
         elif t.recompute not in RECOMPUTE_CHOICES:
             raise InputError("training.recompute", f"unknown {t.recompute!r}",
                              f"use one of {', '.join(RECOMPUTE_CHOICES)}, or a list of Megatron's "
@@ -256,7 +260,8 @@ class ClusterSpec:
         if model.moe is not None and model.moe.num_experts % p.ep:
             raise InputError("parallel.ep", f"ep {p.ep} does not divide {model.moe.num_experts} experts",
                              "pick an ep that divides the expert count")
-        _check_modules(modules_of(self.training.recompute), model)
+        for mode in module_sets_in(self.training.recompute):
+            _check_modules(modules_of(mode), model)
         return apply_recipe(self, model.name, self.recipe)
 
     def for_target(self, target: str) -> "ClusterSpec":
@@ -369,11 +374,14 @@ def cluster_from_dict(data: Any, *, where: str = "cluster") -> ClusterSpec:
 
 
 def _modules_as_mode(data: dict[str, Any], where: str) -> dict[str, Any]:
-    """``training.recompute`` given as a list of Megatron module names, as its mode string."""
+    """``training.recompute`` given as a list of Megatron module names (or a list of such lists:
+    a choice), as its mode string."""
     training = data.get("training")
     if not isinstance(training, dict) or not isinstance(training.get("recompute"), list):
         return data
-    mode = module_set(training["recompute"], field=f"{where}.training.recompute")
+    given = training["recompute"]
+    sets = given if given and all(isinstance(g, list) for g in given) else [given]
+    mode = choice_of(sets, field=f"{where}.training.recompute")
     return {**data, "training": {**training, "recompute": mode}}
 
 

@@ -15,12 +15,16 @@ from collections.abc import Sequence
 
 from planner.core.errors import InputError
 
-__all__ = ["MODULES", "PREFIX", "module_set", "modules_of", "is_module_set", "parse_modules"]
+__all__ = ["MODULES", "PREFIX", "CHOICE_SEP", "module_set", "modules_of", "is_module_set", "parse_modules",
+           "module_sets_in", "choice_of"]
 
 MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
 """Megatron-Core's ``recompute_modules`` choices, in its docstring's order."""
 PREFIX = "modules:"
 """How a module-set mode starts."""
+CHOICE_SEP = ";"
+"""Between the sets of a choice (``modules:moe_act,layernorm;modules:layernorm,moe``): the planner
+plans with each and keeps the fastest plan that fits, as ``auto`` does with the three modes."""
 
 
 def is_module_set(mode: str) -> bool:
@@ -29,8 +33,21 @@ def is_module_set(mode: str) -> bool:
 
 
 def modules_of(mode: str) -> tuple[str, ...]:
-    """The modules a mode recomputes one by one (empty for the whole-layer modes)."""
+    """The modules one set recomputes (empty for the whole-layer modes)."""
     return tuple(mode[len(PREFIX):].split(",")) if is_module_set(mode) else ()
+
+
+def module_sets_in(text: str) -> tuple[str, ...]:
+    """The module-set modes of a set or a choice of sets (``CHOICE_SEP``)."""
+    return tuple(text.split(CHOICE_SEP)) if is_module_set(text) else ()
+
+
+def choice_of(sets: Sequence[Sequence[str]], *, field: str) -> str:
+    """One mode string for one or several module lists (duplicates dropped, order kept)."""
+    modes = [module_set(names, field=field) for names in sets]
+    if not modes:
+        raise InputError(field, "no module list given", f"give one or more lists of {', '.join(MODULES)}")
+    return CHOICE_SEP.join(dict.fromkeys(modes))
 
 
 def module_set(names: Sequence[str], *, field: str) -> str:
@@ -43,6 +60,8 @@ def module_set(names: Sequence[str], *, field: str) -> str:
     return PREFIX + ",".join(m for m in MODULES if m in names)
 
 
-def parse_modules(text: str, *, field: str) -> str:
-    """The mode of a comma-separated list (``--recompute-modules moe_act,layernorm``)."""
-    return module_set([n for n in text.split(",") if n.strip()], field=field)
+def parse_modules(text: str | Sequence[str], *, field: str) -> str:
+    """The mode of a comma-separated list (``--recompute-modules moe_act,layernorm``), or the
+    choice of several (the option given more than once)."""
+    texts = [text] if isinstance(text, str) else list(text)
+    return choice_of([[n for n in t.split(",") if n.strip()] for t in texts], field=field)
