@@ -186,6 +186,10 @@ ELASTIC_CLAIMS = [
     Claim(id="elastic-8192-run-wall", where="8192-GPU lost-GPU run: its wall time", command=ELASTIC_8192,
           figure=Page(path=_RP, section=_ES, pattern=r"UTC, (\d+ min \d+ s|\d+ s) for that run", combine=minutes),
           measured=lambda run: run.wall_s, compare=WALL),
+    history("replan-vs-oobleck", _RP, "every figure of the side by side with Oobleck's simulator",
+            "## Side by side with Oobleck", r"re-run on (\d{4}-\d\d-\d\d) at \d\d:\d\d-\d\d:\d\d UTC",
+            command="python benchmarks/vs_oobleck.py --oobleck-dir /tmp/oobleck-art --json",
+            why="needs Oobleck's simulator (SymbioticLab/Oobleck, branch sosp23-artifact) in /tmp/oobleck-art"),
 ]
 
 _PF = "docs/profiler.md"

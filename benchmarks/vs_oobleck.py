@@ -1,0 +1,164 @@
+"""Side by side with Oobleck (SOSP'23) on its own simulator's setting: GPT-3 6.7B, 1024 samples
+a step, 30 instances losing one at a time down to 15 on its five failure-frequency traces.
+
+Oobleck's simulator (``tools/simulator/oobleck_simulator.py`` of SymbioticLab/Oobleck, branch
+``sosp23-artifact``, the paper's figure 9 runs in ``eval_tput_vs_freq.py``) is an event loop
+over a node trace whose step time is a table of samples/s per live instance count (measured
+on Oobleck's testbed, ``gpt_3_6_7b_simulate_step_delta``), plus its re-rendezvous and
+lost-step costs. It is run here three ways on each trace: with its own table; with ppplan's
+table (``replan_gpus(old, gpus=n)``, what ``ppplan replan OLD --gpus n`` calls, for n = 15..30,
+each re-plan's samples/s from ppplan's simulator); and with ppplan's table scaled so that its
+30-instance figure equals Oobleck's (same full-fleet speed, only the loss curve differs).
+"ppplan alone" is the time-weighted mean of ppplan's table over the trace (no pauses).
+ppplan's figures are for A100s (ppplan has no V100 or A40 preset) and are simulated, not
+measured. Oobleck's template planner (C++, per-layer GPU profiles) is not run.
+
+    git --git-dir=MIRROR archive sosp23-artifact | tar -x -C /tmp/oobleck-art
+    python benchmarks/vs_oobleck.py --oobleck-dir /tmp/oobleck-art [--json] [--work 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import importlib.util
+import io
+import json
+import logging
+import time
+from pathlib import Path
+
+from planner.api import plan as make_plan
+from planner.replanning.elastic import replan_gpus
+
+DATA = Path(__file__).resolve().parent / "data" / "oobleck"
+MODEL = str(DATA / "gpt3-6.7b.json")
+"""GPT-3 6.7B's shape (32 x 4096, 32 heads, 2048 tokens) as a Llama-style config; SwiGLU with
+intermediate 10922 keeps GPT-3's MLP parameter count (two 4096 x 16384 matrices)."""
+CLUSTER = str(DATA / "cluster-30.yaml")
+OOBLECK_MODEL = "GPT-3-6_7b"
+"""The simulator's model key (``Simulator.__init__``: 1024 samples a step, 10 s re-rendezvous)."""
+COUNTS = range(15, 31)
+"""Live instance counts the simulator's table covers (it clamps below 15 and above 30)."""
+TRACES = ("6h", "3h", "1h", "30m", "10m")
+"""``tools/simulator/traces/<T>.csv``: one instance removed every T from 30 (figure 9)."""
+SIM = "tools/simulator/oobleck_simulator.py"
+
+
+def load_simulator(root: Path):
+    """Oobleck's simulator module from its tree (standard library only)."""
+    spec = importlib.util.spec_from_file_location("oobleck_simulator", root / SIM)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    logging.getLogger(module.__name__).setLevel(logging.WARNING)
+    return module
+
+
+def _live(sim) -> int:
+    return sum(1 for i in sim.spot_instances.values() if i.is_running() or i.is_ready())
+
+
+def oobleck_table(sim_module) -> dict[int, float]:
+    """Samples/s per live count, read through the simulator's own step-time method."""
+    table = {}
+    for n in COUNTS:
+        sim = sim_module.Simulator(model=OOBLECK_MODEL, seed=0)
+        for k in range(n):
+            sim.spot_instances[f"node{k}"] = inst = sim_module.SpotInstance(f"node{k}", 0)
+            inst.set_ready()
+        sim.simulate_step_delta()
+        table[n] = sim.samples_per_step / (sim.step_delta / 1000) if sim.step_delta < 1e11 else 0.0
+    return table
+
+
+def simulate(sim_module, root: Path, trace: str, table: dict[int, float] | None) -> float:
+    """Average samples/s of one trace, as ``eval_tput_vs_freq.py`` runs it; ``table`` replaces
+    the simulator's step-time table (clamped to 15..30 as its own)."""
+    with open(root / "tools" / "simulator" / "traces" / f"{trace}.csv") as f, \
+            contextlib.redirect_stdout(io.StringIO()):
+        sim = sim_module.Simulator(seed=None, start_hour=0, generate_addition_probabilities=None,
+                                   removal_probability=None, generate_graphs=False, spot_instance_trace=f,
+                                   model=OOBLECK_MODEL, steps_per_run=200000, time_hard_stop=True)
+        if table is not None:
+            def step(sim=sim):
+                sim.step_delta = sim_module.tput2iter_time_ms(table[min(max(_live(sim), 15), 30)], sim.samples_per_step)
+            sim.simulate_step_delta = step
+        return sim.simulate().average_performance
+
+
+def trace_mean(root: Path, trace: str, table: dict[int, float]) -> float:
+    """Time-weighted mean of ``table`` over the trace's live counts (no pauses): ppplan alone."""
+    with open(root / "tools" / "simulator" / "traces" / f"{trace}.csv", newline="") as f:
+        rows = [(int(t), e) for t, e, _ in csv.reader(f)]
+    live, last, total = 0, 0, 0.0
+    for t, event in rows:
+        total += (t - last) * table[min(max(live, 15), 30)] if live else 0.0
+        live, last = live + (1 if event == "add" else -1), t
+    return total / last
+
+
+def ppplan_rows(work: float) -> list[dict]:
+    """ppplan's re-plan for every count (the old plan: ``ppplan plan CONFIG --gpus 30``)."""
+    old = make_plan(MODEL, cluster=CLUSTER, gpus=30, work=work)
+    rows = []
+    for n in COUNTS:
+        t0, c0 = time.perf_counter(), time.process_time()
+        s = replan_gpus(old, gpus=n, work=work, model=MODEL).plan.extra["replan"]
+        rows.append({"instances": n, "gpus_used": s["gpus_used"], "degrees": s["degrees_after"],
+                     "step_s": s["step_after_s"], "samples_per_s": s["global_batch_after"] / s["step_after_s"],
+                     "batch_kept": s["global_batch_after"] == s["global_batch_before"],
+                     "wall_s": round(time.perf_counter() - t0, 2), "cpu_s": round(time.process_time() - c0, 2)})
+    return rows
+
+
+def run(root: Path, work: float) -> dict:
+    sim_module = load_simulator(root)
+    rows = ppplan_rows(work)
+    ours = {r["instances"]: r["samples_per_s"] for r in rows}
+    theirs = oobleck_table(sim_module)
+    for r in rows:
+        r["oobleck_samples_per_s"] = theirs[r["instances"]]
+        r["kept"], r["oobleck_kept"] = ours[r["instances"]] / ours[30], theirs[r["instances"]] / theirs[30]
+    scaled = {n: v * theirs[30] / ours[30] for n, v in ours.items()}
+    traces = []
+    for t in TRACES:
+        o, p, ps = (simulate(sim_module, root, t, tab) for tab in (None, ours, scaled))
+        traces.append({"trace": t, "oobleck": o, "ppplan": p, "ppplan_scaled": ps,
+                       "ppplan_alone": trace_mean(root, t, ours),
+                       "oobleck_kept": o / theirs[30], "ppplan_kept": p / ours[30], "ppplan_scaled_kept": ps / theirs[30],
+                       "scaled_over_oobleck": ps / o})
+    return {"work": work, "counts": rows, "traces": traces,
+            "summary": {"max_replan_wall_s": max(r["wall_s"] for r in rows),
+                        "max_replan_cpu_s": max(r["cpu_s"] for r in rows),
+                        "all_batch_kept": all(r["batch_kept"] for r in rows)}}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--oobleck-dir", type=Path, required=True, help="SymbioticLab/Oobleck's sosp23-artifact tree")
+    ap.add_argument("--work", type=float, default=1.0, help="--work of the old plan and of each re-plan")
+    ap.add_argument("--json", action="store_true", help="print JSON")
+    args = ap.parse_args(argv)
+    if not (args.oobleck_dir / SIM).is_file():
+        ap.error(f"--oobleck-dir: no {SIM} under {args.oobleck_dir} (extract SymbioticLab/Oobleck's "
+                 "sosp23-artifact branch there)")
+    started = time.perf_counter()
+    out = run(args.oobleck_dir, args.work)
+    out["summary"]["wall_s"] = round(time.perf_counter() - started, 1)
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return
+    print("instances  GPUs used  degrees (pp x dp)  ppplan samples/s (kept)  Oobleck samples/s (kept)")
+    for r in out["counts"]:
+        d = r["degrees"]
+        print(f"{r['instances']:>9} {r['gpus_used']:>10}  {d['pp']:>4} x {d['dp']:<10} {r['samples_per_s']:>8.2f} "
+              f"({r['kept']:.1%})       {r['oobleck_samples_per_s']:>8.2f} ({r['oobleck_kept']:.1%})")
+    print("trace  Oobleck  ppplan  ppplan scaled  ppplan alone  (samples/s, Oobleck's simulator)")
+    for t in out["traces"]:
+        print(f"{t['trace']:>5} {t['oobleck']:>8.2f} {t['ppplan']:>7.2f} {t['ppplan_scaled']:>14.2f} {t['ppplan_alone']:>13.2f}")
+    print(json.dumps(out["summary"]))
+
+
+if __name__ == "__main__":
+    main()

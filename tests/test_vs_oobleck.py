@@ -1,0 +1,29 @@
+"""``benchmarks/vs_oobleck.py`` without Oobleck's tree: it imports, refuses a folder without
+Oobleck's simulator in one line (exit 2), and weighs ppplan's table by the trace's live counts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.benchmark_modules import load_benchmark
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_folder_without_the_simulator_is_refused(tmp_path):
+    done = subprocess.run([sys.executable, "benchmarks/vs_oobleck.py", "--oobleck-dir", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--oobleck-dir: no tools/simulator/oobleck_simulator.py under" in done.stderr
+
+
+def test_trace_mean_weighs_each_count_by_its_time(tmp_path):
+    """30 instances for 100 s, 29 for 300 s (clamped to the simulator's 15..30 as its table)."""
+    traces = tmp_path / "tools" / "simulator" / "traces"
+    traces.mkdir(parents=True)
+    rows = [f"0,add,node{k}" for k in range(1, 32)] + ["100,remove,node1", "100,remove,node2", "400,remove,node3"]
+    (traces / "t.csv").write_text("\n".join(rows) + "\n")
+    table = {n: float(n) for n in range(15, 31)}
+    assert load_benchmark("vs_oobleck").trace_mean(tmp_path, "t", table) == (100 * 30 + 300 * 29) / 400
