@@ -187,7 +187,7 @@ ELASTIC_CLAIMS = [
           figure=Page(path=_RP, section=_ES, pattern=r"UTC, (\d+ min \d+ s|\d+ s) for that run", combine=minutes),
           measured=lambda run: run.wall_s, compare=WALL),
     history("replan-vs-oobleck", _RP, "every figure of the side by side with Oobleck's simulator",
-            "## Side by side with Oobleck", r"re-run on (\d{4}-\d\d-\d\d) at \d\d:\d\d-\d\d:\d\d UTC",
+            "## Side by side with Oobleck", r"re-run on (\d{4}-\d\d-\d\d)\s+at\s+\d\d:\d\d-\d\d:\d\d\s+UTC",
             command="python benchmarks/vs_oobleck.py --oobleck-dir /tmp/oobleck-art --json",
             why="needs Oobleck's simulator (SymbioticLab/Oobleck, branch sosp23-artifact) in /tmp/oobleck-art"),
 ]

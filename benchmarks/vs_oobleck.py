@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from planner.api import plan as make_plan
+from planner.core.errors import InputError
 from planner.replanning.elastic import replan_gpus
 
 DATA = Path(__file__).resolve().parent / "data" / "oobleck"
@@ -39,10 +40,13 @@ intermediate 10922 keeps GPT-3's MLP parameter count (two 4096 x 16384 matrices)
 CLUSTER = str(DATA / "cluster-30.yaml")
 OOBLECK_MODEL = "GPT-3-6_7b"
 """The simulator's model key (``Simulator.__init__``: 1024 samples a step, 10 s re-rendezvous)."""
-COUNTS = range(15, 31)
-"""Live instance counts the simulator's table covers (it clamps below 15 and above 30)."""
-TRACES = ("6h", "3h", "1h", "30m", "10m")
-"""``tools/simulator/traces/<T>.csv``: one instance removed every T from 30 (figure 9)."""
+COUNTS = range(1, 31)
+"""Live instance counts (the simulator's table: 16..30, and 0 at 15 or fewer)."""
+TRACES = {"6h": 200000, "3h": 200000, "1h": 200000, "30m": 200000, "10m": 200000,
+          "scaled/scale_p3-trace": 2000000000, "scaled/scale_gcp-trace": 2000000000}
+"""``tools/simulator/traces/<T>.csv`` -> the run's ``steps_per_run``: one instance removed every
+T from 30 (figure 9, ``eval_tput_vs_freq.py``), and the spot traces of EC2 P3 (15-30 live) and
+GCP (1-30 live) scaled to 30 (figure 10, ``eval_gcp_ec2.py``)."""
 SIM = "tools/simulator/oobleck_simulator.py"
 
 
@@ -74,15 +78,16 @@ def oobleck_table(sim_module) -> dict[int, float]:
 
 def simulate(sim_module, root: Path, trace: str, table: dict[int, float] | None) -> float:
     """Average samples/s of one trace, as ``eval_tput_vs_freq.py`` runs it; ``table`` replaces
-    the simulator's step-time table (clamped to 15..30 as its own)."""
+    the simulator's step-time table (above 30 as 30, as its own)."""
     with open(root / "tools" / "simulator" / "traces" / f"{trace}.csv") as f, \
             contextlib.redirect_stdout(io.StringIO()):
         sim = sim_module.Simulator(seed=None, start_hour=0, generate_addition_probabilities=None,
                                    removal_probability=None, generate_graphs=False, spot_instance_trace=f,
-                                   model=OOBLECK_MODEL, steps_per_run=200000, time_hard_stop=True)
+                                   model=OOBLECK_MODEL, steps_per_run=TRACES[trace], time_hard_stop=True)
         if table is not None:
             def step(sim=sim):
-                sim.step_delta = sim_module.tput2iter_time_ms(table[min(max(_live(sim), 15), 30)], sim.samples_per_step)
+                sim.step_delta = sim_module.tput2iter_time_ms(table.get(min(_live(sim), 30), 0.0),
+                                                              sim.samples_per_step)
             sim.simulate_step_delta = step
         return sim.simulate().average_performance
 
@@ -93,7 +98,7 @@ def trace_mean(root: Path, trace: str, table: dict[int, float]) -> float:
         rows = [(int(t), e) for t, e, _ in csv.reader(f)]
     live, last, total = 0, 0, 0.0
     for t, event in rows:
-        total += (t - last) * table[min(max(live, 15), 30)] if live else 0.0
+        total += (t - last) * table.get(min(live, 30), 0.0)
         live, last = live + (1 if event == "add" else -1), t
     return total / last
 
@@ -104,7 +109,11 @@ def ppplan_rows(work: float) -> list[dict]:
     rows = []
     for n in COUNTS:
         t0, c0 = time.perf_counter(), time.process_time()
-        s = replan_gpus(old, gpus=n, work=work, model=MODEL).plan.extra["replan"]
+        try:
+            s = replan_gpus(old, gpus=n, work=work, model=MODEL).plan.extra["replan"]
+        except InputError as e:  # no shape fits memory on n GPUs: the job stops, as at 0 in Oobleck's table
+            rows.append({"instances": n, "refused": str(e), "samples_per_s": 0.0})
+            continue
         rows.append({"instances": n, "gpus_used": s["gpus_used"], "degrees": s["degrees_after"],
                      "step_s": s["step_after_s"], "samples_per_s": s["global_batch_after"] / s["step_after_s"],
                      "batch_kept": s["global_batch_after"] == s["global_batch_before"],
@@ -120,6 +129,7 @@ def run(root: Path, work: float) -> dict:
     for r in rows:
         r["oobleck_samples_per_s"] = theirs[r["instances"]]
         r["kept"], r["oobleck_kept"] = ours[r["instances"]] / ours[30], theirs[r["instances"]] / theirs[30]
+    planned = [r for r in rows if "refused" not in r]
     scaled = {n: v * theirs[30] / ours[30] for n, v in ours.items()}
     traces = []
     for t in TRACES:
@@ -129,9 +139,10 @@ def run(root: Path, work: float) -> dict:
                        "oobleck_kept": o / theirs[30], "ppplan_kept": p / ours[30], "ppplan_scaled_kept": ps / theirs[30],
                        "scaled_over_oobleck": ps / o})
     return {"work": work, "counts": rows, "traces": traces,
-            "summary": {"max_replan_wall_s": max(r["wall_s"] for r in rows),
-                        "max_replan_cpu_s": max(r["cpu_s"] for r in rows),
-                        "all_batch_kept": all(r["batch_kept"] for r in rows)}}
+            "summary": {"max_replan_wall_s": max(r["wall_s"] for r in planned),
+                        "max_replan_cpu_s": max(r["cpu_s"] for r in planned),
+                        "fewest_instances_planned": min(r["instances"] for r in planned),
+                        "all_batch_kept": all(r["batch_kept"] for r in planned)}}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -151,12 +162,15 @@ def main(argv: list[str] | None = None) -> None:
         return
     print("instances  GPUs used  degrees (pp x dp)  ppplan samples/s (kept)  Oobleck samples/s (kept)")
     for r in out["counts"]:
+        if "refused" in r:
+            print(f"{r['instances']:>9}  refused: {r['refused']}")
+            continue
         d = r["degrees"]
         print(f"{r['instances']:>9} {r['gpus_used']:>10}  {d['pp']:>4} x {d['dp']:<10} {r['samples_per_s']:>8.2f} "
               f"({r['kept']:.1%})       {r['oobleck_samples_per_s']:>8.2f} ({r['oobleck_kept']:.1%})")
-    print("trace  Oobleck  ppplan  ppplan scaled  ppplan alone  (samples/s, Oobleck's simulator)")
+    print("                 trace  Oobleck  ppplan  ppplan scaled  ppplan alone  (samples/s, Oobleck's simulator)")
     for t in out["traces"]:
-        print(f"{t['trace']:>5} {t['oobleck']:>8.2f} {t['ppplan']:>7.2f} {t['ppplan_scaled']:>14.2f} {t['ppplan_alone']:>13.2f}")
+        print(f"{t['trace']:>22} {t['oobleck']:>8.2f} {t['ppplan']:>7.2f} {t['ppplan_scaled']:>14.2f} {t['ppplan_alone']:>13.2f}")
     print(json.dumps(out["summary"]))
 
 

@@ -20,7 +20,7 @@ def test_a_folder_without_the_simulator_is_refused(tmp_path):
 
 
 def test_trace_mean_weighs_each_count_by_its_time(tmp_path):
-    """30 instances for 100 s, 29 for 300 s (clamped to the simulator's 15..30 as its table)."""
+    """31 instances (counted as 30, as the simulator does) for 100 s, then 29 for 300 s."""
     traces = tmp_path / "tools" / "simulator" / "traces"
     traces.mkdir(parents=True)
     rows = [f"0,add,node{k}" for k in range(1, 32)] + ["100,remove,node1", "100,remove,node2", "400,remove,node3"]
