@@ -1,17 +1,16 @@
 """Side by side with Oobleck (SOSP'23) on its own simulator's setting: GPT-3 6.7B, 1024 samples
-a step, 30 instances losing one at a time down to 15 on its five failure-frequency traces.
+a step, 30 instances losing some on its failure-frequency and spot traces.
 
 Oobleck's simulator (``tools/simulator/oobleck_simulator.py`` of SymbioticLab/Oobleck, branch
-``sosp23-artifact``, the paper's figure 9 runs in ``eval_tput_vs_freq.py``) is an event loop
-over a node trace whose step time is a table of samples/s per live instance count (measured
-on Oobleck's testbed, ``gpt_3_6_7b_simulate_step_delta``), plus its re-rendezvous and
-lost-step costs. It is run here three ways on each trace: with its own table; with ppplan's
-table (``replan_gpus(old, gpus=n)``, what ``ppplan replan OLD --gpus n`` calls, for n = 15..30,
-each re-plan's samples/s from ppplan's simulator); and with ppplan's table scaled so that its
-30-instance figure equals Oobleck's (same full-fleet speed, only the loss curve differs).
-"ppplan alone" is the time-weighted mean of ppplan's table over the trace (no pauses).
-ppplan's figures are for A100s (ppplan has no V100 or A40 preset) and are simulated, not
-measured. Oobleck's template planner (C++, per-layer GPU profiles) is not run.
+``sosp23-artifact``; figure 9 in ``eval_tput_vs_freq.py``, figure 10 in ``eval_gcp_ec2.py``) is
+an event loop over a node trace whose step time is a table of samples/s per live instance count
+(measured on Oobleck's testbed, ``gpt_3_6_7b_simulate_step_delta``), plus its re-rendezvous and
+lost-step costs. Each trace runs four ways: with that table; with ppplan's re-plans
+(``replan_gpus(old, gpus=n)``, what ``ppplan replan OLD --gpus n`` calls, n = 1..30, samples/s
+from ppplan's simulator); with those scaled to Oobleck's 30-instance figure (same full-fleet
+speed, only the loss curve differs); and with Oobleck's instantiation rule over pipelines ppplan
+plans (``oobleck_rule``). "ppplan alone" is the time-weighted mean of ppplan's table over the
+trace (no pauses). ppplan's figures are for A100s (no V100 or A40 preset), simulated, not measured.
 
     git --git-dir=MIRROR archive sosp23-artifact | tar -x -C /tmp/oobleck-art
     python benchmarks/vs_oobleck.py --oobleck-dir /tmp/oobleck-art [--json] [--work 1]
@@ -29,7 +28,9 @@ import logging
 import time
 from pathlib import Path
 
+from oobleck_rule import instantiate, template_costs
 from planner.api import plan as make_plan
+from planner.core.cluster import load_cluster
 from planner.core.errors import InputError
 from planner.replanning.elastic import replan_gpus
 
@@ -40,6 +41,8 @@ intermediate 10922 keeps GPT-3's MLP parameter count (two 4096 x 16384 matrices)
 CLUSTER = str(DATA / "cluster-30.yaml")
 OOBLECK_MODEL = "GPT-3-6_7b"
 """The simulator's model key (``Simulator.__init__``: 1024 samples a step, 10 s re-rendezvous)."""
+BATCH = 1024
+"""Samples a step (the simulator's ``samples_per_step`` for GPT-3 6.7B; the cluster file's batch)."""
 COUNTS = range(1, 31)
 """Live instance counts (the simulator's table: 16..30, and 0 at 15 or fewer)."""
 TRACES = {"6h": 200000, "3h": 200000, "1h": 200000, "30m": 200000, "10m": 200000,
@@ -126,15 +129,22 @@ def run(root: Path, work: float) -> dict:
     rows = ppplan_rows(work)
     ours = {r["instances"]: r["samples_per_s"] for r in rows}
     theirs = oobleck_table(sim_module)
+    costs = template_costs(MODEL, load_cluster(CLUSTER), COUNTS, work=work)
+    rule = {}
     for r in rows:
+        best = instantiate(r["instances"], costs, BATCH)
+        rule[r["instances"]] = BATCH / best[0] if best else 0.0
+        r["oobleck_rule_samples_per_s"] = rule[r["instances"]]
+        r["oobleck_rule_pipelines"] = {str(k): x for k, x in sorted(best[1].items())} if best else {}
         r["oobleck_samples_per_s"] = theirs[r["instances"]]
         r["kept"], r["oobleck_kept"] = ours[r["instances"]] / ours[30], theirs[r["instances"]] / theirs[30]
     planned = [r for r in rows if "refused" not in r]
     scaled = {n: v * theirs[30] / ours[30] for n, v in ours.items()}
     traces = []
     for t in TRACES:
-        o, p, ps = (simulate(sim_module, root, t, tab) for tab in (None, ours, scaled))
+        o, p, ps, ru = (simulate(sim_module, root, t, tab) for tab in (None, ours, scaled, rule))
         traces.append({"trace": t, "oobleck": o, "ppplan": p, "ppplan_scaled": ps,
+                       "oobleck_rule": ru, "ppplan_over_oobleck_rule": p / ru,
                        "ppplan_alone": trace_mean(root, t, ours),
                        "oobleck_kept": o / theirs[30], "ppplan_kept": p / ours[30], "ppplan_scaled_kept": ps / theirs[30],
                        "scaled_over_oobleck": ps / o})
@@ -142,6 +152,7 @@ def run(root: Path, work: float) -> dict:
             "summary": {"max_replan_wall_s": max(r["wall_s"] for r in planned),
                         "max_replan_cpu_s": max(r["cpu_s"] for r in planned),
                         "fewest_instances_planned": min(r["instances"] for r in planned),
+                        "template_sizes": sorted(costs),
                         "all_batch_kept": all(r["batch_kept"] for r in planned)}}
 
 
@@ -160,17 +171,18 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         print(json.dumps(out, indent=1))
         return
-    print("instances  GPUs used  degrees (pp x dp)  ppplan samples/s (kept)  Oobleck samples/s (kept)")
+    print("instances  GPUs used  degrees (pp x dp)  ppplan samples/s (kept)  Oobleck samples/s (kept)  Oobleck rule")
     for r in out["counts"]:
         if "refused" in r:
             print(f"{r['instances']:>9}  refused: {r['refused']}")
             continue
         d = r["degrees"]
         print(f"{r['instances']:>9} {r['gpus_used']:>10}  {d['pp']:>4} x {d['dp']:<10} {r['samples_per_s']:>8.2f} "
-              f"({r['kept']:.1%})       {r['oobleck_samples_per_s']:>8.2f} ({r['oobleck_kept']:.1%})")
-    print("                 trace  Oobleck  ppplan  ppplan scaled  ppplan alone  (samples/s, Oobleck's simulator)")
+              f"({r['kept']:.1%})       {r['oobleck_samples_per_s']:>8.2f} ({r['oobleck_kept']:.1%})"
+              f"  {r['oobleck_rule_samples_per_s']:>8.2f}")
+    print("                 trace  Oobleck  ppplan  ppplan scaled  ppplan alone  Oobleck rule  (samples/s)")
     for t in out["traces"]:
-        print(f"{t['trace']:>22} {t['oobleck']:>8.2f} {t['ppplan']:>7.2f} {t['ppplan_scaled']:>14.2f} {t['ppplan_alone']:>13.2f}")
+        print(f"{t['trace']:>22} {t['oobleck']:>8.2f} {t['ppplan']:>7.2f} {t['ppplan_scaled']:>14.2f} {t['ppplan_alone']:>13.2f} {t['oobleck_rule']:>13.2f}")
     print(json.dumps(out["summary"]))
 
 
