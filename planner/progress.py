@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-__all__ = ["Progress", "progress", "set_quiet", "enabled", "lines_enabled", "note", "phase", "milestone",
+__all__ = ["Progress", "progress", "set_quiet", "enabled", "lines_enabled", "note", "phase", "milestone", "heard",
            "listening", "LINES_AFTER_S", "HEARTBEAT_S"]
 
 _quiet = False
@@ -223,6 +223,12 @@ def milestone(event: str, text: str, **fields: Any) -> None:
             bar._draw()  # now, not at the next tick: the next phase's note may replace it first
     for callback in list(_listeners):
         callback(event, fields)
+
+
+def heard() -> bool:
+    """Whether a ``milestone`` reported now would reach anyone (an open bar or a ``listening``
+    callback): work done only to be reported can be skipped when it would not."""
+    return bool(_active or _listeners)
 
 
 @contextmanager

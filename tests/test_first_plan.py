@@ -108,3 +108,16 @@ def test_the_final_plan_is_the_same_without_the_screened_first_plan(tmp_path, mo
     with_first = without_wall_s(json.loads(plan(**args).to_json()))
     monkeypatch.setattr(planning, "report_screened", lambda *a: None)
     assert without_wall_s(json.loads(plan(**args).to_json())) == with_first
+
+
+def test_no_first_plan_is_made_when_nobody_would_hear_of_it(tmp_path, monkeypatch):
+    """Library callers with no bar open and no listener do not pay for the first plan."""
+    def boom(*args, **kwargs):
+        raise AssertionError("first plan made with nobody listening")
+
+    monkeypatch.setattr(planning, "report_first_plan", boom)
+    monkeypatch.setattr(planning, "report_screened", boom)
+    assert not prog.heard()
+    plan(profile=str(_table(tmp_path, 8)), pp=8, microbatches=16, memory_limit="3microbatches", work=0.3)
+    with pytest.raises(AssertionError, match="nobody listening"), prog.listening(lambda *_: None):
+        plan(profile=str(_table(tmp_path, 8)), pp=8, microbatches=16, memory_limit="3microbatches", work=0.3)

@@ -35,7 +35,7 @@ from planner.core.errors import BudgetExhausted, InfeasibleError
 from planner.core.plan import Plan
 from planner.planning.assembly import baselines_section, to_plan
 from planner.planning.first_plan import report_first_plan, report_screened
-from planner.progress import note, phase
+from planner.progress import heard, note, phase
 from solvers.schedule.search.budget import ACTIONS_PER_WORK_S, Deadline, WallBudget
 from solvers.microbatches import MicrobatchOption, microbatch_options, table_for
 from solvers.schedule.search.search import candidate_schedules, clear_memo
@@ -100,10 +100,10 @@ def _make_plan(table: CostTable, req: PlanRequest, variants: Sequence[tuple[Cost
                  for base, breq in _screen_order([(table, req), *variants])]
     # round-robin over the tables: a screening cut short has tried each table's first jobs
     jobs = [job for group in zip_longest(*per_table) for job in group if job is not None]
-    # [Note: first plan]: the same plan with or without it
-    first = report_first_plan(jobs[0][0], jobs[0][1]) if jobs else None
+    # [Note: first plan]: the same plan with or without it, so only made when someone hears of it
+    first = report_first_plan(jobs[0][0], jobs[0][1]) if jobs and heard() else None
     phase("screening")
-    trials = _screen_all(jobs, tried, budget.phase("screen"), want_first=first is None)
+    trials = _screen_all(jobs, tried, budget.phase("screen"), want_first=first is None and heard())
     budget.mark("screen")
     joint = req.schedule == "auto" and req.partition == "overlap"
     phase("joint refinement")

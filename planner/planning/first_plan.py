@@ -9,7 +9,8 @@ what its activation budget holds, validated as ``ppplan validate`` would. It is 
 at once (``planner.progress.milestone("first plan", ...)``) and the search then improves
 on it. Where it does not apply (vpp > 1, a family named with ``--schedule``) or does not fit,
 the first screened (family, partition) is reported instead when it validates. It times nothing on the plan's work meter and feeds nothing into the search, so
-the final plan is the same with or without it.
+the final plan is the same with or without it, and it is not made when nobody would hear of it
+(no progress bar open and no ``listening`` callback: ``planner.progress.heard``).
 """
 
 from __future__ import annotations
