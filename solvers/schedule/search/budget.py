@@ -154,12 +154,7 @@ class WallBudget:
 
     def affords(self, phase: str, units: float) -> bool:
         """Whether ``units`` evaluations fit before ``phase``'s deadline, with work left; records a cut if not."""
-        if self.worked_out(phase):
-            return False
-        if self.left(phase) >= units * self.unit_s and self.left(phase) > 0:
-            return True
-        self.cut(phase)
-        return False
+        return not self.worked_out(phase) and self.wall_affords(phase, units)
 
     def wall_affords(self, phase: str, units: float) -> bool:
         """Whether ``units`` evaluations fit before ``phase``'s wall deadline, whatever the work

@@ -193,7 +193,7 @@ def _best_candidate(costs: StageCosts, m: int, act_limit, deadlines, method: str
     if objective == "steady" and greedy and (heuristics or start is None):
         own = [*own, *steady_orders(costs, m, act_limit)]  # [Note: steady tail]
     own = [(name, sched, *verdict(sched, costs, act_limit, deadlines, meter)) for name, sched in
-           (own if guard else _until(own, wall, keep=1 if start is not None else 0))]
+           _until(own, wall, keep=2 if guard else 1 if start is not None else 0)]  # guard: start + its W-fill
     for name, sched, t, why in own + pool:
         if not isinstance(sched, dict):
             tried.append({"schedule": name, "status": why})
