@@ -256,7 +256,7 @@ def test_cluster_file_with_gpu_and_devices_is_refused():
 
 def test_where_memory_binds_the_smaller_gpus_get_fewer_layers_and_stay_within_their_limit(ppplan, tmp_path):
     out = tmp_path / "mem.json"
-    res = ppplan("plan", "llama3-8b", "--devices", "a100:8,a100:8:40", "--work", "1", "--out", str(out), "--quiet")
+    res = ppplan("plan", "llama3-8b", "--devices", "a100:8,a100:8:40", "--work", "0.3", "--out", str(out), "--quiet")
     assert res.code == 0, res.err
     data = json.loads(out.read_text())
     limits = [s["memory_limit_bytes"] for s in data["stages"]]
