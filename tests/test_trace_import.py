@@ -163,3 +163,16 @@ def test_device_clock_attributes_kernels_by_launch_correlation():
     assert sample.a2a_s == pytest.approx(60e-6)       # the NCCL kernel [120, 180]
     assert sample.hidden_s == pytest.approx(50e-6)    # under [120, 150] and [160, 180]
     assert facts.comm_comp_overlap == pytest.approx(50 / 60)
+
+
+def test_replay_torch_profile_must_be_a_folder(tmp_path, ppplan):
+    """``ppplan replay --torch-profile`` names a folder of traces: a file there is refused in one
+    line before any process starts, and with --calibrate (one plan's steps only) too."""
+    plan_file = tmp_path / "p.json"
+    assert ppplan("plan", "llama3-8b", "--pp", "2", "--work", "0.3", "--out", str(plan_file), "--quiet").code == 0
+    (tmp_path / "afile").write_text("")
+    _one_line_error(ppplan("replay", str(plan_file), "--torch-profile", str(tmp_path / "afile")),
+                    r"--torch-profile.*is a file")
+    _one_line_error(ppplan("replay", str(plan_file), "--torch-profile", str(tmp_path / "t"), "--calibrate"),
+                    r"--torch-profile records one plan's steps")
+    assert not (tmp_path / "t").exists()
