@@ -9,8 +9,8 @@ V100-16, 4 GPUs per node, one zone). For each mix:
   ``sailor/Planner/simulations/simulator.py`` with run_het.sh's arguments, which scores its plan
   with Sailor's simulator (``runtime_simulator.Simulator``, fed by Sailor's measured profiles);
 - ppplan plans the same job (``planner.api.plan``, what ``ppplan plan MODEL --cluster FILE``
-  runs) for each (tp, dp) whose tp x dp divides both groups, and keeps the fastest optimizer
-  step by its own simulator;
+  runs) for each (tp, dp), each group cut to whole pipeline ranks of tp x dp GPUs, and keeps
+  the fastest optimizer step by its own simulator;
 - ppplan's plan, written in Sailor's plan form, is scored by Sailor's simulator
   (``check_config_fits`` then ``simulate_iteration_time``, in Sailor's Python);
 - a Sailor-side plan is scored by ppplan's simulator only where ppplan can express it (one
@@ -23,7 +23,7 @@ venv) with ``--sailor-dir`` on PYTHONPATH, and ``--libplanner DIR`` (a folder ho
 ``libplanner`` built for that Python) for the Sailor planner itself.
 
     python benchmarks/vs_sailor.py --sailor-dir DIR --json [--sailor-python PY] [--libplanner DIR]
-        [--mixes 0,1,2] [--planners SAILOR,AMP,FlashFlex,Metis] [--work 1]
+        [--mixes 0,1,2] [--planners SAILOR,AMP,FlashFlex,Metis] [--work 1] [--sailor-timeout 1800]
 """
 
 from __future__ import annotations
@@ -51,13 +51,16 @@ ZONE = "us-central1-a"
 
 
 def _planner_args(name: str) -> list[str]:
-    """run_all_sim.py's arguments for one planner (its ``--baselines heterogeneous`` set)."""
+    """run_all_sim.py's arguments for one planner: its ``--baselines heterogeneous`` set, and DTFM
+    (of its ``geo`` set). Atlas has none there (no profile path), so it is not offered."""
     base = "sailor/Planner"
     return {"SAILOR": ["--sailor_profile_file_dir", f"{base}/sailor_planner/profiles/OPT-350/",
                        "--quotas_dict", f"{base}/sailor_planner/dummy_quotas_dict.json"],
             "AMP": ["--planner_profile_file", f"{base}/baselines/AMP/profiles/OPT-350"],
             "Metis": ["--planner_profile_file", f"{base}/baselines/Metis/profiles/OPT-350"],
-            "FlashFlex": ["--planner_profile_file", f"{base}/baselines/FlashFlex/src/machine_amounts.json"]}[name]
+            "FlashFlex": ["--planner_profile_file", f"{base}/baselines/FlashFlex/src/machine_amounts.json"],
+            "DTFM": ["--planner_profile_file", f"{base}/simulations/profiles_tmp.json",
+                     "--quotas_dict", f"{base}/sailor_planner/dummy_quotas_dict.json"]}[name]
 
 
 def _sailor_env(root: Path, sailor_dir: Path, libplanner: Path | None) -> dict:
@@ -66,7 +69,12 @@ def _sailor_env(root: Path, sailor_dir: Path, libplanner: Path | None) -> dict:
     return {**os.environ, "SAILOR_PATH": str(root), "PYTHONPATH": os.pathsep.join(path)}
 
 
-def sailor_plans(name: str, trace: Path, root: Path, env: dict, python: str) -> list[dict]:
+def _path(root: Path, rel: str) -> str:
+    """``root / rel``, keeping a trailing slash: Sailor's C++ planner appends file names to its folder."""
+    return str(root / rel) + ("/" if rel.endswith("/") else "")
+
+
+def sailor_plans(name: str, trace: Path, root: Path, env: dict, python: str, timeout: float) -> list[dict]:
     """One Sailor-side planner over every mix of ``trace``, through Sailor's simulator.py."""
     s = root / "sailor"
     out = root / f"res-{name}"
@@ -75,8 +83,11 @@ def sailor_plans(name: str, trace: Path, root: Path, env: dict, python: str) -> 
            "--training_config_json", str(s / SIM / "configs/training_config_opt_350.json"),
            "--result_dir_path", str(out), "--objective", "throughput", "--planner", name,
            "--simulator_profile_file", str(s / SIM / "profiles_tmp.json"),
-           *[a if a.startswith("--") else str(s / a) for a in _planner_args(name)]]
-    done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=3600)
+           *[a if a.startswith("--") else _path(s, a) for a in _planner_args(name)]]
+    try:
+        done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return [{"status": "timed out", "reason": f"no result within --sailor-timeout {timeout:g} s"}]
     res = out / f"{name}_OPT-350.json"
     if done.returncode or not res.exists():
         return [{"status": "failed", "reason": (done.stderr or done.stdout)[-400:]}]
@@ -102,10 +113,12 @@ def mixes(trace: Path) -> list[dict[str, int]]:
 
 
 def cluster_file(mix: dict[str, int], tp: int, dp: int, folder: Path) -> Path:
-    """The mix as a ppplan cluster file: A100 group first (Sailor's profiles favour it), 4 GPUs per node."""
-    groups = [f"  - {{type: {GROUPS[g][0]}, count: {n}, memory_gib: {GROUPS[g][1]}, gpus_per_node: {GPUS_PER_NODE}}}"
-              for g, n in mix.items()]
-    pp = sum(mix.values()) // (tp * dp)
+    """The mix as a ppplan cluster file, each group cut to whole pipeline ranks of tp x dp GPUs
+    (like Sailor, a plan may leave GPUs idle): A100 group first, 4 GPUs per node."""
+    w = tp * dp
+    groups = [f"  - {{type: {GROUPS[g][0]}, count: {n // w * w}, memory_gib: {GROUPS[g][1]}, "
+              f"gpus_per_node: {GPUS_PER_NODE}}}" for g, n in mix.items()]
+    pp = sum(n // w for n in mix.values())
     path = folder / f"mix-{'-'.join(map(str, mix.values()))}-tp{tp}-dp{dp}.yaml"
     path.write_text("description: Sailor's heterogeneous OPT-350 mix\ndevices:\n" + "\n".join(groups) +
                     f"\nparallel: {{pp: {pp}, vpp: 1, tp: {tp}, dp: {dp}}}\n"
@@ -115,12 +128,12 @@ def cluster_file(mix: dict[str, int], tp: int, dp: int, folder: Path) -> Path:
 
 
 def ppplan_plans(mix: dict[str, int], folder: Path, work: float) -> list[dict]:
-    """ppplan on every (tp, dp) that splits both groups into whole pipeline ranks (2 <= pp <= 26 layers)."""
-    total, out = sum(mix.values()), []
+    """ppplan on every (tp, dp) giving each group at least one pipeline rank and 2 <= pp <= 26 layers."""
+    out = []
     for tp in (1, 2, 4):
         for dp in (1, 2, 4, 8, 16, 32, 64):
-            w = tp * dp
-            if any(n % w for n in mix.values()) or not 2 <= total // w <= 26 or 1024 % dp:
+            pp = sum(n // (tp * dp) for n in mix.values())
+            if min(mix.values()) < tp * dp or not 2 <= pp <= 26 or 1024 % dp:
                 continue
             try:
                 p = api_plan(model=MODEL, cluster=cluster_file(mix, tp, dp, folder), work=work)
@@ -128,7 +141,7 @@ def ppplan_plans(mix: dict[str, int], folder: Path, work: float) -> list[dict]:
                 out.append({"tp": tp, "dp": dp, "status": "refused", "reason": str(exc)[:200]})
                 continue
             out.append({"tp": tp, "dp": dp, "pp": p.pp, "status": "planned", "mbs": p.microbatches.size,
-                        "ppplan_sim_s": p.predicted.optimizer_step_time_s,
+                        "gpus": pp * tp * dp, "ppplan_sim_s": p.predicted.optimizer_step_time_s,
                         "stages": [{"layers": list(s.layers), "device": s.device} for s in p.stages]})
     return out
 
@@ -182,15 +195,17 @@ def expressible(row: dict) -> str:
     mixed = [i for i, s in enumerate(p["stages"]) if len(s) > 1]
     if mixed:
         return f"stage {mixed[0]} mixes {' and '.join(p['stages'][mixed[0]])} replicas (ppplan: a stage on one group)"
-    if len(set(p["dp"])) > 1 or len({s[0] for s in p["stages"]}) > 1 and len(p["stages"]) == 1:
+    if len(set(p["dp"])) > 1:
         return f"per-stage dp {p['dp']} (ppplan: the same dp on every stage)"
+    if len({st[0].split()[1] for st in p["stages"]}) > 1:
+        return "per-stage tp (ppplan: the same tp on every stage)"
     if len(p["layers"]) == 1:
         return "one stage (no pipeline to plan)"
     return ""
 
 
 def run(sailor_dir: Path, python: str, libplanner: Path | None, mix_ids: list[int], planners: list[str],
-        work: float) -> dict:
+        work: float, timeout: float) -> dict:
     """Every mix: the Sailor-side planners, ppplan, and the cross scores."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -201,7 +216,7 @@ def run(sailor_dir: Path, python: str, libplanner: Path | None, mix_ids: list[in
         with (sailor_dir / TRACE).open() as fh:
             lines = fh.read().splitlines()
         trace.write_text("\n".join([lines[0]] + [lines[1 + i] for i in mix_ids]) + "\n")
-        side = {name: sailor_plans(name, trace, root, env, python) for name in planners}
+        side = {name: sailor_plans(name, trace, root, env, python, timeout) for name in planners}
         rows = []
         for k, i in enumerate(mix_ids):
             ours = ppplan_plans(all_mixes[i], root, work)
@@ -229,12 +244,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mixes", default="0,1,2", help="rows of Sailor's heterogeneous trace")
     ap.add_argument("--planners", default=",".join(PLANNERS))
     ap.add_argument("--work", type=float, default=1.0, help="search effort of every ppplan plan (--work)")
+    ap.add_argument("--sailor-timeout", type=float, default=1800, help="seconds for one Sailor-side planner")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = ap.parse_args(argv)
     if not (args.sailor_dir / TRACE).exists():
         ap.error(f"--sailor-dir: no {TRACE} under {args.sailor_dir} (give Sailor's checkout)")
     out = run(args.sailor_dir, args.sailor_python, args.libplanner,
-              [int(x) for x in args.mixes.split(",")], args.planners.split(","), args.work)
+              [int(x) for x in args.mixes.split(",")], args.planners.split(","), args.work,
+              args.sailor_timeout)
     if args.json:
         print(json.dumps(out, indent=1))
         return 0
