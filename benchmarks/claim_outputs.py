@@ -14,7 +14,7 @@ from claim_kit import Claim, Page, Ratio, Stale, Targets
 
 __all__ = [
     "DETERMINISM", "DEGREES", "FRAMEWORKS", "FUZZ", "HOSTILE", "JOINT", "PARTITION", "PLAN", "PLAN_JSON",
-    "PLAN_LOAD", "PROFILE_ANALYTICAL", "PROFILER", "REPLAN", "ELASTIC", "SCHEDULE", "SIMULATOR", "BUDGET_QUICK",
+    "PLAN_LOAD", "PROFILE_ANALYTICAL", "PROFILER", "REPLAN", "ELASTIC", "ELASTIC_8192", "SCHEDULE", "SIMULATOR", "BUDGET_QUICK",
     "TARGETS", "VS_ZB", "ZB_SETTING", "by", "joint_row", "partition_row", "schedule_row", "text", "span",
     "ratio_text", "pct", "ms", "CAP_KEPT", "WALL", "CPU_TIME", "JOINT_STALE", "history", "minutes",
 ]
@@ -42,6 +42,7 @@ PROFILER = "python benchmarks/measured_profile.py --json"
 PROFILE_ANALYTICAL = "ppplan profile qwen3-next-80b-a3b --analytical"
 REPLAN = "python benchmarks/replan.py --json"
 ELASTIC = "python benchmarks/elastic.py --json"
+ELASTIC_8192 = "python benchmarks/elastic.py --only deepseek-v3-8192-lose1,deepseek-v3-8192-node --json"
 FRAMEWORKS = "python benchmarks/frameworks.py --json --work 3"
 HOSTILE = "PPPLAN_HOSTILE_REPORT=hostile.json python -m pytest -q tests/test_hostile_inputs.py"
 FUZZ = "PPPLAN_FUZZ_REPORT=fuzz.json python -m pytest -q tests/test_fuzz_inputs.py"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from claim_kit import Claim, Page, Ratio, Stale, row_pattern
-from claim_outputs import (CPU_TIME, DEGREES, ELASTIC, FRAMEWORKS, PROFILER, REPLAN, TARGETS, WALL, by, history,
+from claim_outputs import (CPU_TIME, DEGREES, ELASTIC, ELASTIC_8192, FRAMEWORKS, PROFILER, REPLAN, TARGETS, WALL, by, history,
                            minutes, span, text)
 
 __all__ = ["CLAIMS"]
@@ -172,6 +172,24 @@ ELASTIC_CLAIMS = [
     Claim(id="elastic-run-wall", where="lost-GPU table: the whole run's wall time", command=ELASTIC,
           figure=Page(path=_RP, section=_ES, pattern=r"UTC, (\d+ min \d+ s|\d+ s) for the whole run", combine=minutes),
           measured=lambda run: run.wall_s, compare=WALL),
+] + [
+    Claim(id=f"elastic-{case}", where=f"8192-GPU lost-GPU table, case {case}", command=ELASTIC_8192,
+          figure=Page(path=_RP, section=_ES, pattern=row_pattern(case, cells=7)),
+          measured=lambda run, c=case: _elastic_cells(run, c))
+    for case in ("deepseek-v3-8192-lose1", "deepseek-v3-8192-node")] + [
+    Claim(id="elastic-8192-wall", where="lost-GPU prose: the slowest 8192-GPU re-plan, wall", command=ELASTIC_8192,
+          figure=Page(path=_RP, section=_ES, pattern=r"at 8192 GPUs took at most ([\d.]+) s wall"),
+          measured=lambda run: run.json()["summary"]["max_wall_s_8192"], compare=WALL),
+    Claim(id="elastic-8192-cpu", where="lost-GPU prose: the slowest 8192-GPU re-plan, CPU", command=ELASTIC_8192,
+          figure=Page(path=_RP, section=_ES, pattern=r"at 8192 GPUs took at most [\d.]+ s wall and ([\d.]+) s CPU"),
+          measured=lambda run: run.json()["summary"]["max_cpu_s_8192"], compare=CPU_TIME),
+    Claim(id="elastic-8192-run-wall", where="8192-GPU lost-GPU run: its wall time", command=ELASTIC_8192,
+          figure=Page(path=_RP, section=_ES, pattern=r"UTC, (\d+ min \d+ s|\d+ s) for that run", combine=minutes),
+          measured=lambda run: run.wall_s, compare=WALL),
+    history("replan-vs-oobleck", _RP, "every figure of the side by side with Oobleck's simulator",
+            "## Side by side with Oobleck", r"re-run on (\d{4}-\d\d-\d\d)\s+at\s+\d\d:\d\d-\d\d:\d\d\s+UTC",
+            command="python benchmarks/vs_oobleck.py --oobleck-dir /tmp/oobleck-art --json",
+            why="needs Oobleck's simulator (SymbioticLab/Oobleck, branch sosp23-artifact) in /tmp/oobleck-art"),
 ]
 
 _PF = "docs/profiler.md"

@@ -3,7 +3,8 @@ shipped models losing one GPU, one node of 8, and 12.5% of the GPUs.
 
 Old plans: the shipped default plans of Qwen3-Next-80B-A3B (64 GPUs) and Qwen3-235B-A22B
 (128 GPUs), and DeepSeek-V3 planned for 1024 GPUs (``ppplan plan deepseek-v3 --gpus 1024
---work W``, made here, not timed). Per case: GPUs before / available / used, degrees,
+--work W``, made here, not timed); ``--only deepseek-v3-8192-lose1,deepseek-v3-8192-node``
+adds DeepSeek-V3 at 8192 GPUs (not in the default run). Per case: GPUs before / available / used, degrees,
 optimizer step before and after, tokens/s per GPU kept (over the old plan, and over the same
 re-plan on all the old GPUs: ``_full``), bytes moved (by link) and the
 predicted transfer time, whether the new plan validates, fits memory and keeps the global
@@ -37,9 +38,13 @@ CASES = {
     "deepseek-v3-1024-lose1": ("deepseek-v3@1024", (5,)),
     "deepseek-v3-1024-node": ("deepseek-v3@1024", _NODE),
     "deepseek-v3-1024-12.5%": ("deepseek-v3@1024", tuple(range(0, 128))),
+    "deepseek-v3-8192-lose1": ("deepseek-v3@8192", (5,)),
+    "deepseek-v3-8192-node": ("deepseek-v3@8192", _NODE),
 }
 """Case -> (old plan, lost global ranks): one GPU, a node, 12.5% (one GPU per node for
 Qwen3-Next; whole nodes for the others)."""
+DEFAULT = tuple(c for c in CASES if "8192" not in c)
+"""Cases run without ``--only``: the 8192-GPU ones (re-plan time at scale) only on request."""
 
 
 def _old_plan(name: str, work: float):
@@ -81,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--work", type=float, default=3.0, help="--work of each re-plan (and of the 1024-GPU plan)")
     ap.add_argument("--only", help="comma-separated case names")
     args = ap.parse_args(argv)
-    chosen = args.only.split(",") if args.only else list(CASES)
+    chosen = args.only.split(",") if args.only else list(DEFAULT)
     started = time.perf_counter()
     olds: dict = {}
     rows = []
@@ -95,6 +100,8 @@ def main(argv: list[str] | None = None) -> None:
                "all_batch_kept": all(r["batch_kept"] for r in rows),
                "max_wall_s_1024": max((r["wall_s"] for r in rows if r["gpus_before"] == 1024), default=None),
                "max_cpu_s_1024": max((r["cpu_s"] for r in rows if r["gpus_before"] == 1024), default=None),
+               "max_wall_s_8192": max((r["wall_s"] for r in rows if r["gpus_before"] == 8192), default=None),
+               "max_cpu_s_8192": max((r["cpu_s"] for r in rows if r["gpus_before"] == 8192), default=None),
                "wall_s": round(time.perf_counter() - started, 1)}
     out = {"work": args.work, "rows": rows, "summary": summary}
     if args.json:

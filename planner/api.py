@@ -20,7 +20,7 @@ from planner.core.plan_records import ClusterInfo
 from planner.core.sites import SitesSpec, with_site_hop
 from planner.core.targets import DEFAULT_TARGET, get_target
 from planner.export import LaunchPlan
-from planner.options import PlanOptions, plan_options
+from planner.options import PlanOptions, plan_options, recompute_mode
 from planner.planning import PlanRequest
 from planner.planning.delivery import deliver
 from planner.planning.dp_step import add_dp_step
@@ -175,7 +175,7 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
     if o.devices_order != "given":
         return _device_orders(model, cluster, o)
     pp, vpp, tp, ep, dp, gpus, gpu = o.pp, o.vpp, o.tp, o.ep, o.dp, o.gpus, o.gpu
-    global_batch, seq_len, recompute, microbatches = o.global_batch, o.seq_len, o.recompute, o.microbatches
+    global_batch, seq_len, recompute, microbatches = o.global_batch, o.seq_len, recompute_mode(o), o.microbatches
     partition, schedule, placement, target, profile = o.partition, o.schedule, o.placement, o.target, o.profile
     first_stage_layers, last_stage_layers, deadline, objective = (o.first_stage_layers, o.last_stage_layers,
                                                                   o.deadline, o.objective)

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from planner.core.errors import InputError
+from planner.core.recompute import parse_modules
 from planner.core.targets import DEFAULT_TARGET
 from solvers.schedule.search.budget import DEFAULT_WORK
 
-__all__ = ["PlanOptions", "plan_options", "OPTION_NAMES"]
+__all__ = ["PlanOptions", "plan_options", "recompute_mode", "OPTION_NAMES"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,6 +55,10 @@ class PlanOptions:
     """Tokens per sequence (``--seq-len``)."""
     recompute: str | None = None
     """auto, none, selective or full; default the cluster's (``--recompute``)."""
+    recompute_modules: str | tuple[str, ...] | None = None
+    """Megatron's recompute modules, comma separated (``--recompute-modules moe_act,layernorm``):
+    plan with that module set (``planner.core.recompute``) instead of ``recompute``; several
+    lists (the option repeated): plan with each, keep the fastest that fits."""
     microbatches: int | str | None = None
     """Microbatches per step, or ``"auto"`` to try every count dividing the per-replica batch."""
     memory_gib: float | None = None
@@ -110,3 +115,14 @@ def plan_options(options: PlanOptions | None = None, overrides: dict[str, Any] |
     if "deadline" in changes:
         changes["deadline"] = tuple(changes["deadline"] or ())
     return replace(base, **changes) if changes else base
+
+
+def recompute_mode(options: PlanOptions) -> str | None:
+    """The recomputation mode ``options`` ask for: the module set of ``recompute_modules`` (with
+    ``recompute`` unset or selective, Megatron's granularity for a module list), else ``recompute``."""
+    if not options.recompute_modules:
+        return options.recompute
+    if options.recompute not in (None, "selective"):
+        raise InputError("--recompute-modules", f"given with --recompute {options.recompute}",
+                         "drop --recompute (or pass selective, the granularity a module list runs with)")
+    return parse_modules(options.recompute_modules, field="--recompute-modules")

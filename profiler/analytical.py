@@ -18,11 +18,14 @@ from dataclasses import replace
 
 from planner.core.cluster import ClusterSpec
 from planner.core.costs import CostTable, LayerCost, P2PCost
+from planner.core.errors import InputError
 from planner.core.layer_math import ParamCount, layer_forward_flops, layer_params
 from planner.core.model import LayerSpec, ModelSpec
+from planner.core.recompute import is_module_set, modules_of
 from profiler.cost_model.fitted import FittedConstants, active_constants
 from profiler.cost_model.context import CostContext
 from profiler.cost_model.mixer import mixer_cost
+from profiler.cost_model.recompute_modules import LayerPieces, apply_modules, up_proj_pieces
 from profiler.overlap_dag import LayerTasks, overlapped_time
 from profiler.routing_scale import layer_imbalance
 
@@ -53,12 +56,15 @@ def _decoder_tasks(ctx: CostContext, layer: LayerSpec, imbalance: float):
     attn_b = mix.proj_s + mix.core_b_s + 2 * elementwise + ctx.tp_comm() / 2
     w = mix.proj_s
     shared_f = mlp_f = dispatch = combine = 0.0
+    pieces = {"local_h": local * h, "bpe": ctx.bpe, "norm_s": ctx.mem(2 * local * h * ctx.bpe),
+              "core_f_s": mix.core_f_s if layer.mixer in ("gqa", "mla") else 0.0, **up_proj_pieces(ctx, layer)}
     if layer.ffn == "dense":
         flops = 2 * T * 3 * h * m.intermediate / tp
         mlp_f = ctx.gemm(flops, T, m.intermediate / tp, h) + ctx.mem(3 * T * m.intermediate * ctx.bpe / tp)
         w += ctx.gemm(flops, T, m.intermediate / tp, h)
         saved += T * (h + 3 * m.intermediate / tp)
         w_in += T * (h + m.intermediate / tp)
+        pieces.update(mlp_f_s=mlp_f, mlp_saved=T * 3 * m.intermediate / tp, mlp_w_in=T * m.intermediate / tp)
     else:
         moe, etp = m.moe, ctx.cluster.parallel.etp
         copies = local * moe.top_k * imbalance  # token copies on the busiest GPU
@@ -80,9 +86,15 @@ def _decoder_tasks(ctx: CostContext, layer: LayerSpec, imbalance: float):
             w += ctx.gemm(s_flops, T, moe.shared_intermediate / tp, h)
             saved += T / tp * 3 * moe.shared_intermediate
             w_in += T / tp * (h + moe.shared_intermediate)
+            pieces.update(shared_f_s=shared_f, shared_saved=T / tp * 3 * moe.shared_intermediate,
+                          shared_w_in=T / tp * moe.shared_intermediate)
         dispatch, combine = ctx.dispatch(local * imbalance), ctx.combine(local * imbalance)
         saved += local * (h + moe.num_experts * 2) + copies * (2 * h + 3 * inter)
         w_in += local * h + copies * (h + inter)
+        pieces.update(act_s=ctx.mem(3 * copies * inter * ctx.bpe), act_saved=copies * inter,
+                      moe_f_s=mlp_f + router + permute, a2a_s=dispatch + combine,
+                      moe_saved=local * moe.num_experts * 2 + copies * (2 * h + 3 * inter),
+                      moe_w_in=copies * (h + inter))
     if layer.role == "mtp":
         extra = 2 * T * (2 * h * h + h * m.vocab) / tp
         attn_f += ctx.gemm(extra, T, h, h, block=False)
@@ -97,6 +109,9 @@ def _decoder_tasks(ctx: CostContext, layer: LayerSpec, imbalance: float):
         tasks = replace(tasks, attn_b=attn_b + mix.core_f_s + elementwise)
         saved -= (saved - w_in) * 0.5
     work = 0.0
+    if is_module_set(recompute):
+        tasks, saved, w_in, work = apply_modules(modules_of(recompute), LayerPieces(**pieces), tasks, saved, w_in)
+        return tasks, w, saved, w_in, work
     if recompute == "full":  # the whole forward again, its dispatch and combine all-to-alls included
         tasks = replace(tasks, attn_b=attn_b + attn_f, mlp_b=mlp_f * 2, shared_b=shared_f * 2,
                         dispatch_b=combine + dispatch, combine_b=dispatch + combine)
@@ -217,6 +232,9 @@ def analytical_costs(model: ModelSpec, cluster: ClusterSpec, *,
     """
     if cluster.training.recompute == "auto":
         cluster = cluster.with_recompute("none")
+    elif len(cluster.training.recompute_modes()) > 1:
+        raise InputError("training.recompute", "a cost table is for one module set, this names "
+                         f"{len(cluster.training.recompute_modes())}", "give one list of modules")
     constants = constants or active_constants()
     if contention is None:
         contention = cluster.network.kind.sm_share

@@ -95,6 +95,8 @@ def test_gpu_preset_overrides():
     ("gpu", "tpu", r"cluster\.gpu: unknown GPU 'tpu'"),
     ("gpu", {"name": "mine", "peak_flops": 1e15}, r"cluster\.gpu\.\w+: missing for a custom GPU"),
     ("gpu", {"preset": "h100", "memory_bytes": -1}, r"cluster\.gpu\.memory_bytes: expected a positive number"),
+    ("gpu", {"preset": "a100", "peak_flops": 0}, r"cluster\.gpu\.peak_flops: expected a positive number"),
+    ("gpu", {"preset": "a100", "fp8_peak_flops": -1}, r"cluster\.gpu\.fp8_peak_flops: expected a positive number"),
     ("gpu", {"preset": "h100", "hbm": 1}, r"cluster\.gpu\.hbm: unknown field"),
     ("gpu", ..., r"cluster\.gpu: missing"),
     ("num_gpus", ..., r"cluster\.num_gpus: missing"),

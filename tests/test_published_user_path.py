@@ -93,3 +93,22 @@ def test_every_row_has_a_cluster_file_matching_its_published_layout(row):
     assert row["family"] and row["source"]
     if "measured_tokens_per_s_per_gpu" in row:  # a throughput row cites its page and table
         assert row["source_url"].startswith("https://") and row.get("table", row["source"])
+
+
+_SELECTIVE_RUN = {"mb-25.09-deepseek-v3": "the 25.09 recipe ran the default selective set; the modules it names "
+                                          "are the 25.11 preset's"}
+"""Rows whose recipe text names modules their run did not recompute."""
+
+
+@pytest.mark.parametrize("row", [r for r in _rows() if r["id"] not in _SELECTIVE_RUN
+                                 and re.search(r"\b(core_attn|moe_act|layernorm|mla_up_proj|mlp|moe|shared_experts)\b",
+                                               str((r.get("recipe") or {}).get("recompute", "")))],
+                         ids=lambda r: r["id"])
+def test_a_row_whose_run_names_its_recompute_modules_plans_with_them(row):
+    """The cluster file of a run that recomputed Megatron modules names the same modules."""
+    from planner.core.recompute import MODULES, modules_of
+
+    text = str(row["recipe"]["recompute"])
+    named = {m for m in MODULES if re.search(rf"\b{m}\b", text)}
+    mode = load_cluster(DATA.parent / row["cluster"]).training.recompute
+    assert set(modules_of(mode)) == named, (row["id"], mode)

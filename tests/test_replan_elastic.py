@@ -208,7 +208,8 @@ def test_diff_refuses_an_unreadable_plan(ppplan, tmp_path):
 def _benchmark_cases() -> list[tuple[str, str, tuple[int, ...]]]:
     from tests.benchmark_modules import load_benchmark
 
-    return [(case, name, lost) for case, (name, lost) in load_benchmark("elastic").CASES.items()]
+    elastic = load_benchmark("elastic")
+    return [(case, *elastic.CASES[case]) for case in elastic.DEFAULT]
 
 
 @pytest.mark.slow
@@ -236,3 +237,13 @@ def _new_devices(m: dict, new) -> list[int]:
     for t in m["layers"]:
         first.setdefault(layer_ranks(new.bounds(), new.ranks())[t["layer"]], parse_ranges(t["after"]))
     return [d for rank in range(new.pp) for d in first[rank]]
+
+
+def test_a_plan_on_gpus_without_fp8_re_plans():
+    """An A100 plan stores ``fp8_peak_flops: 0`` (no FP8); re-planning reads it back."""
+    from planner.api import plan as make_plan
+
+    old = make_plan("llama3-8b", gpu="a100", work=WORK)
+    assert old.cluster.gpu["fp8_peak_flops"] == 0
+    new = replan_gpus(old, gpus=8, work=WORK).plan
+    assert new.cluster.gpu["name"] == "a100" and validate_plan(new) == []

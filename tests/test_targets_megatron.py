@@ -97,9 +97,10 @@ def _transformer_config(model: str, flags: dict[str, list[str]], vpp: int):
                   moe_token_dispatcher_type=one("moe_token_dispatcher_type", str) or "allgather",
                   moe_expert_capacity_factor=one("moe_expert_capacity_factor", float),
                   moe_pad_expert_input_to_capacity="moe_pad_expert_input_to_capacity" in flags)
+    config = config_mod.MLATransformerConfig if spec.mla is not None else config_mod.TransformerConfig
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return config_mod.TransformerConfig(**kw)
+        return config(**kw)
 
 
 @pytest.mark.parametrize("vpp", [1, 2])
@@ -121,9 +122,28 @@ def test_megatron_target_flags_pass_megatrons_checks(model, vpp):
         assert "moe_act" not in flags.get("recompute_modules", [])
 
 
+@pytest.mark.parametrize("model, modules", [
+    ("qwen3-30b-a3b", "moe_act,layernorm"), ("qwen3-30b-a3b", "moe,core_attn"),
+    ("deepseek-v3", "mla_up_proj,layernorm,shared_experts"), ("llama3-8b", "mlp,layernorm"),
+])
+def test_module_set_plan_flags_pass_megatrons_checks(model, modules):
+    """A ``--recompute-modules`` plan exports selective granularity with exactly its modules, and
+    Megatron-Core's ``TransformerConfig`` (``MLATransformerConfig`` for MLA) accepts them."""
+    batch = 16384 if model == "deepseek-v3" else None
+    plan = api_plan(model, target="megatron", recompute_modules=modules, work=0.2, global_batch=batch)
+    flags = _flags(megatron_args(plan).args)
+    _validate_args_rules(flags, int(flags["pipeline_model_parallel_size"][0]))
+    assert flags["recompute_granularity"] == ["selective"]
+    assert sorted(flags["recompute_modules"]) == sorted(modules.split(","))
+    config = _transformer_config(model, flags, plan.num_stages // plan.pp)
+    assert config.recompute_modules == flags["recompute_modules"]
+
+
 @pytest.mark.parametrize("kw, message", [
     (dict(moe_grouped_gemm=False, recompute_granularity="selective", recompute_modules=["moe_act"]),
      "moe_act in recompute_modules is only supported with moe_grouped_gemm"),
+    (dict(recompute_granularity="selective", recompute_modules=["mla_up_proj"]),
+     "mla_up_proj in recompute_modules is only supported with multi_latent_attention"),
 ])
 def test_megatron_core_refuses_what_the_companion_flags_prevent(kw, message):
     """The checks the test relies on are live in the installed megatron-core."""
@@ -150,3 +170,16 @@ def test_context_parallel_plan_exports_its_size(tmp_path):
     flags = _flags(megatron_args(plan).args)
     assert flags["context_parallel_size"] == ["2"]
     assert _transformer_config("llama3-8b", flags, 1).context_parallel_size == 2
+
+
+def test_module_set_plan_passes_the_megatron_and_bridge_checks_of_the_round_trip(tmp_path):
+    """The same checkers the round trip runs (``benchmarks/frameworks.py``): Megatron-Core's
+    ``TransformerConfig`` on the exported flags and Megatron-Bridge's recipe fields."""
+    from benchmark_modules import load_benchmark
+
+    frameworks = load_benchmark("frameworks", "frameworks_modules_t")
+    plan = api_plan("qwen3-30b-a3b", target="megatron", recompute_modules="moe_act,layernorm", work=0.2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        frameworks.check_megatron_core(plan, tmp_path)
+        frameworks.check_megatron_bridge(plan, tmp_path)

@@ -56,6 +56,10 @@ class MicrobatchCount(click.ParamType):
 @click.option("--recompute", type=click.Choice(["auto", "none", "selective", "full"]),
               help="Activation recomputation (default: the cluster's, auto unless it says; auto plans "
                    "with each mode and keeps the fastest plan that fits memory).")
+@click.option("--recompute-modules", metavar="M1,M2", multiple=True,
+              help="Megatron's selective recomputation modules instead: some of core_attn, moe_act, layernorm, "
+                   "mla_up_proj, mlp, moe, shared_experts, comma separated (e.g. moe_act,layernorm); repeated: "
+                   "plan with each list and keep the fastest plan that fits.")
 @click.option("--microbatches", type=MicrobatchCount(), help="Microbatches per step, or auto to try every count dividing the per-replica batch (default: per-replica batch / micro-batch size).")
 @click.option("--memory-gib", type=FiniteFloat(min=0, min_open=True, max=2**20), help="Per-GPU memory limit in GiB (default: GPU memory minus headroom).")
 @click.option("--partition", type=click.Choice(["overlap", "serial", "flops", "uniform"]), default=_DEFAULT.partition, show_default=True,

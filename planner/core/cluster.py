@@ -23,6 +23,7 @@ from planner.core.model import ModelSpec
 from planner.core.network import NetworkSpec, network_from_config
 from planner.core.paths import CLUSTERS_DIR
 from planner.core.recipes import RECIPE_CHOICES, apply_recipe
+from planner.core.recompute import MODULES, choice_of, is_module_set, module_sets_in, modules_of
 from planner.core.sites import SitesSpec, sites_from_config
 
 __all__ = ["ParallelSpec", "TrainingSpec", "ClusterSpec", "load_cluster", "default_cluster_path",
@@ -127,10 +128,15 @@ class TrainingSpec:
     recompute: str = "auto"
     """Activation recomputation: none, selective (attention core and element-wise work, Megatron's
     selective with ``core_attn moe_act layernorm``), full (keep only each layer's input; the
-    forward runs again before backward), or auto (the planner chooses; ``recompute_modes``)."""
+    forward runs again before backward), auto (the planner chooses; ``recompute_modes``), a
+    list of Megatron's recompute modules (``[moe_act, layernorm]``; ``planner.core.recompute``), or
+    a list of such lists (the planner plans with each and keeps the fastest that fits)."""
 
     def recompute_modes(self) -> tuple[str, ...]:
-        """The modes to plan with: the one given, or all of them for auto (cheapest first)."""
+        """The modes to plan with: the one given, all three for auto (cheapest first), or each
+        module set of a choice."""
+        if is_module_set(self.recompute):
+            return module_sets_in(self.recompute)
         return RECOMPUTE_MODES if self.recompute == "auto" else (self.recompute,)
 
     @property
@@ -276,9 +282,12 @@ class ClusterSpec:
         if t.cross_entropy not in LOSS_CHOICES:
             raise InputError("training.cross_entropy", f"unknown {t.cross_entropy!r}",
                              f"use one of {', '.join(LOSS_CHOICES)}")
-        if t.recompute not in RECOMPUTE_CHOICES:
+        if is_module_set(t.recompute):
+            choice_of([modules_of(m) for m in module_sets_in(t.recompute)], field="training.recompute")
+        elif t.recompute not in RECOMPUTE_CHOICES:
             raise InputError("training.recompute", f"unknown {t.recompute!r}",
-                             f"use one of {', '.join(RECOMPUTE_CHOICES)}")
+                             f"use one of {', '.join(RECOMPUTE_CHOICES)}, or a list of Megatron's "
+                             f"recompute modules ({', '.join(MODULES)})")
         if not 0.0 <= t.memory_headroom < 1.0:
             raise InputError("training.memory_headroom", f"{t.memory_headroom} is not in [0, 1)")
         if self.recipe not in RECIPE_CHOICES:
@@ -301,6 +310,8 @@ class ClusterSpec:
         if model.moe is not None and model.moe.num_experts % p.ep:
             raise InputError("parallel.ep", f"ep {p.ep} does not divide {model.moe.num_experts} experts",
                              "pick an ep that divides the expert count")
+        for mode in module_sets_in(self.training.recompute):
+            _check_modules(modules_of(mode), model)
         return apply_recipe(self, model.name, self.recipe)
 
     def for_target(self, target: str) -> "ClusterSpec":
@@ -327,6 +338,21 @@ class ClusterSpec:
                 ep = par.ep if room % par.ep == 0 else _largest_divisor(room, par.ep)
                 par = replace(par, dp=dp, ep=ep)
         return replace(self, parallel=par)
+
+
+def _check_modules(names: tuple[str, ...], model: ModelSpec) -> None:
+    """A recompute module no layer of ``model`` has is refused: Megatron-Core raises for
+    ``mla_up_proj`` without MLA and for ``moe_act`` without MoE's grouped GEMM
+    (transformer_config.py ``__post_init__``), and the others would recompute nothing."""
+    ffns = {layer.ffn for layer in model.layers if layer.role == "decoder"}
+    has = {"core_attn": any(layer.mixer in ("gqa", "mla") for layer in model.layers if layer.role == "decoder"),
+           "layernorm": True, "mla_up_proj": model.mla is not None, "mlp": "dense" in ffns,
+           "moe_act": model.moe is not None, "moe": model.moe is not None,
+           "shared_experts": model.moe is not None and bool(model.moe.shared_intermediate)}
+    missing = [n for n in names if not has[n]]
+    if missing:
+        raise InputError("training.recompute", f"{model.name} has no {missing[0]} module to recompute",
+                         f"drop {missing[0]} from the module list")
 
 
 def _largest_divisor(n: int, at_most: int) -> int:
@@ -394,6 +420,7 @@ def cluster_from_dict(data: Any, *, where: str = "cluster") -> ClusterSpec:
         raise InputError(f"{where}.recipe", f"unknown {recipe!r}",
                          f"use one of {', '.join(RECIPE_CHOICES)} (the framework whose recipe fills "
                          "the fields this file leaves out)")
+    data = _modules_as_mode(data, where)
     return ClusterSpec(
         gpu=devices[0].gpu if devices else gpu_from_config(data["gpu"], where=f"{where}.gpu"),
         devices=devices,
@@ -406,6 +433,18 @@ def cluster_from_dict(data: Any, *, where: str = "cluster") -> ClusterSpec:
         recipe=recipe,
         stated=_stated(data),
     ).check()
+
+
+def _modules_as_mode(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """``training.recompute`` given as a list of Megatron module names (or a list of such lists:
+    a choice), as its mode string."""
+    training = data.get("training")
+    if not isinstance(training, dict) or not isinstance(training.get("recompute"), list):
+        return data
+    given = training["recompute"]
+    sets = given if given and all(isinstance(g, list) for g in given) else [given]
+    mode = choice_of(sets, field=f"{where}.training.recompute")
+    return {**data, "training": {**training, "recompute": mode}}
 
 
 def _stated(data: dict[str, Any]) -> frozenset[str]:

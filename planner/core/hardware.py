@@ -106,7 +106,8 @@ def gpu_from_config(value: Any, *, where: str = "cluster.gpu") -> GpuSpec:
     for key, v in overrides.items():
         if key not in known:
             raise InputError(f"{where}.{key}", "unknown field", f"known fields: {', '.join(sorted(known))}")
-        if key != "name" and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0):
+        if key != "name" and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0
+                              or (v == 0 and key != "fp8_peak_flops")):  # 0: no FP8 (A100), as saved in its plans
             raise InputError(f"{where}.{key}", f"expected a positive number, got {v!r}")
     if isinstance(base_name, str) and base_name.lower() in GPU_PRESETS:
         return replace(GPU_PRESETS[base_name.lower()], **overrides)

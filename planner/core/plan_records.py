@@ -270,7 +270,8 @@ class Baseline(_Record):
     step_time_s: float | None = None
     """Simulated step, seconds; None when it was not run (``status`` says why)."""
     status: str | None = None
-    """Why there is no step time: infeasible, skipped (work budget spent), skipped (time limit)."""
+    """Why there is no step time: infeasible, skipped (time limit); plans written before the baselines
+    ran regardless of the work budget may also say skipped (work budget spent)."""
     stages: list[list[int]] | None = None
     """Layer range of each stage."""
     schedule: str | None = None

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.core.errors import InputError
+from planner.core.recompute import is_module_set
 
 __all__ = ["Target", "TARGETS", "TARGET_NAMES", "DEFAULT_TARGET", "get_target", "target_of", "target_for_format"]
 
@@ -47,6 +48,8 @@ class Target:
     """Most stages per rank (None = any)."""
     recompute: tuple[str, ...] = ("none", "selective", "full")
     """Recomputation modes it has a switch for."""
+    module_sets: bool = False
+    """Whether it takes Megatron's recompute module lists (``planner.core.recompute``)."""
     mtp: str = "any"
     """Where MTP layers may sit: ``any``, ``last-chunk`` (one stage, the rank's last
     virtual chunk) or ``none`` (the framework's models have no MTP module)."""
@@ -56,6 +59,13 @@ class Target:
     """Whether it runs Megatron's MoE capacity mode (``training.moe_expert_capacity_factor``):
     Megatron's own flags; torch through ``ppplan replay``'s layers (``profiler.layers.moe_capacity``)."""
 
+    def runs_recompute(self, mode: str, *, fused: bool = False) -> bool:
+        """Whether it runs recomputation ``mode`` (with fused pairs when ``fused``): a module set
+        is Megatron's selective granularity, so it fuses wherever selective does."""
+        if is_module_set(mode):
+            return self.module_sets and (not fused or "selective" in self.fused_recompute)
+        return mode in (self.fused_recompute if fused else self.recompute)
+
 
 TARGETS: dict[str, Target] = {
     "torch": Target(name="torch", export_format="torch-csv", families=None, any_order=True,
@@ -63,7 +73,8 @@ TARGETS: dict[str, Target] = {
     "megatron": Target(name="megatron", export_format="megatron", other_formats=("megatron-bridge",),
                        families=("1f1b", "interleaved", "1f1b-overlap", "interleaved-overlap"),
                        any_order=False, fused_pairs=True, fused_needs_vpp=True, fused_needs_ep=True,
-                       fused_recompute=("none", "selective"), placements=("loop",), mtp="last-chunk"),
+                       fused_recompute=("none", "selective"), placements=("loop",), mtp="last-chunk",
+                       module_sets=True),
     "torchtitan": Target(name="torchtitan", export_format="torchtitan", families=None, any_order=True,
                          fused_pairs=False, mtp="none", min_pp=2, moe_capacity=False),
     "deepspeed": Target(name="deepspeed", export_format="deepspeed", families=("1f1b",), any_order=False,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner.core.plan import Plan
+from planner.core.recompute import is_module_set, modules_of
 
 __all__ = ["Companions", "companion_flags", "recompute_args", "recompute_settings", "render", "is_moe",
            "RECOMPUTE_MODULES"]
@@ -53,7 +54,8 @@ def render(settings: dict[str, Any]) -> list[str]:
 
 
 def recompute_settings(plan: Plan) -> dict[str, Any]:
-    """All four recomputation fields for the plan's mode (None where the mode sets none)."""
+    """All four recomputation fields for the plan's mode (None where the mode sets none); a
+    module set is ``--recompute-granularity selective --recompute-modules`` with its modules."""
     mode = plan.cluster.settings.recompute or "none"
     out: dict[str, Any] = {"recompute_granularity": None, "recompute_method": None, "recompute_num_layers": None,
                            "recompute_modules": None}
@@ -62,6 +64,8 @@ def recompute_settings(plan: Plan) -> dict[str, Any]:
                    recompute_modules=[m for m in RECOMPUTE_MODULES if m != "moe_act" or is_moe(plan)])
     elif mode == "full":
         out.update(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
+    elif is_module_set(mode):  # Megatron's own names (planner.core.recompute)
+        out.update(recompute_granularity="selective", recompute_modules=list(modules_of(mode)))
     return out
 
 

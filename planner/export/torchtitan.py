@@ -31,6 +31,8 @@ import pprint
 from typing import Any
 
 from planner.core.plan import Plan
+from planner.core.recompute import is_module_set, modules_of
+from planner.export.schedule import ExportError
 from planner.export.pipelining import torchtitan_options
 
 __all__ = ["torchtitan_config_py", "torchtitan_fields", "cli_overrides", "activation_checkpoint", "BASE_CONFIGS",
@@ -120,8 +122,14 @@ _FLAVOR_LINE = '''
 
 
 def activation_checkpoint(plan: Plan) -> str | None:
-    """torchtitan's activation-checkpoint class for the plan's recomputation mode."""
-    return _AC.get(plan.cluster.settings.recompute or "none")
+    """torchtitan's activation-checkpoint class for the plan's recomputation mode; a Megatron
+    module list has none (torchtitan's ``ActivationCheckpoint`` modes are selective and full)."""
+    mode = plan.cluster.settings.recompute or "none"
+    if is_module_set(mode):
+        raise ExportError("torchtitan", f"the plan recomputes Megatron's modules {', '.join(modules_of(mode))}, "
+                          "which torchtitan's activation checkpointing cannot name",
+                          "export --format megatron, or plan with --recompute selective, full or none")
+    return _AC.get(mode)
 
 
 def torchtitan_fields(plan: Plan, *, csv_path: str) -> dict[str, dict[str, dict[str, Any]]]:

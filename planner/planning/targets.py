@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from planner.core.costs import CostTable
 from planner.core.errors import InfeasibleError, InputError
 from planner.core.plan import Plan
+from planner.core.recompute import is_module_set
 from planner.core.targets import Target
 from planner.planning import make_plan
 from planner.planning.records import PlanRequest
@@ -70,18 +71,23 @@ def check_shape(target: Target, *, pp: int, vpp: int, placement: str, schedule: 
     elif schedule == "cpsat" and not target.any_order:
         raise InputError("--schedule", f"{target.name} takes no explicit order, so a CP-SAT order cannot run",
                          f"use --schedule auto, {fix}")
-    if user_recompute != "auto" and user_recompute not in target.recompute:
+    if is_module_set(user_recompute) and not target.module_sets:
+        raise InputError("--recompute-modules", f"{target.name} recomputes no module list "
+                         f"(it has {', '.join(target.recompute)})",
+                         f"use --target megatron, which runs Megatron's --recompute-modules, or --recompute "
+                         f"{target.recompute[-1]}")
+    if user_recompute != "auto" and not target.runs_recompute(user_recompute):
         raise InputError("--recompute", f"{target.name} has no {user_recompute} recomputation "
                          f"(it has {', '.join(target.recompute)})",
                          f"use --recompute {target.recompute[-1]} or auto, {fix}")
-    if not set(modes) & set(target.recompute):
+    if not any(target.runs_recompute(m) for m in modes):
         raise InputError("--recompute", f"{target.name} runs none of {', '.join(modes)}", fix)
 
 
 def target_runs(target: Target, table: CostTable, *, schedule: str, pp: int, vpp: int, ep: int,
                 placement: str, modes: Sequence[str]) -> list[TargetRun]:
     """The planning runs the target's menu asks for (see the module docstring)."""
-    modes = tuple(m for m in modes if m in target.recompute)
+    modes = tuple(m for m in modes if target.runs_recompute(m))
     if target.families is None:
         return [TargetRun(schedule=schedule, modes=modes)]
     names = [schedule] if schedule not in ("auto", "cpsat") else \
@@ -96,7 +102,7 @@ def target_runs(target: Target, table: CostTable, *, schedule: str, pp: int, vpp
                                  "use --vpp 2 or more and --ep 2 or more, or re-plan with --target torch")
             if blocker is not None:
                 continue
-            run_modes = tuple(m for m in modes if m in target.fused_recompute)
+            run_modes = tuple(m for m in modes if target.runs_recompute(m, fused=True))
         if run_modes:
             runs.append(TargetRun(schedule=name, modes=run_modes))
     if not runs:

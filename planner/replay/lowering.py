@@ -16,6 +16,7 @@ from planner.core.errors import InputError
 from planner.core.hf_config import load_model, resolve_model_path
 from planner.core.model import ModelSpec
 from planner.core.plan import Plan
+from planner.core.recompute import is_module_set, modules_of
 from planner.core.schedule import Action, Schedule
 from planner.core.validate import render_violation, validate
 
@@ -41,6 +42,11 @@ def check_plan(plan: Plan, *, world_size: int) -> None:
         raise InputError("plan.parallel.pp", f"the plan has pp={plan.pp} but the replay runs "
                          f"{world_size} processes", f"launch exactly {plan.pp} ranks (torchrun "
                          f"--nproc-per-node {plan.pp}) or replay a plan made with --pp {world_size}")
+    mode = plan.cluster.settings.recompute or "none"
+    if is_module_set(mode):  # planner.runtime recomputes whole layers or mixers only
+        raise InputError("plan.cluster.training.recompute", f"the plan recomputes Megatron's modules "
+                         f"{', '.join(modules_of(mode))}, which the replay's layers cannot",
+                         "replay a plan made with --recompute none, selective or full")
     schedule = plan.parsed_schedule()
     missing = [r for r in range(plan.pp) if not schedule.get(r)]
     if missing:

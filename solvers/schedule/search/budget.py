@@ -161,6 +161,14 @@ class WallBudget:
         self.cut(phase)
         return False
 
+    def wall_affords(self, phase: str, units: float) -> bool:
+        """Whether ``units`` evaluations fit before ``phase``'s wall deadline, whatever the work
+        count says (for work bounded by count, such as the baselines); records a cut if not."""
+        if self.left(phase) >= units * self.unit_s and self.left(phase) > 0:
+            return True
+        self.cut(phase)
+        return False
+
     def phase(self, phase: str) -> "Deadline":
         """The deadline of ``phase``, to hand to a solver."""
         return Deadline(self, phase)
@@ -224,6 +232,10 @@ class Deadline:
     def affords(self, units: float) -> bool:
         """Whether ``units`` evaluations of the plan's schedule fit before the deadline."""
         return self.budget.affords(self.name, units)
+
+    def wall_affords(self, units: float) -> bool:
+        """Whether ``units`` evaluations fit before the wall deadline (the work count aside)."""
+        return self.budget.wall_affords(self.name, units)
 
 
 def meter_of(deadline: Deadline | None) -> WorkMeter | None:
