@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from claim_kit import Claim, Page, Ratio, column_pattern, row_pattern
-from claim_outputs import CPU_TIME, WALL, by
+from claim_outputs import CPU_TIME, WALL, by, history
 
 __all__ = ["CLAIMS", "HETERO", "CASES", "row_cells", "order_cells"]
 
 HETERO = "python benchmarks/hetero.py --json"
+VS_SAILOR = ("python benchmarks/vs_sailor.py --sailor-dir /tmp/sailor --sailor-python /tmp/sailor-venv/bin/python "
+             "--libplanner /tmp/sailor-lib --sailor-timeout 420 --json")
 CASES = ("llama3-8b/h100+a100", "llama3-8b/a100-80g+a100-40g", "qwen3-30b-a3b/h100+a100",
          "qwen3-30b-a3b/a100-80g+a100-40g", "qwen3-235b-a22b/h100+a100")
 _PAGE = "docs/hetero.md"
@@ -73,4 +75,9 @@ CLAIMS = [
                       r"never slower than the faster group alone in (\d+ of \d+) and never slower than the "
                       r"uniform layout in (\d+ of \d+)"),
           measured=_holds),
+    history("hetero-vs-sailor", _PAGE, "every figure of the side by side with Sailor on its mixed A100/V100 "
+            "setting", "## Side by side with Sailor", r"run on (\d{4}-\d\d-\d\d) \d\d:\d\d-\d\d:\d\d UTC",
+            command=VS_SAILOR,
+            why="needs Sailor's code (eth-easl/sailor, its libplanner built) and a venv of its dependencies, "
+                "absent in CI, and about 15 min"),
 ]

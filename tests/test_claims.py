@@ -6,7 +6,8 @@ benchmarks/claims.py --list`` names each and why): figures that need a GPU (docs
 that take far longer than about two minutes to re-derive (the 101 published runs, 12 min;
 the overlap runtime's eight runs of 3-4 min; the replays of 3-18 min; the profiles of
 transformers' layers; the --time-limit history, 7 min); that need code outside the
-repository (Megatron-LM's source tree, the Zero Bubble repository's heuristic); that were
+repository (Megatron-LM's source tree, the Zero Bubble repository's heuristic, Sailor's planners
+and simulator); that were
 measured or counted by hand; the sections a page keeps as history of an earlier fit; and,
 to keep CI's run of every claim within about 12 minutes on two idle cores, three that a
 person re-derives with ``--run-stale``: the joint benchmark (about 3 min idle), the SIGINT

@@ -38,7 +38,7 @@ def _one_line(result, pattern: str) -> None:
 @pytest.mark.parametrize("text, pattern", [
     ("h100", r"--devices: cannot read 'h100' \(group 1\).*type:count"),
     ("h100:16,a100", r"--devices: cannot read 'a100' \(group 2\)"),
-    ("h100:16,v100:16", r"--devices: unknown GPU type 'v100'.*a100"),
+    ("h100:16,k80:16", r"--devices: unknown GPU type 'k80'.*a100"),
     ("h100:0", r"--devices: group 1 \(h100:0\) needs 1 to 16777216 GPUs"),
     ("h100:4000000000000,a100:4", r"--devices: group 1 .* needs 1 to 16777216 GPUs"),
     ("h100:16777216,a100:8", r"--devices: the groups hold 16777224 GPUs, more than 16777216"),

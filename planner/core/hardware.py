@@ -19,6 +19,11 @@ benchmarks ran on: 96 GB HBM2e at 2.4 TB/s, run at the default 500 W power limit
 interpolated linearly in board power between the H100 NVL datasheet (400 W: 835 BF16 /
 1670 FP8 TFLOP/s dense) and the H100 SXM datasheet (700 W: 989 / 1979): 886 / 1773
 TFLOP/s. Links as the H100 SXM (NVLink 4, 400 Gb/s RDMA per GPU: torchtitan docs).
+
+``v100``: Tesla V100 SXM2 32 GB (NVIDIA V100 datasheet): 125 TFLOP/s FP16 tensor (no BF16;
+the FP16 peak stands in), 900 GB/s HBM2, NVLink 300 GB/s total (150 GB/s one direction).
+Its NIC (12.5 GB/s: one 100 Gb/s EDR per GPU) and all-to-all bandwidths (the A100's scaled
+by the NVLink and NIC ratios) are assumed: no datasheet or DeepEP figure gives them.
 """
 
 from __future__ import annotations
@@ -81,6 +86,9 @@ GPU_PRESETS: dict[str, GpuSpec] = {
     "gb200": GpuSpec(name="gb200", peak_flops=2500e12, fp8_peak_flops=5000e12, memory_bytes=186 * GB,
                      hbm_bandwidth=8.0e12, nvlink_bandwidth=900 * GB, ib_bandwidth=50 * GB,
                      a2a_intranode_bandwidth=306 * GB, a2a_internode_bandwidth=50 * GB),
+    "v100": GpuSpec(name="v100", peak_flops=125e12, memory_bytes=32 * 2**30, hbm_bandwidth=0.9e12,
+                    nvlink_bandwidth=150 * GB, ib_bandwidth=12.5 * GB,
+                    a2a_intranode_bandwidth=50 * GB, a2a_internode_bandwidth=10 * GB),
 }
 
 
