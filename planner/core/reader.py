@@ -30,8 +30,8 @@ from typing import Any
 
 from planner.core.errors import InputError
 
-__all__ = ["MAX_INPUT_BYTES", "MAX_TRACE_BYTES", "MAX_DEPTH", "INT64_MAX", "read_input_bytes", "read_input_text", "decode_text", "parse_json",
-           "parse_json_record", "parse_yaml", "check_values"]
+__all__ = ["MAX_INPUT_BYTES", "MAX_TRACE_BYTES", "MAX_DEPTH", "INT64_MAX", "read_input_bytes", "read_input_text",
+           "decode_text", "parse_json", "parse_json_record", "parse_yaml", "check_values"]
 
 MAX_INPUT_BYTES = 64 * 2**20
 """Largest plan, cost table, cluster or config file read, in bytes: a plan of the largest
