@@ -13,7 +13,7 @@
   the trace's layer ranges account for.
 
     python benchmarks/trace_import.py [--json] [--only hta|cpu] [--model M] [--scale F] [--ep N] [--steps N]
-                                      [--schedule S]
+                                      [--schedule S] [--micro-batch N]
 """
 
 from __future__ import annotations
@@ -73,26 +73,31 @@ def _per_type(path: Path) -> dict:
 def _busy_share(folder: Path, busy_s: list[float], steps: int, ep: int) -> dict:
     """Per rank, the layer ranges' time per step (compute + all-to-all) over the busy time the
     replay's own timers measured in the same run on its pipeline rank (global rank // ep, as
-    ``planner.replay.lowering.make_layout`` numbers them): how much of the run the trace attributes."""
+    ``planner.replay.lowering.make_layout`` numbers them): how much of the run the trace attributes.
+    Both with the profiler's cost in them (``rank_facts(compensate=False)``): the replay's timers
+    ran under the profiler too."""
     from profiler.trace.attribute import rank_facts
     from profiler.trace.read import read_traces
 
     out = {}
     for trace in read_traces(str(folder)):
-        facts = rank_facts(trace)
+        facts = rank_facts(trace, compensate=False)
         per_step = sum(s.compute_s + s.a2a_s for s in facts.work) / steps
         out[str(trace.rank)] = round(per_step / busy_s[trace.rank // ep], 3)
     return out
 
 
 def cpu_figures(*, model: str, scale: float, ep: int, steps: int, seq_len: int, microbatches: int,
-                schedule: str = "zb-h1") -> dict:
-    """The CPU loop, every step through the CLI; walls in seconds."""
+                micro_batch: int, schedule: str = "zb-h1") -> dict:
+    """The CPU loop, every step through the CLI; walls in seconds. The profile measures the
+    microbatch the plan runs (``micro_batch`` sequences, checked against the plan), so both
+    tables hold the same shape's times."""
     work = Path(tempfile.mkdtemp(prefix="ppplan-trace-"))
     shape = ["--seq-len", str(seq_len)]
     walls = {
         "profile": _ppplan(work, "profile", model, "--device", "cpu", "--scale", str(scale), "--ep", str(ep),
-                           "--threads", "1", "--modules", "native", "--quiet", *shape, "--out", "P.json"),
+                           "--threads", "1", "--modules", "native", "--quiet", "--micro-batch", str(micro_batch),
+                           *shape, "--out", "P.json"),
         "plan": _ppplan(work, "plan", model, "--profile", "P.json", "--pp", "2", "--ep", str(ep), "--schedule",
                         schedule, "--microbatches", str(microbatches), *shape, "--quiet", "--out", "plan.json"),
         "replay": _ppplan(work, "replay", "plan.json", "--ep", str(ep), "--steps", str(steps), "--warmup", "1",
@@ -101,6 +106,10 @@ def cpu_figures(*, model: str, scale: float, ep: int, steps: int, seq_len: int, 
         "plan_from_trace": _ppplan(work, "plan", model, "--profile", "T.json", "--pp", "2", "--ep", str(ep),
                                    "--microbatches", str(microbatches), *shape, "--quiet", "--out", "plan2.json"),
     }
+    size = json.loads((work / "plan.json").read_text())["microbatches"]["size"]
+    if size != micro_batch:
+        raise SystemExit(f"the plan runs microbatches of {size} sequences, the profile measured {micro_batch}: "
+                         f"pass --micro-batch {size}")
     ref, got = _per_type(work / "P.json"), _per_type(work / "T.json")
     meta = json.loads((work / "T.json").read_text())["meta"]["trace"]
     rows = []
@@ -115,7 +124,9 @@ def cpu_figures(*, model: str, scale: float, ep: int, steps: int, seq_len: int, 
     busy = _busy_share(work / "traces", replay["measured"]["busy_s"], steps, ep)
     shutil.rmtree(work, ignore_errors=True)
     return {"model": model, "scale": scale, "pp": 2, "ep": ep, "schedule": schedule, "steps": steps, "seq_len": seq_len,
-            "microbatches": microbatches, "walls_s": walls, "samples": meta["samples"],
+            "microbatches": microbatches, "micro_batch": micro_batch,
+            "profiler_overhead_us_per_event": {r: round(1e6 * v, 3) for r, v in
+                                               meta.get("profiler_overhead_s_per_event", {}).items()}, "walls_s": walls, "samples": meta["samples"],
             "hidden_share": meta["hidden_share"], "rows": rows,
             "replay_step_ms": round(1e3 * replay["measured"]["step_time_s"], 1), "trace_busy_share": busy,
             "within_target": sum(r["within_target"] for r in rows if r["profile_ms"] > 0),
@@ -132,6 +143,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--steps", type=int, default=2, help="Timed (traced) replay steps: the work of the loop.")
     ap.add_argument("--seq-len", type=int, default=64)
     ap.add_argument("--microbatches", type=int, default=4)
+    ap.add_argument("--micro-batch", type=int, default=4, help="Sequences per microbatch the profile measures: the "
+                                                              "size the plan runs (the model's cluster file's global "
+                                                              "batch over dp and --microbatches).")
     ap.add_argument("--schedule", default="zb-h1", help="The plan's --schedule (1f1b-overlap: fused pairs, whose "
                                                         "other half runs beside each all-to-all).")
     args = ap.parse_args(argv)
@@ -140,7 +154,8 @@ def main(argv: list[str] | None = None) -> None:
         out["hta"] = hta_figures()
     if args.only in (None, "cpu"):
         out["cpu"] = cpu_figures(model=args.model, scale=args.scale, ep=args.ep, steps=args.steps,
-                                 seq_len=args.seq_len, microbatches=args.microbatches, schedule=args.schedule)
+                                 seq_len=args.seq_len, microbatches=args.microbatches,
+                                 micro_batch=args.micro_batch, schedule=args.schedule)
     if args.json:
         print(json.dumps(out, indent=1))
         return

@@ -84,7 +84,8 @@ def test_synthetic_trace_gives_known_costs(tmp_path, ppplan):
     assert trace["ranks"] == 2 and trace["clock"] == ["host"]
     assert trace["samples"]["gqa+moe"] == {"F": 2, "I": 2, "W": 2, "B": 0}
     prov = trace["provenance"]
-    assert prov["layers"]["gqa+moe"]["f"] == "trace" and prov["layers"]["embedding"]["i"].startswith("trace B split")
+    assert prov["layers"]["gqa+moe"]["f"] == "trace" and prov["layers"]["embedding"]["i"].startswith("trace; B split")
+    assert trace["profiler_overhead_s_per_event"] == {}  # no calibration in the trace: nothing taken out
     assert prov["layers"]["head"]["act_bytes"] == "analytical" and prov["pairs"]["gqa+moe / gqa+moe"] == "trace"
     assert table.scale == 0.05 and table.model == "qwen3-30b-a3b" and table.seq_len == 128
     assert moe.act_bytes > 0 and moe.flops > 0 and len(table.layers) == 50
@@ -176,3 +177,35 @@ def test_replay_torch_profile_must_be_a_folder(tmp_path, ppplan):
     _one_line_error(ppplan("replay", str(plan_file), "--torch-profile", str(tmp_path / "t"), "--calibrate"),
                     r"--torch-profile records one plan's steps")
     assert not (tmp_path / "t").exists()
+
+
+def _ops(t0: float, n: int, span: float, tid: int = 1) -> list[dict]:
+    """``n`` operator events spread over ``span`` microseconds from ``t0``."""
+    return [_x("aten::mm", t0 + k * span / n, span / n / 2, tid=tid, cat="cpu_op") for k in range(n)]
+
+
+def test_host_clock_takes_out_the_profilers_measured_cost():
+    """The recorder's calibration (``profiler.trace.overhead``): 5 ranges of the block, the
+    best 1000 us with 100 events, the block 800 us unprofiled, so one event costs 2 us; a
+    forward of 1000 us holding 39 operator events and a 200 us all-to-all (10 events inside)
+    is 800 - 2 x 39 us of compute and 200 - 2 x 11 us of all-to-all (the range's own event
+    counts with it). A trace without the calibration keeps its raw times."""
+    from profiler.trace.attribute import rank_facts
+    from profiler.trace.names import CALIBRATION_RANGE
+    from profiler.trace.read import Event, RankTrace
+
+    ev = []
+    for k, dur in enumerate((1300, 1000, 1100, 1200, 1050)):
+        t = 10_000 * k
+        ev += [_x(CALIBRATION_RANGE, t, dur)] + _ops(t + 1, 100, dur - 2)
+    t = 100_000
+    ev += [_x(layer_range("F", 1, "gqa+moe"), t, 1000)] + _ops(t + 1, 19, 298)
+    ev += [_x(a2a_range("dispatch"), t + 300, 200)] + _ops(t + 301, 10, 198) + _ops(t + 501, 20, 498)
+    events = tuple(Event(name=e["name"], cat=e["cat"], ts=e["ts"], dur=e["dur"], pid=7, tid=1) for e in ev)
+    run = dict(RUN, calibration={"unprofiled_s": 800e-6, "repeats": 5})
+    facts = rank_facts(RankTrace(path="t", rank=0, events=events, run=run))
+    assert facts.overhead_s_per_event == pytest.approx(2e-6)
+    (f,) = facts.work
+    assert f.compute_s == pytest.approx((800 - 2 * 39) * 1e-6) and f.a2a_s == pytest.approx((200 - 2 * 11) * 1e-6)
+    raw = rank_facts(RankTrace(path="t", rank=0, events=events, run=RUN))
+    assert raw.overhead_s_per_event is None and raw.work[0].compute_s == pytest.approx(800e-6)

@@ -11,7 +11,9 @@ Two clocks, chosen by what the trace holds:
   of that communication during which any computation kernel of the rank runs;
 - **host** (CPU-only traces, gloo): a work range's compute is its length minus its nested
   ``ppplan/a2a/...`` ranges; the all-to-all is their length, hidden the part of it during
-  which another thread of the process runs compute (a fused pair's other half).
+  which another thread of the process runs compute (a fused pair's other half). Both less the
+  profiler's own cost where the trace measured it (``profiler.trace.overhead``): the cost of
+  one recorded event times the events recorded inside (on the range's thread).
 
 An all-to-all belongs to the forward (F) or the backward (its enclosing I or B range).
 
@@ -24,11 +26,14 @@ the device events they launched.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections import defaultdict
+from typing import Callable
 from dataclasses import dataclass, replace
 
 from profiler.trace.intervals import Interval, comm_comp_overlap, kernel_kind, length, merge, overlap
-from profiler.trace.names import TraceRange, parse_range
+from profiler.trace.names import CALIBRATION_RANGE, TraceRange, parse_range
+from profiler.trace.overhead import per_event_seconds
 from profiler.trace.read import Event, RankTrace
 
 __all__ = ["WorkSample", "PairSample", "RankFacts", "rank_facts", "complete_steps"]
@@ -75,6 +80,9 @@ class RankFacts:
     ``get_comm_comp_overlap`` per rank); None on a host clock."""
     comm_s: float
     """Merged communication time of the whole trace (kernels, or ``a2a`` ranges on a host clock)."""
+    overhead_s_per_event: float | None = None
+    """Host clock: what one recorded event cost in this process (``profiler.trace.overhead``),
+    taken out of every sample; None: not measured (device clock, or a trace without calibration)."""
 
 
 def _ranges(trace: RankTrace) -> list[tuple[TraceRange, Event]]:
@@ -91,22 +99,45 @@ def _inside(outer: Event, inner: Event) -> bool:
     return outer.pid == inner.pid and outer.tid == inner.tid and outer.ts <= inner.ts and inner.end <= outer.end
 
 
-def _host_facts(trace: RankTrace, ranges: list[tuple[TraceRange, Event]]) -> RankFacts:
+def _event_counter(trace: RankTrace) -> Callable[[Event], int]:
+    """Events recorded inside a host range on its own thread (itself not counted)."""
+    starts: dict[tuple, list[float]] = defaultdict(list)
+    for e in trace.events:
+        if e.stream is None:
+            starts[(e.pid, e.tid)].append(e.ts)
+    for ts in starts.values():
+        ts.sort()
+
+    def count(rng: Event) -> int:
+        ts = starts[(rng.pid, rng.tid)]
+        return max(0, bisect_left(ts, rng.end) - bisect_left(ts, rng.ts) - 1)
+    return count
+
+
+def _host_facts(trace: RankTrace, ranges: list[tuple[TraceRange, Event]], compensate: bool) -> RankFacts:
+    count = _event_counter(trace)
+    cost = per_event_seconds([(e.dur, count(e)) for e in trace.events
+                              if e.stream is None and e.name == CALIBRATION_RANGE], trace.run) if compensate else None
+    per_event = cost or 0.0
     a2a = [e for r, e in ranges if r.what == "a2a"]
-    work = [(r, e, [(a.ts, a.end) for a in a2a if _inside(e, a)]) for r, e in ranges if r.what == "work"]
+    work = [(r, e, [a for a in a2a if _inside(e, a)]) for r, e in ranges if r.what == "work"]
     compute_by_thread: dict[tuple, list[Interval]] = defaultdict(list)
     for _, e, comm in work:
-        compute_by_thread[(e.pid, e.tid)].extend(_minus((e.ts, e.end), comm))
+        compute_by_thread[(e.pid, e.tid)].extend(_minus((e.ts, e.end), [(a.ts, a.end) for a in comm]))
     samples = []
-    for r, e, comm in work:
+    for r, e, comm_events in work:
+        comm = [(a.ts, a.end) for a in comm_events]
         others = [iv for key, ivs in compute_by_thread.items() if key[0] == e.pid and key != (e.pid, e.tid)
                   for iv in ivs]
-        comm_len = length(comm)
-        samples.append(WorkSample(type=r.type, kind=r.kind, index=r.index, compute_s=(e.dur - comm_len) * _US,
-                                  a2a_s=comm_len * _US, hidden_s=overlap(comm, others) * _US))
-    pairs = [PairSample(f_type=r.type, b_type=r.b_type, seconds=e.dur * _US) for r, e in ranges if r.what == "pair"]
+        comm_n = sum(count(a) + 1 for a in comm_events)
+        comm_s = max(0.0, length(comm) * _US - per_event * comm_n)
+        compute_s = max(0.0, (e.dur - length(comm)) * _US - per_event * (count(e) - comm_n))
+        samples.append(WorkSample(type=r.type, kind=r.kind, index=r.index, compute_s=compute_s, a2a_s=comm_s,
+                                  hidden_s=min(comm_s, overlap(comm, others) * _US)))
+    pairs = [PairSample(f_type=r.type, b_type=r.b_type, seconds=max(0.0, e.dur * _US - per_event * count(e)))
+             for r, e in ranges if r.what == "pair"]
     return RankFacts(rank=trace.rank, clock="host", work=tuple(samples), pairs=tuple(pairs), comm_comp_overlap=None,
-                     comm_s=length((a.ts, a.end) for a in a2a) * _US)
+                     comm_s=length((a.ts, a.end) for a in a2a) * _US, overhead_s_per_event=cost)
 
 
 def _minus(span: Interval, holes: list[Interval]) -> list[Interval]:
@@ -159,10 +190,11 @@ def complete_steps(trace: RankTrace) -> RankTrace:
     return replace(trace, events=tuple(host + device))
 
 
-def rank_facts(trace: RankTrace) -> RankFacts:
-    """The samples of one rank's trace (device clock when it has GPU events, else host)."""
+def rank_facts(trace: RankTrace, *, compensate: bool = True) -> RankFacts:
+    """The samples of one rank's trace (device clock when it has GPU events, else host);
+    ``compensate=False`` keeps a host clock's times as recorded (the profiler's cost in them)."""
     trace = complete_steps(trace)
     ranges = _ranges(trace)
     if any(e.stream is not None for e in trace.events):
         return _device_facts(trace, ranges)
-    return _host_facts(trace, ranges)
+    return _host_facts(trace, ranges, compensate)

@@ -10,19 +10,26 @@ range around it (forward or backward).
 A fused pair (F of one layer beside the backward of another, torch's ``OVERLAP_F_B``)
 is ``ppplan/pair/<f type>/<b type>``. The trace's metadata key ``ppplan`` (JSON) says
 which model, width scale and microbatch shape the run had (``RUN_METADATA``).
+
+``ppplan/calibrate`` is the recorder's measurement of the profiler's own cost
+(``profiler.trace.overhead``): a fixed block of work run once unprofiled, its best time
+stored as ``RUN_METADATA``'s ``calibration.unprofiled_s``, and run again under the profiler
+inside such ranges.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PREFIX", "RUN_METADATA", "WORK_KINDS", "TraceRange", "layer_range", "a2a_range", "pair_range",
+__all__ = ["PREFIX", "RUN_METADATA", "CALIBRATION_RANGE", "WORK_KINDS", "TraceRange", "layer_range", "a2a_range", "pair_range",
            "parse_range"]
 
 PREFIX = "ppplan"
 """First component of every range name the importer reads."""
 RUN_METADATA = "ppplan"
 """Trace metadata key (``torch.profiler.profile.add_metadata_json``) holding the run's shape."""
+CALIBRATION_RANGE = f"{PREFIX}/calibrate"
+"""One profiled run of the recorder's calibration block (``profiler.trace.overhead``); not a layer range."""
 WORK_KINDS = ("F", "I", "W", "B")
 """Layer work kinds a range may carry (the schedule's action letters)."""
 

@@ -19,7 +19,8 @@ import torch
 from torch import nn
 from torch.autograd.profiler import record_function
 
-from profiler.trace.names import RUN_METADATA, a2a_range, layer_range
+from profiler.trace.names import CALIBRATION_RANGE, RUN_METADATA, a2a_range, layer_range
+from profiler.trace.overhead import CALIBRATION_REPEATS, calibration_block, unprofiled_seconds
 
 __all__ = ["label", "work_range", "a2a", "annotate_forward", "annotate_backward", "recording", "trace_path"]
 
@@ -82,7 +83,10 @@ def recording(folder: str, rank: int, run: dict[str, Any]) -> Iterator[Callable[
     yields ``step()`` to call before each step (its ``ProfilerStep#N`` ranges; the importer,
     like HTA, drops the last one, so the block calls it once more after the last step).
     ``run`` (model, scale, seq_len, micro_batch) is stored under ``RUN_METADATA``. Every thread
-    is profiled (torch's ``profile_all_threads``), not only the one that entered the block."""
+    is profiled (torch's ``profile_all_threads``), not only the one that entered the block.
+    Before the block it measures the profiler's own cost (``profiler.trace.overhead``): the
+    calibration block once unprofiled (its time stored as ``run["calibration"]``), then under
+    the profiler in ``ppplan/calibrate`` ranges."""
     from torch._C._profiler import _ExperimentalConfig
     from torch.profiler import ProfilerActivity, profile
 
@@ -101,8 +105,13 @@ def recording(folder: str, rank: int, run: dict[str, Any]) -> Iterator[Callable[
 
     # every thread: the overlap runtime runs a fused pair's backward in a helper thread of its own
     config = _ExperimentalConfig(profile_all_threads=True)
+    block = calibration_block()
+    run = dict(run, calibration={"unprofiled_s": unprofiled_seconds(block), "repeats": CALIBRATION_REPEATS})
     with profile(activities=activities, experimental_config=config) as prof:
         prof.add_metadata_json(RUN_METADATA, json.dumps(run))
+        for _ in range(CALIBRATION_REPEATS):
+            with record_function(CALIBRATION_RANGE):
+                block()
         try:
             yield step
         finally:

@@ -32,6 +32,11 @@ from profiler.trace.read import RankTrace, read_traces
 __all__ = ["read_run", "costs_from_trace", "trace_facts"]
 
 _TIMES = ("f", "i", "w", "b", "a2a_f", "a2a_b")
+TRACE = "trace"
+"""Provenance of a time read from the trace as it stands (a device clock, or no calibration)."""
+TRACE_LESS_OVERHEAD = "trace less the profiler's own cost"
+"""Provenance of a host-clock time with the profiler's measured per-event cost taken out
+(``profiler.trace.overhead``)."""
 
 
 def read_run(folder: str) -> tuple[list[RankTrace], dict]:
@@ -54,28 +59,29 @@ def _median(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def _type_times(samples: list[WorkSample], fill: LayerCost) -> tuple[dict, dict, dict]:
-    """(times, provenance, hidden share) of one layer type from its samples."""
+def _type_times(samples: list[WorkSample], fill: LayerCost, src: str = TRACE) -> tuple[dict, dict, dict]:
+    """(times, provenance, hidden share) of one layer type from its samples; ``src`` is the
+    provenance of a time read from the trace."""
     by_kind: dict[str, list[WorkSample]] = defaultdict(list)
     for s in samples:
         by_kind[s.kind].append(s)
-    times, prov = {"f": _median([s.compute_s for s in by_kind["F"]])}, {"f": "trace"}
+    times, prov = {"f": _median([s.compute_s for s in by_kind["F"]])}, {"f": src}
     back = by_kind["I"] + by_kind["B"]
     if by_kind["I"] and by_kind["W"]:
         times["i"], times["w"] = _median([s.compute_s for s in by_kind["I"]]), _median([s.compute_s for s in by_kind["W"]])
-        prov["i"] = prov["w"] = "trace"
+        prov["i"] = prov["w"] = src
     else:
         b = _median([s.compute_s for s in by_kind["B"]])
         share = fill.i / (fill.i + fill.w) if fill.i + fill.w > 0 else 0.5
         times["i"], times["w"] = b * share, b * (1 - share)
-        prov["i"] = prov["w"] = "trace B split by the analytical I:W ratio"
+        prov["i"] = prov["w"] = f"{src}; B split by the analytical I:W ratio"
     if by_kind["B"]:
-        times["b"], prov["b"] = _median([s.compute_s for s in by_kind["B"]]), "trace"
+        times["b"], prov["b"] = _median([s.compute_s for s in by_kind["B"]]), src
     else:
         times["b"], prov["b"] = None, "i + w"
     times["a2a_f"] = _median([s.a2a_s - s.hidden_s for s in by_kind["F"]])
     times["a2a_b"] = _median([s.a2a_s - s.hidden_s for s in back])
-    prov["a2a_f"] = prov["a2a_b"] = "trace (exposed: all-to-all less its hidden part)"
+    prov["a2a_f"] = prov["a2a_b"] = f"{src} (exposed: all-to-all less its hidden part)"
     hidden = {}
     for phase, group in (("F", by_kind["F"]), ("B", back)):
         total = sum(s.a2a_s for s in group)
@@ -106,7 +112,9 @@ def costs_from_trace(facts: list[RankFacts], fill: CostTable, *, folder: str, ru
     """The cost table of the traced run; ``fill`` is the analytical table of the same model at
     the run's width and microbatch shape (its fields stand where the trace has none)."""
     by_type = _samples_by_type(facts, fill)
-    per_type = {t: _type_times(by_type[t], next(lc for lc in fill.layers if lc.type == t))
+    corrected = [f for f in facts if f.overhead_s_per_event is not None]
+    src = TRACE_LESS_OVERHEAD if corrected else TRACE
+    per_type = {t: _type_times(by_type[t], next(lc for lc in fill.layers if lc.type == t), src)
                 for t in {lc.type for lc in fill.layers}}
     layers = tuple(replace(lc, **per_type[lc.type][0]) for lc in fill.layers)
     pairs, pair_prov = _pairs(facts, fill, layers)
@@ -117,6 +125,7 @@ def costs_from_trace(facts: list[RankFacts], fill: CostTable, *, folder: str, ru
         "samples": {t: {k: sum(1 for s in by_type[t] if s.kind == k) for k in "FIWB"} for t in sorted(by_type)},
         "hidden_share": {t: h for t, (_, _, h) in sorted(per_type.items()) if h},
         "comm_comp_overlap": {str(f.rank): f.comm_comp_overlap for f in facts if f.comm_comp_overlap is not None},
+        "profiler_overhead_s_per_event": {str(f.rank): f.overhead_s_per_event for f in corrected},
         "provenance": {"layers": provenance, "pairs": pair_prov},
         "run": run}, "fill": {"source": fill.source, "device": fill.device}}
     return replace(fill, source="measured", layers=layers, pairs=pairs,
