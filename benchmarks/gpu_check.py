@@ -7,7 +7,10 @@ For Qwen3-Next-80B-A3B and DeepSeek-V3 on one GPU, each section written as it en
 2. plans from it with the overlap-aware and the serially balanced partition;
 3. the fused-pair timings of their stages (``_stage_pairs``); 4. ``ppplan simulate`` of both;
 5. the analytical profile beside the measured one; 6. the MoE types in padded capacity mode;
-7. with transformers installed, every type built from transformers' classes.
+7. with transformers installed, every type built from transformers' classes;
+8. ``trace_import``: a traced run of ``examples/trace_hook.py``'s loop on the device
+   (``TRACE_MODEL``), read back by ``ppplan profile --from-trace`` (the device clock and HTA's
+   kernel classifier on a GPU), beside the measured profile of the same layer types.
 docs/gpu.md gives what one H200 measured; ``--dry-run`` runs the same code on the CPU at a
 tiny width (tests/test_gpu_check.py).
 
@@ -33,6 +36,10 @@ SCALES = (1.0, 0.5, 0.25, 0.125, 0.0625)
 MEMORY_SHARE = 0.4
 """Share of the GPU's free memory the layer types' weights + gradients may take (the rest:
 activations of a pair, the allocator's slack)."""
+TRACE_MODEL = "qwen3-30b-a3b"
+"""The trace-import section's model: an MoE whose three layer types a short loop covers."""
+TRACE_SCALE = {"cuda": 0.0625, "cpu": 0.01}
+"""Its width: small enough that the 50-layer loop's trace of a few steps stays tens of MB."""
 LINK_LABEL = ("EMULATED expert-parallel link: each all-to-all is a device-to-device copy of the same "
               "bytes on a side stream (one process, one GPU)")
 
@@ -196,6 +203,34 @@ def _analytical(model: Any) -> dict[str, Any]:
     return {"gpu": cluster.gpu.name, "parallel": asdict(cluster.parallel), "seq_len": table.seq_len,
             "microbatch_size": table.microbatch_size, "layer_types": _layer_types(table),
             "label": "analytical model, full width, BF16 peak of the cluster's GPU, its TP/EP sharding"}
+
+
+def _trace_section(settings: Settings, work: str) -> dict[str, Any]:
+    """``TRACE_MODEL``'s layers trained for three steps in one process with the trace hook
+    (examples/trace_hook.py: F and one-pass B ranges), the trace read back by
+    ``planner.from_trace.profile_from_trace``, and the same layer types' measured profile:
+    per type the trace's F and B against the profile's F and I + W."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+    from trace_hook import train
+
+    from planner.core.hf_config import load_model
+    from planner.from_trace import profile_from_trace
+
+    scale, seq = TRACE_SCALE[settings.device], min(settings.seq_len, 1024)
+    folder = os.path.join(work, "traces")
+    t0 = time.perf_counter()
+    train(folder, model=TRACE_MODEL, scale=scale, seq_len=seq, steps=3, device=settings.device)
+    traced = profile_from_trace(folder)
+    prof, built = _profile(load_model(TRACE_MODEL), scale, replace(settings, seq_len=seq))
+    del built
+    got, ref = _layer_types(traced), _layer_types(prof)
+    rows = {t: {"trace_f": got[t]["f"], "trace_b": got[t]["b"], "profile_f": ref[t]["f"],
+                "profile_i_plus_w": ref[t]["i"] + ref[t]["w"]} for t in got}
+    meta = traced.meta["trace"]
+    return {"model": TRACE_MODEL, "scale": scale, "seq_len": seq, "steps": 3, "clock": meta["clock"],
+            "samples": meta["samples"], "comm_comp_overlap": meta["comm_comp_overlap"],
+            "provenance_f": {t: meta["provenance"]["layers"][t]["f"] for t in got}, "layer_types": rows,
+            "wall_s": round(time.perf_counter() - t0, 3)}
 
 
 def _layer_types(table: Any) -> dict[str, Any]:
@@ -390,6 +425,12 @@ def main(argv: list[str] | None = None) -> int:
         out["gemms"] = f"failed: {type(exc).__name__}: {exc}"
     _write(out, args.out)
     with tempfile.TemporaryDirectory(prefix="ppplan-gpu-check-") as work:
+        try:
+            out["trace_import"] = _trace_section(settings, work)
+        except Exception as exc:  # the other sections still run; the JSON names the failure
+            out["trace_import"] = f"failed: {type(exc).__name__}: {exc}"
+            _log(f"trace_import: FAILED\n{traceback.format_exc()[-4000:]}")
+        _write(out, args.out)
         for name in args.models.split(","):
             t = time.perf_counter()
             result: dict[str, Any] = {}

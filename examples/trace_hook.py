@@ -34,17 +34,18 @@ from profiler.trace.record import annotate_backward, annotate_forward, label, re
 __all__ = ["train"]
 
 
-def train(out: str, *, model: str = "llama3-8b", scale: float = 0.03, seq_len: int = 32, steps: int = 4) -> None:
-    """A few training steps of ``model``'s layers in one process, traced into ``out``."""
+def train(out: str, *, model: str = "llama3-8b", scale: float = 0.03, seq_len: int = 32, steps: int = 4,
+          device: str = "cpu") -> None:
+    """A few training steps of ``model``'s layers in one process on ``device``, traced into ``out``."""
     spec = load_model(model)
-    layers = [build_layer(spec, layer, scale=scale, seed=0) for layer in spec.layers]
+    layers = [build_layer(spec, layer, scale=scale, seed=0).to(device) for layer in spec.layers]
     # ppplan: name each layer's ranges
     for layer, module in zip(spec.layers, layers):
         label(module, layer.index, layer.type_key)
         annotate_forward(module)
         annotate_backward(module)
     # ppplan: end
-    tokens = layer_input(spec, spec.layers[0], scale=scale, batch=1, seq_len=seq_len)
+    tokens = layer_input(spec, spec.layers[0], scale=scale, batch=1, seq_len=seq_len, device=device)
     run = {"model": spec.name, "scale": scale, "seq_len": seq_len, "micro_batch": 1}
     with recording(out, 0, run) as step:  # ppplan: trace these steps
         for _ in range(steps):
@@ -53,6 +54,8 @@ def train(out: str, *, model: str = "llama3-8b", scale: float = 0.03, seq_len: i
             for module in layers:
                 x = module(x)
             x.float().pow(2).mean().backward()
+        if device != "cpu":
+            torch.cuda.synchronize()  # the last step's kernels inside the trace
         step()
 
 
@@ -62,9 +65,10 @@ def main() -> None:
     ap.add_argument("--model", default="llama3-8b")
     ap.add_argument("--scale", type=float, default=0.03)
     ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args()
     torch.manual_seed(0)
-    train(args.out, model=args.model, scale=args.scale, steps=args.steps)
+    train(args.out, model=args.model, scale=args.scale, steps=args.steps, device=args.device)
     print(f"wrote {args.out}/rank-0.json.gz")
 
 

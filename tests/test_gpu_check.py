@@ -23,6 +23,10 @@ def test_dry_run_writes_every_section(tmp_path):
     data = json.loads(out.read_text())
     assert data["dry_run"] and data["device"] == "cpu" and "EMULATED" in data["link"]
     assert set(data["models"]) == {"qwen3-next-80b-a3b", "deepseek-v3"}
+    trace = data["trace_import"]  # examples/trace_hook.py's loop traced and read back, beside the profile
+    assert isinstance(trace, dict), trace
+    assert trace["clock"] == ["host"] and set(trace["layer_types"]) == {"embedding", "gqa+moe", "head"}
+    assert all(r["trace_f"] > 0 and r["profile_f"] > 0 for r in trace["layer_types"].values())
     for name, m in data["models"].items():
         types = m["measured"]["layer_types"]
         assert set(types) == set(m["analytical"]["layer_types"]), name
