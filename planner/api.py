@@ -20,7 +20,7 @@ from planner.core.plan_records import ClusterInfo
 from planner.core.sites import SitesSpec, with_site_hop
 from planner.core.targets import DEFAULT_TARGET, get_target
 from planner.export import LaunchPlan
-from planner.core.offload import offload_mode
+from planner.core.offload import CHOICE_SEP, offload_choices, offload_mode
 from planner.options import PlanOptions, plan_options, recompute_mode
 from planner.planning import PlanRequest
 from planner.planning.delivery import deliver
@@ -261,6 +261,11 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
         raise
     cl = _batch_for_microbatches(cl, microbatches)
     cl = _with_offload(spec, cl, o.offload, tgt.offload, tgt.name)
+    if CHOICE_SEP in cl.training.offload:  # a choice: plan with each mode, keep the fastest that fits
+        from planner.planning.offload_choice import plan_offload_choices
+
+        return plan_offload_choices(lambda mode: plan(model, cluster, replace(o, offload=mode)),
+                                    offload_choices(cl.training.offload), o.objective)
     if cl.training.moe_expert_capacity_factor is not None and not tgt.moe_capacity:
         raise InputError("training.moe_expert_capacity_factor", f"--target {tgt.name} does not run Megatron's "
                          "MoE capacity mode", "use --target megatron or torch, or leave the field out (dropless)")
@@ -372,13 +377,17 @@ def _vpp_error(spec: ModelSpec, pp: int, vpp: int) -> None:
                      + (f"; vpp {', '.join(map(str, even))} split the {n_dec} decoder layers evenly" if even else ""))
 
 
-def _with_offload(spec: ModelSpec, cl: ClusterSpec, given: str | None, runs: bool, target: str) -> ClusterSpec:
-    """``cl`` with ``--offload`` if given (checked as the cluster file's field is), refused in one
-    line where ``--target`` does not offload activations (``Target.offload``)."""
+def _with_offload(spec: ModelSpec, cl: ClusterSpec, given: str | tuple[str, ...] | None, runs: bool,
+                  target: str) -> ClusterSpec:
+    """``cl`` with ``--offload`` if given (checked as the cluster file's field is; given more than
+    once, a choice), refused in one line where ``--target`` does not offload activations
+    (``Target.offload``)."""
+    if isinstance(given, (tuple, list)):
+        given = CHOICE_SEP.join(given) if given else None
     if given is not None:
         cl = replace(cl, training=replace(cl.training, offload=offload_mode(given, field="--offload")))
         cl.check().check_against(spec)
-    if cl.training.offload != "none" and not runs:
+    if any(m != "none" for m in offload_choices(cl.training.offload)) and not runs:
         raise InputError("training.offload", f"--target {target} does not offload activations",
                          "use --target megatron, or offload: none")
     return cl

@@ -21,7 +21,7 @@ from planner.core.costs import CostTable, LayerCost, P2PCost
 from planner.core.errors import InputError
 from planner.core.layer_math import ParamCount, layer_forward_flops, layer_params
 from planner.core.model import LayerSpec, ModelSpec
-from planner.core.offload import offload_modules
+from planner.core.offload import CHOICE_SEP, offload_modules
 from planner.core.recompute import is_module_set, modules_of
 from profiler.cost_model.fitted import FittedConstants, active_constants
 from profiler.cost_model.context import CostContext
@@ -262,6 +262,9 @@ def analytical_costs(model: ModelSpec, cluster: ClusterSpec, *,
     elif len(cluster.training.recompute_modes()) > 1:
         raise InputError("training.recompute", "a cost table is for one module set, this names "
                          f"{len(cluster.training.recompute_modes())}", "give one list of modules")
+    if CHOICE_SEP in cluster.training.offload:
+        raise InputError("training.offload", "a cost table is for one offloading mode, this names "
+                         f"{len(cluster.training.offload.split(CHOICE_SEP))}", "give one mode")
     constants = constants or active_constants()
     if contention is None:
         contention = cluster.network.kind.sm_share

@@ -191,3 +191,26 @@ def test_no_offload_exports_no_offload_flags():
     p = api_plan("llama3-8b", target="megatron", work=0.2)
     assert not any("offload" in a for a in megatron_args(p).args)
     assert "cpu_offloading" not in bridge_settings(p)["model"]
+
+
+def test_a_choice_of_offload_modes_keeps_the_fastest_plan_that_fits():
+    """``--offload`` repeated (or a list of modes in the file): each mode planned, the fastest that
+    fits kept, every mode recorded; here no offloading does not fit at pp 1."""
+    _, cl = _cluster("llama3-8b", "none")
+    p = api_plan("llama3-8b", cl, target="megatron", work=0.2, offload=("none", "16", "24"))
+    tried = p.solver.other["offload_modes"]
+    assert [t["offload"] for t in tried] == ["none", "layers:16", "layers:24"]
+    assert tried[0]["status"] == "infeasible"
+    planned = [t for t in tried if t["status"] == "planned"]
+    best = min(planned, key=lambda t: t["step_time_s"])
+    assert p.cluster.settings.get("offload") == best["offload"]
+    assert p.predicted.step_time_s == best["step_time_s"]
+
+
+def test_a_choice_in_the_cluster_file_is_checked_and_read():
+    data = yaml.safe_load(default_cluster_path("qwen3-30b-a3b").read_text())
+    data["training"]["offload"] = ["none", ["expert_fc1", "moe_act"]]
+    assert cluster_from_dict(data).training.offload == "none;modules:expert_fc1,moe_act"
+    data["training"]["offload"] = ["none", ["expert_fc9"]]
+    with pytest.raises(InputError, match=r"unknown offload module 'expert_fc9'"):
+        cluster_from_dict(data)

@@ -23,7 +23,7 @@ from planner.core.model import ModelSpec
 from planner.core.network import NetworkSpec, network_from_config
 from planner.core.paths import CLUSTERS_DIR
 from planner.core.recipes import RECIPE_CHOICES, apply_recipe
-from planner.core.offload import NONE as NO_OFFLOAD, offload_layers, offload_mode, offload_modules
+from planner.core.offload import NONE as NO_OFFLOAD, offload_choices, offload_layers, offload_mode, offload_modules
 from planner.core.recompute import MODULES, choice_of, is_module_set, module_sets_in, modules_of
 from planner.core.sites import SitesSpec, sites_from_config
 
@@ -143,7 +143,8 @@ class TrainingSpec:
     offload: str = NO_OFFLOAD
     """Activation offloading (``planner.core.offload``): none, a number of layers (Megatron's
     ``--cpu-offloading-num-layers``) or a list of Megatron's ``--offload-modules``; costed by
-    ``profiler.cost_model.offload``."""
+    ``profiler.cost_model.offload``. A list of such (``[none, [expert_fc1, moe_act]]``) is a
+    choice: the planner plans with each and keeps the fastest plan that fits."""
 
     @property
     def bytes_per_element(self) -> int:
@@ -295,7 +296,7 @@ class ClusterSpec:
                              f"use one of {', '.join(RECOMPUTE_CHOICES)}, or a list of Megatron's "
                              f"recompute modules ({', '.join(MODULES)})")
         offload_mode(t.offload, field="training.offload")
-        if offload_layers(t.offload):
+        if any(offload_layers(m) for m in offload_choices(t.offload)):
             _check_layer_offload(t, p)
         if not 0.0 <= t.memory_headroom < 1.0:
             raise InputError("training.memory_headroom", f"{t.memory_headroom} is not in [0, 1)")
@@ -321,7 +322,8 @@ class ClusterSpec:
                              "pick an ep that divides the expert count")
         for mode in module_sets_in(self.training.recompute):
             _check_modules(modules_of(mode), model)
-        _check_offload(self.training.offload, model)
+        for mode in offload_choices(self.training.offload):
+            _check_offload(mode, model)
         return apply_recipe(self, model.name, self.recipe)
 
     def for_target(self, target: str) -> "ClusterSpec":

@@ -25,8 +25,8 @@ from typing import Any
 
 from planner.core.errors import InputError
 
-__all__ = ["NONE", "OFFLOAD_MODULES", "COSTED_MODULES", "offload_mode", "offload_layers", "offload_modules",
-           "is_offload"]
+__all__ = ["NONE", "OFFLOAD_MODULES", "COSTED_MODULES", "CHOICE_SEP", "offload_mode", "offload_layers",
+           "offload_modules", "offload_choices", "is_offload"]
 
 NONE = "none"
 """No activation offloading (the default)."""
@@ -36,6 +36,10 @@ COSTED_MODULES = ("attn_norm", "qkv_linear", "mlp_norm", "expert_fc1", "moe_act"
 """The modules whose input the cost model sizes (``profiler.cost_model.offload``); core_attn and
 attn_proj (the attention core's q, k, v and output) are refused on load as not modelled."""
 _LAYERS, _MODULES = "layers:", "modules:"
+CHOICE_SEP = ";"
+"""Between the modes of a choice (``none;modules:expert_fc1,moe_act``): the planner plans with
+each and keeps the fastest plan that fits (``planner.planning.offload_choice``), as several
+recompute module lists are a choice (``planner.core.recompute.CHOICE_SEP``)."""
 
 
 def is_offload(mode: str) -> bool:
@@ -53,10 +57,23 @@ def offload_modules(mode: str) -> tuple[str, ...]:
     return tuple(mode[len(_MODULES):].split(",")) if mode.startswith(_MODULES) else ()
 
 
+def offload_choices(mode: str) -> tuple[str, ...]:
+    """The modes of a choice (one mode: itself)."""
+    return tuple(mode.split(CHOICE_SEP))
+
+
 def offload_mode(value: Any, *, field: str) -> str:
     """The canonical mode of what a cluster file or the CLI says: ``none``, a number of layers
-    (``40``), a list of module names (``[expert_fc1, moe_act]``, or ``expert_fc1,moe_act``), or
-    an already canonical mode string. ``InputError`` (one line) on anything else."""
+    (``40``), a list of module names (``[expert_fc1, moe_act]``, or ``expert_fc1,moe_act``), an
+    already canonical mode string, or a choice of those: a list holding ``none``, numbers or
+    module lists (``[none, [expert_fc1, moe_act]]``), or a ``CHOICE_SEP``-joined string.
+    ``InputError`` (one line) on anything else."""
+    if isinstance(value, str) and CHOICE_SEP in value:
+        value = value.split(CHOICE_SEP)
+    if isinstance(value, (list, tuple)) and any(isinstance(v, (list, tuple, int)) or v == NONE for v in value):
+        if len(value) < 2:
+            return offload_mode(value[0], field=field) if value else offload_mode([], field=field)
+        return CHOICE_SEP.join(dict.fromkeys(offload_mode(v, field=field) for v in value))
     if isinstance(value, bool):
         raise InputError(field, f"expected none, a number of layers or a list of modules, got {value!r}",
                          'quote the word: offload: "none"')
