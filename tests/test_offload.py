@@ -214,3 +214,8 @@ def test_a_choice_in_the_cluster_file_is_checked_and_read():
     data["training"]["offload"] = ["none", ["expert_fc9"]]
     with pytest.raises(InputError, match=r"unknown offload module 'expert_fc9'"):
         cluster_from_dict(data)
+
+
+def test_offload_with_the_degree_search_is_refused_in_one_line():
+    with pytest.raises(InputError, match=r"--offload: given with --gpus"):
+        api_plan("llama3-8b", gpus=16, offload="8", work=0.2)
