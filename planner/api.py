@@ -20,6 +20,7 @@ from planner.core.plan_records import ClusterInfo
 from planner.core.sites import SitesSpec, with_site_hop
 from planner.core.targets import DEFAULT_TARGET, get_target
 from planner.export import LaunchPlan
+from planner.core.offload import CHOICE_SEP, offload_choices, offload_mode
 from planner.options import PlanOptions, plan_options, recompute_mode
 from planner.planning import PlanRequest
 from planner.planning.delivery import deliver
@@ -138,7 +139,9 @@ def cluster_section(spec: ClusterSpec) -> ClusterInfo:
 
     training = {k: v for k, v in asdict(spec.training).items()
                 if k not in _UNSET_WHEN_DEFAULT or v != _UNSET_WHEN_DEFAULT[k]}
-    return ClusterInfo.from_dict({"gpu": asdict(spec.gpu), "num_gpus": spec.num_gpus,
+    gpu = {k: v for k, v in asdict(spec.gpu).items()
+           if k != "host_bandwidth" or spec.training.offload != _UNSET_WHEN_DEFAULT["offload"]}
+    return ClusterInfo.from_dict({"gpu": gpu, "num_gpus": spec.num_gpus,
                                   "gpus_per_node": spec.gpus_per_node, "training": training,
                                   "network": asdict(spec.network),
                                   **({"devices": [{"type": g.name, "count": g.count, "gpus_per_node": g.gpus_per_node,
@@ -146,9 +149,11 @@ def cluster_section(spec: ClusterSpec) -> ClusterInfo:
                                                   for g in spec.devices]} if spec.devices else {})})
 
 
-_UNSET_WHEN_DEFAULT = {"moe_expert_capacity_factor": None, "moe_pad_expert_input_to_capacity": False}
-"""Training fields a plan records only when set (MoE capacity mode), so plans of dropless
-models read as before."""
+_UNSET_WHEN_DEFAULT = {"moe_expert_capacity_factor": None, "moe_pad_expert_input_to_capacity": False,
+                       "offload": "none"}
+"""Training fields a plan records only when set (MoE capacity mode, activation offloading), so
+plans of dropless models, and plans without offloading, read as before (the GPU's host link
+is recorded only with offloading too)."""
 
 
 def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = None,
@@ -229,6 +234,9 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
     if gpus is not None and o.devices is not None:
         raise InputError("--devices", "given together with --gpus", "pass the fleet with --devices and its "
                          "degrees with --pp/--tp/--dp, or a GPU count with --gpus")
+    if gpus is not None and o.offload is not None:
+        raise InputError("--offload", "given with --gpus (the degree search plans the cluster file's offloading)",
+                         "set training.offload in the cluster file, or give the degrees")
     if gpus is not None:  # choose tp/pp/vpp/ep/cp/dp/micro-batch for gpus GPUs first
         from planner.planning.degree_plans import plan_for_gpus
 
@@ -252,6 +260,12 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
             _vpp_error(spec, pp or resolve_cluster(spec, cluster, tp=tp, ep=ep, dp=dp).parallel.pp, vpp)
         raise
     cl = _batch_for_microbatches(cl, microbatches)
+    cl = _with_offload(spec, cl, o.offload, tgt.offload, tgt.name)
+    if CHOICE_SEP in cl.training.offload:  # a choice: plan with each mode, keep the fastest that fits
+        from planner.planning.offload_choice import plan_offload_choices
+
+        return plan_offload_choices(lambda mode: plan(model, cluster, replace(o, offload=mode)),
+                                    offload_choices(cl.training.offload), o.objective)
     if cl.training.moe_expert_capacity_factor is not None and not tgt.moe_capacity:
         raise InputError("training.moe_expert_capacity_factor", f"--target {tgt.name} does not run Megatron's "
                          "MoE capacity mode", "use --target megatron or torch, or leave the field out (dropless)")
@@ -361,6 +375,22 @@ def _vpp_error(spec: ModelSpec, pp: int, vpp: int) -> None:
                      f"{spec.num_layers} layers (embedding and head included)",
                      (f"use vpp 1..{fits} with pp {pp}" if fits else f"use pp <= {spec.num_layers}")
                      + (f"; vpp {', '.join(map(str, even))} split the {n_dec} decoder layers evenly" if even else ""))
+
+
+def _with_offload(spec: ModelSpec, cl: ClusterSpec, given: str | tuple[str, ...] | None, runs: bool,
+                  target: str) -> ClusterSpec:
+    """``cl`` with ``--offload`` if given (checked as the cluster file's field is; given more than
+    once, a choice), refused in one line where ``--target`` does not offload activations
+    (``Target.offload``)."""
+    if isinstance(given, (tuple, list)):
+        given = CHOICE_SEP.join(given) if given else None
+    if given is not None:
+        cl = replace(cl, training=replace(cl.training, offload=offload_mode(given, field="--offload")))
+        cl.check().check_against(spec)
+    if any(m != "none" for m in offload_choices(cl.training.offload)) and not runs:
+        raise InputError("training.offload", f"--target {target} does not offload activations",
+                         "use --target megatron, or offload: none")
+    return cl
 
 
 def _costs(spec: ModelSpec, cl: ClusterSpec, profile: str | Path | None) -> list[tuple[str, CostTable]]:

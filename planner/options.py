@@ -59,6 +59,11 @@ class PlanOptions:
     """Megatron's recompute modules, comma separated (``--recompute-modules moe_act,layernorm``):
     plan with that module set (``planner.core.recompute``) instead of ``recompute``; several
     lists (the option repeated): plan with each, keep the fastest that fits."""
+    offload: str | tuple[str, ...] | None = None
+    """Activation offloading (``--offload``): none, a number of layers (Megatron's
+    ``--cpu-offloading-num-layers``) or Megatron's ``--offload-modules``, comma separated;
+    several (the option repeated): plan with each, keep the fastest that fits; default the
+    cluster's ``training.offload`` (``planner.core.offload``)."""
     microbatches: int | str | None = None
     """Microbatches per step, or ``"auto"`` to try every count dividing the per-replica batch."""
     memory_gib: float | None = None

@@ -21,10 +21,12 @@ from planner.core.costs import CostTable, LayerCost, P2PCost
 from planner.core.errors import InputError
 from planner.core.layer_math import ParamCount, layer_forward_flops, layer_params
 from planner.core.model import LayerSpec, ModelSpec
+from planner.core.offload import CHOICE_SEP, offload_modules
 from planner.core.recompute import is_module_set, modules_of
 from profiler.cost_model.fitted import FittedConstants, active_constants
 from profiler.cost_model.context import CostContext
 from profiler.cost_model.mixer import mixer_cost
+from profiler.cost_model.offload import OffloadTerm, module_input_bytes, offload_term
 from profiler.cost_model.recompute_modules import LayerPieces, apply_modules, up_proj_pieces
 from profiler.overlap_dag import LayerTasks, overlapped_time
 from profiler.routing_scale import layer_imbalance
@@ -192,6 +194,13 @@ def _layer_cost(ctx: CostContext, layer: LayerSpec, imbalance: float) -> tuple[L
     # torchao keeps them in BF16); a full recompute's checkpoint is the layer input in BF16
     fp8_saved = ctx.fp8_saves_inputs and tr.recompute != "full"
     act = saved * ctx.bpe - (min(w_in, saved) if fp8_saved else 0.0)
+    act_w = min(w_in * (1 if fp8_saved else ctx.bpe), act)
+    off = _offload(ctx, layer, imbalance, act, act_w, tasks, w, fp8_saved)
+    if off != OffloadTerm():
+        act_w = (act_w - off.moved_w) * off.keep
+        act = (act - off.moved) * off.keep
+        work += off.resident
+        tasks = replace(tasks, attn_f=tasks.attn_f + off.f_s, attn_b=tasks.attn_b + off.b_s)
     cost = LayerCost(
         type=layer.type_key if imbalance == 1.0 else f"{layer.type_key}@{layer.index}",
         role=layer.role,
@@ -201,7 +210,7 @@ def _layer_cost(ctx: CostContext, layer: LayerSpec, imbalance: float) -> tuple[L
         a2a_f=tasks.dispatch_f + tasks.combine_f,
         a2a_b=tasks.dispatch_b + tasks.combine_b,
         act_bytes=int(act),
-        act_w_bytes=int(min(w_in * (1 if fp8_saved else ctx.bpe), act)),
+        act_w_bytes=int(act_w),
         param_bytes=int(param_b),
         grad_bytes=int(grad_b),
         optim_bytes=int(optim_b),
@@ -211,6 +220,24 @@ def _layer_cost(ctx: CostContext, layer: LayerSpec, imbalance: float) -> tuple[L
         imbalance=imbalance,
     )
     return cost, tasks
+
+
+def _offload(ctx: CostContext, layer: LayerSpec, imbalance: float, act: float, act_w: float,
+             tasks: LayerTasks, w: float, fp8_saved: bool) -> OffloadTerm:
+    """The decoder layer's ``OffloadTerm`` under ``training.offload`` (``cost_model.offload``):
+    the copies hide behind the layer's compute, forward against F, backward against I + W."""
+    mode, m = ctx.cluster.training.offload, ctx.model
+    if mode == "none" or layer.role != "decoder":
+        return OffloadTerm()
+    copies = ctx.local * m.moe.top_k * imbalance if layer.is_moe and m.moe else 0.0
+    inter = m.moe.expert_intermediate / ctx.cluster.parallel.etp if m.moe else 0.0
+    modules = module_input_bytes(offload_modules(mode), local_h=ctx.local * m.hidden, copies_h=copies * m.hidden,
+                                 copies_2inter=copies * 2 * inter, bpe=ctx.bpe, fp8_inputs=fp8_saved)
+    compute_f = tasks.forward - (tasks.dispatch_f + tasks.combine_f)
+    compute_b = tasks.backward - (tasks.dispatch_b + tasks.combine_b) + w
+    return offload_term(mode, act=act, act_w=act_w, decoders=sum(1 for x in m.layers if x.role == "decoder"),
+                        host_bandwidth=ctx.cluster.gpu.host_bandwidth, f_s=compute_f, b_s=compute_b,
+                        modules=modules)
 
 
 def analytical_costs(model: ModelSpec, cluster: ClusterSpec, *,
@@ -235,6 +262,9 @@ def analytical_costs(model: ModelSpec, cluster: ClusterSpec, *,
     elif len(cluster.training.recompute_modes()) > 1:
         raise InputError("training.recompute", "a cost table is for one module set, this names "
                          f"{len(cluster.training.recompute_modes())}", "give one list of modules")
+    if CHOICE_SEP in cluster.training.offload:
+        raise InputError("training.offload", "a cost table is for one offloading mode, this names "
+                         f"{len(cluster.training.offload.split(CHOICE_SEP))}", "give one mode")
     constants = constants or active_constants()
     if contention is None:
         contention = cluster.network.kind.sm_share
@@ -288,7 +318,9 @@ def _table(model: ModelSpec, cluster: ClusterSpec, mbs: int, imbalance: list[flo
                     bandwidth=cluster.network_bandwidth if cross_node else cluster.nvlink_bandwidth),
         microbatch_size=mbs, seq_len=cluster.training.seq_len, device=gpu.name, scale=1.0,
         meta={"contention": contention, "eff_max": cal.gemm_eff_max, "gemm_dim_half": cal.gemm_dim_half,
-              "recompute": cluster.training.recompute, "precision": cluster.training.precision,
+              "recompute": cluster.training.recompute,
+              **({"offload": cluster.training.offload} if cluster.training.offload != "none" else {}),
+              "precision": cluster.training.precision,
               "dispatcher": cluster.network.dispatcher,
               "parallel": {"tp": par.tp, "ep": par.ep, "dp": par.dp, "cp": par.cp, "etp": par.etp}},
     )

@@ -60,6 +60,12 @@ class MicrobatchCount(click.ParamType):
               help="Megatron's selective recomputation modules instead: some of core_attn, moe_act, layernorm, "
                    "mla_up_proj, mlp, moe, shared_experts, comma separated (e.g. moe_act,layernorm); repeated: "
                    "plan with each list and keep the fastest plan that fits.")
+@click.option("--offload", metavar="N|M1,M2", multiple=True,
+              help="Activation offloading to host memory (Megatron only; default: the cluster's training.offload, "
+                   "none unless it says): a number of layers (--cpu-offloading-num-layers N, pp 1, no "
+                   "recomputation) or Megatron's --offload-modules, some of attn_norm, qkv_linear, mlp_norm, "
+                   "expert_fc1, moe_act, comma separated; none to turn it off; repeated: plan with each and keep "
+                   "the fastest plan that fits.")
 @click.option("--microbatches", type=MicrobatchCount(), help="Microbatches per step, or auto to try every count dividing the per-replica batch (default: per-replica batch / micro-batch size).")
 @click.option("--memory-gib", type=FiniteFloat(min=0, min_open=True, max=2**20), help="Per-GPU memory limit in GiB (default: GPU memory minus headroom).")
 @click.option("--partition", type=click.Choice(["overlap", "serial", "flops", "uniform"]), default=_DEFAULT.partition, show_default=True,

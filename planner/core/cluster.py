@@ -23,6 +23,7 @@ from planner.core.model import ModelSpec
 from planner.core.network import NetworkSpec, network_from_config
 from planner.core.paths import CLUSTERS_DIR
 from planner.core.recipes import RECIPE_CHOICES, apply_recipe
+from planner.core.offload import NONE as NO_OFFLOAD, offload_choices, offload_layers, offload_mode, offload_modules
 from planner.core.recompute import MODULES, choice_of, is_module_set, module_sets_in, modules_of
 from planner.core.sites import SitesSpec, sites_from_config
 
@@ -138,6 +139,12 @@ class TrainingSpec:
         if is_module_set(self.recompute):
             return module_sets_in(self.recompute)
         return RECOMPUTE_MODES if self.recompute == "auto" else (self.recompute,)
+
+    offload: str = NO_OFFLOAD
+    """Activation offloading (``planner.core.offload``): none, a number of layers (Megatron's
+    ``--cpu-offloading-num-layers``) or a list of Megatron's ``--offload-modules``; costed by
+    ``profiler.cost_model.offload``. A list of such (``[none, [expert_fc1, moe_act]]``) is a
+    choice: the planner plans with each and keeps the fastest plan that fits."""
 
     @property
     def bytes_per_element(self) -> int:
@@ -288,6 +295,9 @@ class ClusterSpec:
             raise InputError("training.recompute", f"unknown {t.recompute!r}",
                              f"use one of {', '.join(RECOMPUTE_CHOICES)}, or a list of Megatron's "
                              f"recompute modules ({', '.join(MODULES)})")
+        offload_mode(t.offload, field="training.offload")
+        if any(offload_layers(m) for m in offload_choices(t.offload)):
+            _check_layer_offload(t, p)
         if not 0.0 <= t.memory_headroom < 1.0:
             raise InputError("training.memory_headroom", f"{t.memory_headroom} is not in [0, 1)")
         if self.recipe not in RECIPE_CHOICES:
@@ -312,6 +322,8 @@ class ClusterSpec:
                              "pick an ep that divides the expert count")
         for mode in module_sets_in(self.training.recompute):
             _check_modules(modules_of(mode), model)
+        for mode in offload_choices(self.training.offload):
+            _check_offload(mode, model)
         return apply_recipe(self, model.name, self.recipe)
 
     def for_target(self, target: str) -> "ClusterSpec":
@@ -353,6 +365,37 @@ def _check_modules(names: tuple[str, ...], model: ModelSpec) -> None:
     if missing:
         raise InputError("training.recompute", f"{model.name} has no {missing[0]} module to recompute",
                          f"drop {missing[0]} from the module list")
+
+
+def _check_layer_offload(t: "TrainingSpec", p: ParallelSpec) -> None:
+    """Megatron-Core refuses ``--cpu-offloading`` with pipeline parallelism, with activation
+    recomputation and with CUDA graphs (megatron/core/transformer/transformer_config.py
+    ``__post_init__``: "no support for Pipeline parallelism with CPU offloading", "CPU offloading
+    does not work when activation recomputation is enabled", "CUDA graphs not supported with
+    CPU offloading")."""
+    if p.pp > 1:
+        raise InputError("training.offload", f"Megatron's --cpu-offloading does not run with pp {p.pp}",
+                         "use pp 1, or a list of --offload-modules (fine-grained offloading)")
+    if t.recompute != "none":
+        raise InputError("training.offload", f"Megatron's --cpu-offloading does not run with recompute {t.recompute!r}",
+                         'set training.recompute: "none"')
+    if t.cuda_graphs:
+        raise InputError("training.offload", "Megatron's --cpu-offloading does not run with CUDA graphs",
+                         "set training.cuda_graphs: false")
+
+
+def _check_offload(mode: str, model: ModelSpec) -> None:
+    """Layer-level offloading takes fewer layers than the model has (transformer_config.py:
+    "CPU offloading can be done only for layers less than num_layers"); the expert modules
+    need MoE layers."""
+    n, decoders = offload_layers(mode), sum(1 for layer in model.layers if layer.role == "decoder")
+    if n and n >= decoders:
+        raise InputError("training.offload", f"{n} layers offloaded, {model.name} has {decoders}",
+                         f"offload fewer than {decoders} layers")
+    moe = [m for m in offload_modules(mode) if m in ("expert_fc1", "moe_act")]
+    if moe and model.moe is None:
+        raise InputError("training.offload", f"{model.name} has no {moe[0]} module to offload",
+                         f"drop {moe[0]} from the module list")
 
 
 def _largest_divisor(n: int, at_most: int) -> int:
@@ -421,6 +464,7 @@ def cluster_from_dict(data: Any, *, where: str = "cluster") -> ClusterSpec:
                          f"use one of {', '.join(RECIPE_CHOICES)} (the framework whose recipe fills "
                          "the fields this file leaves out)")
     data = _modules_as_mode(data, where)
+    data = _offload_as_mode(data, where)
     return ClusterSpec(
         gpu=devices[0].gpu if devices else gpu_from_config(data["gpu"], where=f"{where}.gpu"),
         devices=devices,
@@ -445,6 +489,15 @@ def _modules_as_mode(data: dict[str, Any], where: str) -> dict[str, Any]:
     sets = given if given and all(isinstance(g, list) for g in given) else [given]
     mode = choice_of(sets, field=f"{where}.training.recompute")
     return {**data, "training": {**training, "recompute": mode}}
+
+
+def _offload_as_mode(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """``training.offload`` given as a number of layers or a list of modules, as its mode string."""
+    training = data.get("training")
+    if not isinstance(training, dict) or "offload" not in training:
+        return data
+    mode = offload_mode(training["offload"], field=f"{where}.training.offload")
+    return {**data, "training": {**training, "offload": mode}}
 
 
 def _stated(data: dict[str, Any]) -> frozenset[str]:

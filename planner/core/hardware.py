@@ -24,6 +24,15 @@ TFLOP/s. Links as the H100 SXM (NVLink 4, 400 Gb/s RDMA per GPU: torchtitan docs
 the FP16 peak stands in), 900 GB/s HBM2, NVLink 300 GB/s total (150 GB/s one direction).
 Its NIC (12.5 GB/s: one 100 Gb/s EDR per GPU) and all-to-all bandwidths (the A100's scaled
 by the NVLink and NIC ratios) are assumed: no datasheet or DeepEP figure gives them.
+
+``host_bandwidth`` is the GPU's link to host memory, one direction, what activation
+offloading copies over (``profiler.cost_model.offload``): PCIe Gen5 x16 on H100, H800, H200
+and B200 (32 GT/s x 16 lanes, 128b/130b: 63 GB/s, PCI-SIG PCIe 5.0 specification; the H100
+SXM and DGX B200 datasheets give "PCIe Gen5: 128 GB/s" bidirectional), PCIe Gen4 x16 on A100
+(32 GB/s; A100 datasheet "PCIe Gen4: 64 GB/s"), PCIe Gen3 x16 on V100 (16 GB/s), NVLink-C2C
+on GB200 (900 GB/s bidirectional between a Grace CPU and the two Blackwell GPUs of its
+superchip: GB200 NVL72 datasheet, https://www.nvidia.com/en-us/data-center/gb200-nvl72/;
+shared by the two GPUs that all offload at once, 225 GB/s per GPU one direction).
 """
 
 from __future__ import annotations
@@ -60,13 +69,15 @@ class GpuSpec:
     """Latency of one pipeline send/receive (kernel launch + network), seconds."""
     fp8_peak_flops: float = 0.0
     """Dense FP8 peak, FLOP/s; 0: no FP8 tensor cores (FP8 GEMMs run at the BF16 peak)."""
+    host_bandwidth: float = 63e9
+    """GPU-host link, one direction, bytes/s (PCIe Gen5 x16 unless the preset says otherwise)."""
 
 
 GB = 1e9
 GPU_PRESETS: dict[str, GpuSpec] = {
     "a100": GpuSpec(name="a100", peak_flops=312e12, memory_bytes=80 * 2**30, hbm_bandwidth=2.0e12,
                     nvlink_bandwidth=300 * GB, ib_bandwidth=25 * GB,
-                    a2a_intranode_bandwidth=100 * GB, a2a_internode_bandwidth=20 * GB),
+                    a2a_intranode_bandwidth=100 * GB, a2a_internode_bandwidth=20 * GB, host_bandwidth=32 * GB),
     "h100": GpuSpec(name="h100", peak_flops=989e12, fp8_peak_flops=1979e12, memory_bytes=80 * 2**30,
                     hbm_bandwidth=3.35e12, nvlink_bandwidth=450 * GB, ib_bandwidth=50 * GB,
                     a2a_intranode_bandwidth=153 * GB, a2a_internode_bandwidth=50 * GB),
@@ -85,10 +96,11 @@ GPU_PRESETS: dict[str, GpuSpec] = {
                     a2a_intranode_bandwidth=306 * GB, a2a_internode_bandwidth=50 * GB),
     "gb200": GpuSpec(name="gb200", peak_flops=2500e12, fp8_peak_flops=5000e12, memory_bytes=186 * GB,
                      hbm_bandwidth=8.0e12, nvlink_bandwidth=900 * GB, ib_bandwidth=50 * GB,
-                     a2a_intranode_bandwidth=306 * GB, a2a_internode_bandwidth=50 * GB),
+                     a2a_intranode_bandwidth=306 * GB, a2a_internode_bandwidth=50 * GB,
+                     host_bandwidth=225 * GB),
     "v100": GpuSpec(name="v100", peak_flops=125e12, memory_bytes=32 * 2**30, hbm_bandwidth=0.9e12,
                     nvlink_bandwidth=150 * GB, ib_bandwidth=12.5 * GB,
-                    a2a_intranode_bandwidth=50 * GB, a2a_internode_bandwidth=10 * GB),
+                    a2a_intranode_bandwidth=50 * GB, a2a_internode_bandwidth=10 * GB, host_bandwidth=16 * GB),
 }
 
 
@@ -111,7 +123,7 @@ def gpu_from_config(value: Any, *, where: str = "cluster.gpu") -> GpuSpec:
             raise InputError(f"{where}.{key}", f"expected a positive number, got {v!r}")
     if isinstance(base_name, str) and base_name.lower() in GPU_PRESETS:
         return replace(GPU_PRESETS[base_name.lower()], **overrides)
-    missing = sorted(known - set(overrides) - {"p2p_latency_s", "fp8_peak_flops"})
+    missing = sorted(known - set(overrides) - {"p2p_latency_s", "fp8_peak_flops", "host_bandwidth"})
     if missing:
         raise InputError(f"{where}.{missing[0]}", "missing for a custom GPU",
                          "give every field or start from 'preset: h100'")

@@ -58,6 +58,11 @@ class Target:
     moe_capacity: bool = True
     """Whether it runs Megatron's MoE capacity mode (``training.moe_expert_capacity_factor``):
     Megatron's own flags; torch through ``ppplan replay``'s layers (``profiler.layers.moe_capacity``)."""
+    offload: bool = False
+    """Whether it offloads activations (``training.offload``): Megatron-Core's ``--cpu-offloading`` and
+    ``--fine-grained-activation-offloading`` (megatron/core/transformer/transformer_config.py); torchtitan
+    0.3.0 offloads FSDP state only (``enable_cpu_offload``, torchtitan/config/configs.py), activations
+    only in its experimental graph trainer; ppplan's torch runtime and the DeepSpeed export name none."""
 
     def runs_recompute(self, mode: str, *, fused: bool = False) -> bool:
         """Whether it runs recomputation ``mode`` (with fused pairs when ``fused``): a module set
@@ -74,7 +79,7 @@ TARGETS: dict[str, Target] = {
                        families=("1f1b", "interleaved", "1f1b-overlap", "interleaved-overlap"),
                        any_order=False, fused_pairs=True, fused_needs_vpp=True, fused_needs_ep=True,
                        fused_recompute=("none", "selective"), placements=("loop",), mtp="last-chunk",
-                       module_sets=True),
+                       module_sets=True, offload=True),
     "torchtitan": Target(name="torchtitan", export_format="torchtitan", families=None, any_order=True,
                          fused_pairs=False, mtp="none", min_pp=2, moe_capacity=False),
     "deepspeed": Target(name="deepspeed", export_format="deepspeed", families=("1f1b",), any_order=False,

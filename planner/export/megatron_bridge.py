@@ -42,6 +42,11 @@ MOE_FIELDS = ("expert_model_parallel_size", "expert_tensor_parallel_size", "moe_
               "moe_token_dispatcher_type", "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity")
 """The same, for MoE models only (a dense ``TransformerConfig`` has no experts to place)."""
 
+OFFLOAD_FIELDS = ("cpu_offloading", "cpu_offloading_num_layers", "fine_grained_activation_offloading",
+                  "offload_modules")
+"""Activation offloading, ``TransformerConfig`` fields too (``megatron_flags.offload_settings``);
+written only for a plan that offloads, so a recipe's own offloading is kept otherwise."""
+
 _FMT = "megatron-bridge"
 
 _DEFAULT_DISPATCHER = "allgather"
@@ -62,6 +67,7 @@ def bridge_settings(plan: Plan) -> dict[str, Any]:
         raise ExportError(_FMT, exc.problem, exc.fix, replan=False) from None
     fields = MODEL_FIELDS + (MOE_FIELDS if is_moe(plan) else ())
     model = {k: s.get(k) for k in fields if k != "seq_length" or s.get(k) is not None}
+    model.update({k: s[k] for k in OFFLOAD_FIELDS if k in s})  # only when the plan offloads
     model["virtual_pipeline_model_parallel_size"] = s["virtual_pipeline_model_parallel_size"]
     if model["virtual_pipeline_model_parallel_size"] == 1:
         model["virtual_pipeline_model_parallel_size"] = None

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner.core.plan import Plan
+from planner.core.offload import offload_layers, offload_modules
 from planner.core.recompute import is_module_set, modules_of
 
-__all__ = ["Companions", "companion_flags", "recompute_args", "recompute_settings", "render", "is_moe",
+__all__ = ["Companions", "companion_flags", "recompute_args", "recompute_settings", "offload_settings", "render", "is_moe",
            "RECOMPUTE_MODULES"]
 
 RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm")
@@ -67,6 +68,21 @@ def recompute_settings(plan: Plan) -> dict[str, Any]:
     elif is_module_set(mode):  # Megatron's own names (planner.core.recompute)
         out.update(recompute_granularity="selective", recompute_modules=list(modules_of(mode)))
     return out
+
+
+def offload_settings(plan: Plan) -> dict[str, Any]:
+    """Megatron-Core's activation-offloading fields for the plan's ``training.offload``
+    (``planner.core.offload``; model_parallel_config.py ``cpu_offloading``,
+    ``cpu_offloading_num_layers``; transformer_config.py ``fine_grained_activation_offloading``,
+    ``offload_modules``; Megatron-LM ``--cpu-offloading --cpu-offloading-num-layers N`` and
+    ``--fine-grained-activation-offloading --offload-modules ...``): all four when the plan
+    offloads, none when it does not (so plans without offloading export as before)."""
+    mode = plan.cluster.settings.get("offload", "none") or "none"
+    if mode == "none":
+        return {}
+    layers, modules = offload_layers(mode), list(offload_modules(mode))
+    return {"cpu_offloading": layers > 0, "cpu_offloading_num_layers": layers or None,
+            "fine_grained_activation_offloading": bool(modules), "offload_modules": modules or None}
 
 
 def recompute_args(plan: Plan) -> list[str]:
@@ -125,6 +141,7 @@ def companion_flags(plan: Plan, *, overlap: bool) -> Companions:
     s.update(bf16=precision == "bf16" or (overlap and precision != "fp16"), fp16=precision == "fp16")
     s["use_distributed_optimizer"] = bool(train.get("distributed_optimizer", True))
     s.update(recompute_settings(plan))
+    s.update(offload_settings(plan))
     capacity = train.get("moe_expert_capacity_factor") if moe else None
     if moe:  # Megatron's capacity mode when the plan was costed with it, else dropless (None, False)
         s.update(moe_expert_capacity_factor=None if capacity is None else float(capacity),
