@@ -146,9 +146,10 @@ def cluster_section(spec: ClusterSpec) -> ClusterInfo:
                                                   for g in spec.devices]} if spec.devices else {})})
 
 
-_UNSET_WHEN_DEFAULT = {"moe_expert_capacity_factor": None, "moe_pad_expert_input_to_capacity": False}
-"""Training fields a plan records only when set (MoE capacity mode), so plans of dropless
-models read as before."""
+_UNSET_WHEN_DEFAULT = {"moe_expert_capacity_factor": None, "moe_pad_expert_input_to_capacity": False,
+                       "cuda_graph_scope": "auto"}
+"""Training fields a plan records only when set (MoE capacity mode, a CUDA-graph scope), so plans
+of dropless models, and of files without a scope, read as before."""
 
 
 def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = None,
