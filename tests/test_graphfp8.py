@@ -91,6 +91,15 @@ def test_scope_decides_whether_the_moe_host_time_is_charged(scope, charged):
     assert (plain.i - got.i) == pytest.approx(0.0 if charged else 1e-3, abs=1e-12)
 
 
+def test_full_recompute_runs_ungraphed_as_megatron_demands():
+    """Megatron graphs full recomputation only whole-iteration: under the boolean the full mode
+    pays the MoE host time, under full_iteration it does not."""
+    plain = _moe_layer({"recompute": "full"})
+    assert _moe_layer({"recompute": "full", "cuda_graphs": True}).f == pytest.approx(plain.f, rel=1e-12)
+    assert plain.f - _moe_layer({"recompute": "full", "cuda_graph_scope": ["full_iteration"]}).f == \
+        pytest.approx(1e-3, abs=1e-12)
+
+
 def test_scope_strings_and_lists_read_alike():
     assert _cluster(cuda_graph_scope="attn moe_router,moe_preprocess").training.cuda_graph_scope == \
         _cluster(cuda_graph_scope=["attn", "moe_router", "moe_preprocess"]).training.cuda_graph_scope
@@ -107,6 +116,7 @@ def test_scope_strings_and_lists_read_alike():
     ({"cuda_graph_scope": ["moe"]}, r"moe graphs only drop-and-pad"),
     ({"cuda_graph_scope": ["attn"], "cuda_graphs": False}, r"contradicts cuda_graphs: false"),
     ({"cuda_graph_scope": 3}, r"training.cuda_graph_scope: expected a list of scope names"),
+    ({"cuda_graph_scope": ["attn"], "recompute": "full"}, r"recompute: full only under a full_iteration graph"),
 ])
 def test_bad_scopes_fail_on_load_in_one_line(training, pattern):
     with pytest.raises(InputError, match=pattern) as exc:
@@ -199,6 +209,14 @@ def test_boolean_exports_router_and_preprocess_and_no_graphs_export_nothing():
     _megatron_config(flags, moe=True)
     cluster["training"].update(cuda_graphs=False)
     assert "cuda_graph_impl" not in _export("qwen3-30b-a3b", cluster)
+
+
+def test_full_recompute_plan_exports_no_layer_graphs_and_passes_megatron_core():
+    cluster = copy.deepcopy(BASE)
+    cluster["training"].update(cuda_graphs=True, recompute="full")
+    flags = _export("qwen3-30b-a3b", cluster)
+    assert flags["recompute_granularity"] == ["full"] and "cuda_graph_impl" not in flags
+    _megatron_config(flags, moe=True, recompute_method="uniform", recompute_num_layers=1)
 
 
 def test_megatron_core_refuses_what_the_load_check_refuses():

@@ -23,7 +23,10 @@ start (transformer_config.py ``TransformerConfig.__post_init__``): ``moe_preproc
 ``moe_router``; ``moe`` and ``moe_router`` exclude each other; ``full_iteration`` runs only
 under ``--cuda-graph-impl local`` (so it is given alone here: the export picks the impl);
 ``moe`` needs drop-and-pad (``moe_expert_capacity_factor`` with
-``moe_pad_expert_input_to_capacity``); MoE scopes need an MoE model, ``mlp`` a dense layer.
+``moe_pad_expert_input_to_capacity``); MoE scopes need an MoE model, ``mlp`` a dense layer;
+full recomputation runs only under ``full_iteration`` (a stated scope with ``recompute: full``
+is refused; under ``auto`` recomputation the full mode is costed and exported ungraphed:
+``scopes_of``).
 """
 
 from __future__ import annotations
@@ -57,17 +60,22 @@ def normalize_scope(value: Any, *, field: str = "training.cuda_graph_scope") -> 
     return ",".join(value.replace(",", " ").split()) or "none"
 
 
-def scopes_of(scope: str, cuda_graphs: bool) -> tuple[str, ...]:
-    """The scopes graphed under a stored ``cuda_graph_scope`` and ``cuda_graphs``: () for none,
-    ("full",) for whole layers."""
+def scopes_of(scope: str, cuda_graphs: bool, recompute: Any = "none") -> tuple[str, ...]:
+    """The scopes graphed under a stored ``cuda_graph_scope`` and ``cuda_graphs`` for a plan
+    with recomputation mode ``recompute``: () for none, ("full",) for whole layers. Megatron
+    runs full recomputation only under a ``full_iteration`` graph (transformer_config.py "full
+    recompute is only supported with full iteration CUDA graph"), so a full-recompute plan runs
+    its layers ungraphed: costed so, exported without graph flags."""
     if scope == "auto":
-        return ("moe_router", "moe_preprocess") if cuda_graphs else ()
-    return () if scope == "none" else tuple(scope.split(","))
+        scopes: tuple[str, ...] = ("moe_router", "moe_preprocess") if cuda_graphs else ()
+    else:
+        scopes = () if scope == "none" else tuple(scope.split(","))
+    return () if recompute == "full" and scopes != ("full_iteration",) else scopes
 
 
 def graph_scopes(training: Any) -> tuple[str, ...]:
-    """The scopes a ``TrainingSpec`` graphs (``scopes_of``)."""
-    return scopes_of(training.cuda_graph_scope, training.cuda_graphs)
+    """The scopes a ``TrainingSpec`` graphs under its recomputation mode (``scopes_of``)."""
+    return scopes_of(training.cuda_graph_scope, training.cuda_graphs, training.recompute)
 
 
 def moe_host_graphed(training: Any) -> bool:
@@ -111,6 +119,9 @@ def check_scope(training: Any, stated: frozenset[str] | set[str]) -> None:
         raise InputError(field, "moe graphs only drop-and-pad MoE layers (Megatron's check)",
                          "set moe_expert_capacity_factor and moe_pad_expert_input_to_capacity, or use "
                          "moe_router, moe_preprocess")
+    if names and names != ("full_iteration",) and training.recompute == "full":
+        raise InputError(field, f"Megatron runs recompute: full only under a full_iteration graph, not "
+                         f"{' '.join(names)} (its check)", "use full_iteration, or another recompute mode")
     if "training.cuda_graphs" in stated and scope != "auto" and training.cuda_graphs != (scope != "none"):
         raise InputError(field, f"{scope!r} contradicts cuda_graphs: {str(training.cuda_graphs).lower()}",
                          "leave cuda_graphs out or make them agree")

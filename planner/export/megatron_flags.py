@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner.core.cuda_graphs import graph_impl, scopes_of
-from planner.core.errors import InputError
 from planner.core.plan import Plan
 from planner.core.recompute import is_module_set, modules_of
 
@@ -81,17 +80,14 @@ def cuda_graph_settings(plan: Plan) -> dict[str, Any]:
     (``planner.core.cuda_graphs``; both None without graphs). Whole-layer graphs (``full``)
     pass no scope: Megatron's empty scope list is the whole layer (megatron-core 0.16.1
     ``TransformerConfig.cuda_graph_scope``). Megatron refuses full recomputation with any
-    graph but the whole iteration (transformer_config.py "full recompute is only supported
-    with full iteration CUDA graph"), so that plan is refused here in one line; graphed
+    graph but the whole iteration, so a full-recompute plan exports none (``scopes_of``,
+    which costed it so); graphed
     recomputed modules need dropout off (``--attention-dropout 0`` / ``--hidden-dropout 0``)."""
     train = plan.cluster.settings
-    scopes = scopes_of(str(train.get("cuda_graph_scope", "auto")), bool(train.get("cuda_graphs", False)))
+    scopes = scopes_of(str(train.get("cuda_graph_scope", "auto")), bool(train.get("cuda_graphs", False)),
+                       train.recompute)
     if not scopes:
         return {"cuda_graph_impl": None, "cuda_graph_scope": None}
-    if train.recompute == "full" and scopes != ("full_iteration",):
-        raise InputError("training.cuda_graph_scope", f"Megatron runs full recomputation only with a "
-                         f"full_iteration graph, not {' '.join(scopes)}",
-                         "plan with --recompute selective or none, or cuda_graph_scope: [full_iteration]")
     modules = recompute_settings(plan)["recompute_modules"] or []
     out: dict[str, Any] = {"cuda_graph_impl": graph_impl(scopes, recompute_moe="moe" in modules),
                            "cuda_graph_scope": None if scopes == ("full",) else list(scopes)}
