@@ -12,8 +12,8 @@ from planner.core.cuda_graphs import graph_impl, scopes_of
 from planner.core.plan import Plan
 from planner.core.recompute import is_module_set, modules_of
 
-__all__ = ["Companions", "companion_flags", "cuda_graph_settings", "recompute_args", "recompute_settings", "render", "is_moe",
-           "RECOMPUTE_MODULES"]
+__all__ = ["Companions", "companion_flags", "cuda_graph_settings", "recompute_args", "recompute_settings", "render",
+           "is_moe", "RECOMPUTE_MODULES"]
 
 RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm")
 """Selective recomputation modules (what ``profiler.analytical`` costs for selective:
