@@ -150,10 +150,10 @@ def cluster_section(spec: ClusterSpec) -> ClusterInfo:
 
 
 _UNSET_WHEN_DEFAULT = {"moe_expert_capacity_factor": None, "moe_pad_expert_input_to_capacity": False,
-                       "offload": "none"}
-"""Training fields a plan records only when set (MoE capacity mode, activation offloading), so
-plans of dropless models, and plans without offloading, read as before (the GPU's host link
-is recorded only with offloading too)."""
+                       "offload": "none", "cuda_graph_scope": "auto"}
+"""Training fields a plan records only when set (MoE capacity mode, activation offloading, a
+CUDA-graph scope), so plans of dropless models, without offloading, and of files without a
+scope, read as before (the GPU's host link is recorded only with offloading too)."""
 
 
 def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = None,

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from planner.core.cluster import ClusterSpec
+from planner.core.cuda_graphs import moe_host_graphed
 from planner.core.costs import CostTable, LayerCost, P2PCost
 from planner.core.errors import InputError
 from planner.core.layer_math import ParamCount, layer_forward_flops, layer_params
@@ -42,8 +43,9 @@ def _decoder_tasks(ctx: CostContext, layer: LayerSpec, imbalance: float):
     is 2.5x its forward. MoE dispatch and combine follow ``cost_model.comm``; expert tensor
     parallelism adds an all-gather and a reduce-scatter of the expert tokens in the etp
     group; a fixed per-layer overhead (``FittedConstants.moe_layer_overhead_s``) is charged
-    in forward and backward unless the router and preprocessing run in CUDA graphs
-    (``training.cuda_graphs``). Saved activations are BF16, except that FP8 recipes save
+    in forward and backward unless the MoE preprocessing runs in CUDA graphs
+    (``training.cuda_graphs`` / ``cuda_graph_scope``: ``planner.core.cuda_graphs.moe_host_graphed``).
+    Saved activations are BF16, except that FP8 recipes save
     the matmul inputs in FP8 (Transformer Engine caches the FP8 cast for the backward);
     selective recomputation re-runs the attention core and element-wise work in the
     input-gradient, full recomputation the whole forward, its all-to-alls included.
@@ -74,7 +76,7 @@ def _decoder_tasks(ctx: CostContext, layer: LayerSpec, imbalance: float):
         inter = moe.expert_intermediate / etp
         e_flops = 2 * copies * 3 * h * moe.expert_intermediate
         experts = ctx.gemm(e_flops, per_expert, inter, h, grouped=True)
-        host = 0.0 if ctx.cluster.training.cuda_graphs else ctx.cal.moe_layer_overhead_s
+        host = 0.0 if moe_host_graphed(ctx.cluster.training) else ctx.cal.moe_layer_overhead_s
         permute = ctx.mem(2 * (local + copies) * h * ctx.bpe) + host
         mlp_f = experts + ctx.mem(3 * copies * inter * ctx.bpe) + ctx.etp_comm(copies)
         router = ctx.gemm(2 * local * h * moe.num_experts, local, moe.num_experts, h, block=False)

@@ -88,7 +88,9 @@ def _transformer_config(model: str, flags: dict[str, list[str]], vpp: int):
               recompute_num_layers=one("recompute_num_layers"),
               recompute_modules=flags.get("recompute_modules"),
               overlap_moe_expert_parallel_comm="overlap_moe_expert_parallel_comm" in flags,
-              delay_wgrad_compute="delay_wgrad_compute" in flags)
+              delay_wgrad_compute="delay_wgrad_compute" in flags,
+              cuda_graph_impl=one("cuda_graph_impl", str) or "none", cuda_graph_scope=flags.get("cuda_graph_scope", []),
+              **{k: float(flags[k][0]) for k in ("attention_dropout", "hidden_dropout") if k in flags})
     if spec.moe is not None:
         kw.update(num_moe_experts=spec.moe.num_experts, moe_router_topk=spec.moe.top_k,
                   moe_grouped_gemm="moe_grouped_gemm" in flags,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from planner.core.cuda_graphs import check_scope, check_scope_against, normalize_scope
 from planner.core.devices import DeviceGroup, devices_from_config, mean_peak, rank_groups
 from planner.core.errors import InputError
 from planner.core.hardware import GpuSpec, gpu_from_config
@@ -44,7 +45,7 @@ ATTENTION_CHOICES = ("auto", "cudnn", "flash2")
 """``training.attention_kernel``: the attention core's kernel (auto: by ``kernels``)."""
 LOSS_CHOICES = ("auto", *KERNEL_CHOICES)
 """``training.cross_entropy``: how the loss runs, fused or eager (auto: as ``kernels``)."""
-FP8_RECIPES = ("te", "torchao")
+FP8_RECIPES = ("te", "torchao", "torchao_rowwise")
 """``training.fp8_recipe``: whose FP8 training recipe runs the GEMMs."""
 
 
@@ -106,7 +107,9 @@ class TrainingSpec:
     """With ``precision: fp8``: ``te`` (Transformer Engine, Megatron: the cast fused into the
     producing kernel, FP8 copies of matmul inputs kept for the backward) or ``torchao``
     (torchao ``Float8Linear``, torchtitan: dynamic scaling, an amax pass and a cast per
-    operand, the BF16 inputs kept and cast again in the backward)."""
+    operand, the BF16 inputs kept and cast again in the backward; tensorwise scaling, torchao's
+    default) or ``torchao_rowwise`` (the same with torchao's ``rowwise`` recipe: per-row scales,
+    the row-scaled ``_scaled_mm``; ``profiler.cost_model.gemm.ROWWISE_SAVING_SHARE``)."""
     cross_entropy: str = "auto"
     """How the loss runs over the logits: ``fused`` (Megatron's vocab-parallel cross entropy
     keeps an FP32 softmax and writes its gradient in place), ``eager`` (PyTorch
@@ -117,6 +120,10 @@ class TrainingSpec:
     ``--cuda-graph-scope moe_router moe_preprocess``): their host-side launches and the
     host-device synchronisation of token counts leave the step (``FittedConstants.moe_layer_overhead_s``
     is not charged)."""
+    cuda_graph_scope: str = "auto"
+    """Megatron's ``--cuda-graph-scope`` (a list of ``CudaGraphScope`` names, ``full``: whole
+    layers, ``none``), or ``auto``: what ``cuda_graphs`` says (true: ``moe_router
+    moe_preprocess``). Which host time each scope removes: ``planner.core.cuda_graphs``."""
     moe_expert_capacity_factor: float | None = None
     """Megatron's ``--moe-expert-capacity-factor``: each expert takes at most this many times
     its mean share of a rank's token copies, the rest are dropped (None: dropless). The
@@ -286,6 +293,7 @@ class ClusterSpec:
                              f"use one of {', '.join(ATTENTION_CHOICES)}")
         if t.fp8_recipe not in FP8_RECIPES:
             raise InputError("training.fp8_recipe", f"unknown {t.fp8_recipe!r}", f"use one of {', '.join(FP8_RECIPES)}")
+        check_scope(t, self.stated)
         if t.cross_entropy not in LOSS_CHOICES:
             raise InputError("training.cross_entropy", f"unknown {t.cross_entropy!r}",
                              f"use one of {', '.join(LOSS_CHOICES)}")
@@ -324,6 +332,9 @@ class ClusterSpec:
             _check_modules(modules_of(mode), model)
         for mode in offload_choices(self.training.offload):
             _check_offload(mode, model)
+        decoders = [layer for layer in model.layers if layer.role == "decoder"]
+        check_scope_against(self.training, moe=any(layer.is_moe for layer in decoders),
+                            all_moe=bool(decoders) and all(layer.is_moe for layer in decoders))
         return apply_recipe(self, model.name, self.recipe)
 
     def for_target(self, target: str) -> "ClusterSpec":
@@ -465,6 +476,7 @@ def cluster_from_dict(data: Any, *, where: str = "cluster") -> ClusterSpec:
                          "the fields this file leaves out)")
     data = _modules_as_mode(data, where)
     data = _offload_as_mode(data, where)
+    data = _scope_as_string(data, where)
     return ClusterSpec(
         gpu=devices[0].gpu if devices else gpu_from_config(data["gpu"], where=f"{where}.gpu"),
         devices=devices,
@@ -477,6 +489,15 @@ def cluster_from_dict(data: Any, *, where: str = "cluster") -> ClusterSpec:
         recipe=recipe,
         stated=_stated(data),
     ).check()
+
+
+def _scope_as_string(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """``training.cuda_graph_scope`` given as a list (or a string of names), as its stored string."""
+    training = data.get("training")
+    if not isinstance(training, dict) or "cuda_graph_scope" not in training:
+        return data
+    scope = normalize_scope(training["cuda_graph_scope"], field=f"{where}.training.cuda_graph_scope")
+    return {**data, "training": {**training, "cuda_graph_scope": scope}}
 
 
 def _modules_as_mode(data: dict[str, Any], where: str) -> dict[str, Any]:

@@ -8,12 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from planner.core.cuda_graphs import graph_impl, scopes_of
 from planner.core.plan import Plan
 from planner.core.offload import offload_layers, offload_modules
 from planner.core.recompute import is_module_set, modules_of
 
-__all__ = ["Companions", "companion_flags", "recompute_args", "recompute_settings", "offload_settings", "render", "is_moe",
-           "RECOMPUTE_MODULES"]
+__all__ = ["Companions", "companion_flags", "cuda_graph_settings", "recompute_args", "recompute_settings",
+           "offload_settings", "render", "is_moe", "RECOMPUTE_MODULES"]
 
 RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm")
 """Selective recomputation modules (what ``profiler.analytical`` costs for selective:
@@ -90,6 +91,33 @@ def recompute_args(plan: Plan) -> list[str]:
     return render(recompute_settings(plan))
 
 
+def cuda_graph_settings(plan: Plan) -> dict[str, Any]:
+    """``--cuda-graph-impl`` and ``--cuda-graph-scope`` for the plan's CUDA-graph scopes
+    (``planner.core.cuda_graphs``; both None without graphs). Whole-layer graphs (``full``)
+    pass no scope: Megatron's empty scope list is the whole layer (megatron-core 0.16.1
+    ``TransformerConfig.cuda_graph_scope``). Megatron refuses full recomputation with any
+    graph but the whole iteration, so a full-recompute plan exports none (``scopes_of``,
+    which costed it so); graphed
+    recomputed modules need dropout off (``--attention-dropout 0`` / ``--hidden-dropout 0``)."""
+    train = plan.cluster.settings
+    scopes = scopes_of(str(train.get("cuda_graph_scope", "auto")), bool(train.get("cuda_graphs", False)),
+                       train.recompute)
+    if not scopes:
+        return {"cuda_graph_impl": None, "cuda_graph_scope": None}
+    modules = recompute_settings(plan)["recompute_modules"] or []
+    out: dict[str, Any] = {"cuda_graph_impl": graph_impl(scopes, recompute_moe="moe" in modules),
+                           "cuda_graph_scope": None if scopes == ("full",) else list(scopes)}
+    # Graphed recomputation takes no random numbers (transformer_config.py "attention dropout is not
+    # supported with graphed attention recomputation", "hidden dropout is not supported with graphed
+    # MLP/MoE recomputation"): the plan's costs assume no dropout, so the export turns it off there
+    whole = bool({"full", "full_iteration"} & set(scopes))
+    if "core_attn" in modules and (whole or "attn" in scopes):
+        out["attention_dropout"] = 0.0
+    if ({"mlp", "moe"} & set(modules)) and (whole or {"mlp", "moe"} & set(scopes)):
+        out["hidden_dropout"] = 0.0
+    return out
+
+
 def companion_flags(plan: Plan, *, overlap: bool) -> Companions:
     """Parallel sizes, batch, precision and recomputation flags with their companions.
 
@@ -117,6 +145,8 @@ def companion_flags(plan: Plan, *, overlap: bool) -> Companions:
       EP overlap runs (arguments.py asserts it on Hopper and older).
     - ``--seq-length`` with ``--max-position-embeddings`` at least as large (arguments.py
       "max_position_embeddings ... must be greater than or equal to seq_length").
+    - ``--cuda-graph-impl`` / ``--cuda-graph-scope`` as the cluster's CUDA-graph scope
+      (``cuda_graph_settings``).
     - ``--use-distributed-optimizer`` when the plan's memory assumed a sharded optimizer
       (cluster ``training.distributed_optimizer``).
     - at most one of ``--pipeline-model-parallel-layout`` and
@@ -148,5 +178,6 @@ def companion_flags(plan: Plan, *, overlap: bool) -> Companions:
                  moe_pad_expert_input_to_capacity=capacity is not None
                  and bool(train.get("moe_pad_expert_input_to_capacity")))
     s["moe_token_dispatcher_type"] = "alltoall" if overlap or (moe and ep > 1) else None
+    s.update(cuda_graph_settings(plan))
     env = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"} if tp > 1 and not overlap else {}
     return Companions(settings=s, args=render(s), env=env)

@@ -18,7 +18,7 @@ from planner.core.cluster import ClusterSpec
 from planner.core.model import ModelSpec
 from profiler.cost_model.fitted import FittedConstants
 from profiler.cost_model.comm import a2a_seconds, link_bandwidth, ring_seconds
-from profiler.cost_model.gemm import FP8_CAST_BYTES, gemm_seconds
+from profiler.cost_model.gemm import FP8_CAST_BYTES, gemm_seconds, rowwise_seconds
 
 __all__ = ["CostContext", "HBM_EFF", "FP8_SCALE_BYTES", "EAGER_SLOWDOWN"]
 
@@ -101,15 +101,18 @@ class CostContext:
     def gemm(self, flops: float, m: float, n: float, k: float, *, block: bool = True,
              grouped: bool = False) -> float:
         """GEMM seconds; ``block`` GEMMs run in FP8 when the recipe does; ``grouped`` ones
-        (routed experts) at ``FittedConstants.grouped_gemm_eff`` of a dense GEMM's efficiency."""
+        (routed experts) at ``FittedConstants.grouped_gemm_eff`` of a dense GEMM's efficiency;
+        torchao's rowwise recipe between BF16 and tensorwise FP8 (``gemm.rowwise_seconds``)."""
         gpu = self.cluster.gpu
         share = self.cal.grouped_gemm_eff if grouped else 1.0
+        bf16 = gemm_seconds(flops, m, n, k, peak=gpu.peak_flops * share, cal=self.cal)
         if block and self.fp8 and gpu.fp8_peak_flops:
-            return self.compute_scale * gemm_seconds(
-                flops, m, n, k, peak=gpu.fp8_peak_flops * share, cal=self.cal,
-                cast_seconds_per_byte=1.0 / (gpu.hbm_bandwidth * HBM_EFF),
-                cast_bytes=FP8_CAST_BYTES[self.cluster.training.fp8_recipe])
-        return self.compute_scale * gemm_seconds(flops, m, n, k, peak=gpu.peak_flops * share, cal=self.cal)
+            recipe = self.cluster.training.fp8_recipe
+            fp8 = gemm_seconds(flops, m, n, k, peak=gpu.fp8_peak_flops * share, cal=self.cal,
+                               cast_seconds_per_byte=1.0 / (gpu.hbm_bandwidth * HBM_EFF),
+                               cast_bytes=FP8_CAST_BYTES[recipe])
+            return self.compute_scale * (rowwise_seconds(bf16, fp8) if recipe == "torchao_rowwise" else fp8)
+        return self.compute_scale * bf16
 
     def mem(self, nbytes: float) -> float:
         """Seconds of memory-bound work moving ``nbytes``."""

@@ -16,16 +16,31 @@ fuses the scale into the kernel that produced the input, so the cast reads 2 byt
 writes 1 per element; torchao's dynamic scaling (``torchao``: ``hp_tensor_to_float8_dynamic``
 in torchao/float8/float8_scaling_utils.py) first reads the input once for its amax, then
 casts it: 5 bytes per element (``FP8_CAST_BYTES``).
+
+torchao's rowwise recipe (``torchao_rowwise``: ``Float8LinearConfig.from_recipe_name("rowwise")``,
+torchao/float8/config.py: every operand scaled per row, ``ScalingGranularity.AXISWISE``)
+casts the same bytes per element, plus a second axiswise cast of each operand along the
+other dimension for the backward GEMMs, and runs the row-scaled ``torch._scaled_mm`` kernel,
+slower than cuBLAS's tensor-scaled one. Its GEMM time keeps ``ROWWISE_SAVING_SHARE`` of
+what the tensorwise recipe saves over BF16 (``rowwise_seconds``), the share torchao measured.
 """
 
 from __future__ import annotations
 
 from profiler.cost_model.fitted import FittedConstants
 
-__all__ = ["gemm_efficiency", "gemm_seconds", "FP8_CAST_BYTES"]
+__all__ = ["gemm_efficiency", "gemm_seconds", "rowwise_seconds", "FP8_CAST_BYTES", "ROWWISE_SAVING_SHARE"]
 
-FP8_CAST_BYTES = {"te": 3.0, "torchao": 5.0}
+FP8_CAST_BYTES = {"te": 3.0, "torchao": 5.0, "torchao_rowwise": 5.0}
 """HBM bytes per element of an FP8 GEMM's activation input to scale and cast it (module doc)."""
+ROWWISE_SAVING_SHARE = (1 - 6150 / 6768) / (1 - 6150 / 7689.5)
+"""Share of the tensorwise recipe's step-time saving over BF16 that torchao's rowwise recipe
+keeps (0.456): torchao's own training benchmark, Llama3-8B on 8 H100, torch.compile, FSDP2,
+per-op SAC, torchtitan (torchao/float8/README.md, "Training benchmarks": BF16 6150,
+tensorwise 7689.5, rowwise 6768 median tokens/s;
+https://github.com/pytorch/ao/blob/main/torchao/float8/README.md). Only the linears
+change between the three runs, so the saving is the GEMMs' and their casts' (the
+tensorwise run's float8 FSDP all-gather also moves half the bytes, counted in here too)."""
 
 
 def gemm_efficiency(m: float, n: float, k: float, cal: FittedConstants) -> float:
@@ -42,3 +57,9 @@ def gemm_seconds(flops: float, m: float, n: float, k: float, *, peak: float, cal
         return 0.0
     cast = cast_bytes * flops / (2.0 * n) * cast_seconds_per_byte if cast_seconds_per_byte else 0.0
     return flops / (peak * gemm_efficiency(m, n, k, cal)) + cast
+
+
+def rowwise_seconds(bf16_s: float, tensorwise_s: float) -> float:
+    """Seconds of a GEMM under torchao's rowwise recipe, from the same GEMM's BF16 time and
+    its tensorwise FP8 time (cast included): BF16 less ``ROWWISE_SAVING_SHARE`` of the saving."""
+    return bf16_s - ROWWISE_SAVING_SHARE * (bf16_s - tensorwise_s)
