@@ -146,7 +146,8 @@ def cluster_section(spec: ClusterSpec) -> ClusterInfo:
                                                   for g in spec.devices]} if spec.devices else {})})
 
 
-_UNSET_WHEN_DEFAULT = {"moe_expert_capacity_factor": None, "moe_pad_expert_input_to_capacity": False}
+_UNSET_WHEN_DEFAULT = {"moe_expert_capacity_factor": None, "moe_pad_expert_input_to_capacity": False,
+                       "cp_comm_type": "auto"}
 """Training fields a plan records only when set (MoE capacity mode), so plans of dropless
 models read as before."""
 
