@@ -256,6 +256,9 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
     if cl.training.moe_expert_capacity_factor is not None and not tgt.moe_capacity:
         raise InputError("training.moe_expert_capacity_factor", f"--target {tgt.name} does not run Megatron's "
                          "MoE capacity mode", "use --target megatron or torch, or leave the field out (dropless)")
+    if cl.parallel.cp > 1 and cl.training.cp_comm_type not in tgt.cp_comm_types:
+        raise InputError("training.cp_comm_type", f"--target {tgt.name} does not run {cl.training.cp_comm_type!r}",
+                         f"use one of {', '.join(tgt.cp_comm_types)}, or another --target")
     tables = _costs(spec, cl, profile)
     auto = microbatches == "auto"
     if isinstance(microbatches, str) and not auto:

@@ -49,7 +49,7 @@ CP_COMM_TYPES = ("auto", "p2p", "torch_allgather", "torch_alltoall")
 (``profiler.cost_model.ring``): ``p2p`` Megatron/TE's ring (``--cp-comm-type p2p``; ``auto``
 is the same), ``torch_allgather`` / ``torch_alltoall`` PyTorch's ring attention with that
 rotate method (torchtitan ``experimental.context_parallel_rotate_method``)."""
-CP_NOT_MODELLED = ("a2a", "allgather", "a2a+p2p")
+CP_NOT_MODELLED = ("a2a", "allgather", "all_gather", "a2a+p2p")
 """Megatron's other ``--cp-comm-type`` values: refused on load (not modelled)."""
 """``training.fp8_recipe``: whose FP8 training recipe runs the GEMMs."""
 

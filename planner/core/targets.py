@@ -59,6 +59,11 @@ class Target:
     """Whether it runs Megatron's MoE capacity mode (``training.moe_expert_capacity_factor``):
     Megatron's own flags; torch through ``ppplan replay``'s layers (``profiler.layers.moe_capacity``)."""
 
+    cp_comm_types: tuple[str, ...] = ("auto", "p2p", "torch_allgather", "torch_alltoall")
+    """``training.cp_comm_type`` values it runs: Megatron TE's ring (``p2p``: megatron/training/
+    arguments.py ``--cp-comm-type``), torchtitan torch's ring (``torch_*``: torch
+    ``context_parallel``); ``auto`` everywhere."""
+
     def runs_recompute(self, mode: str, *, fused: bool = False) -> bool:
         """Whether it runs recomputation ``mode`` (with fused pairs when ``fused``): a module set
         is Megatron's selective granularity, so it fuses wherever selective does."""
@@ -74,9 +79,10 @@ TARGETS: dict[str, Target] = {
                        families=("1f1b", "interleaved", "1f1b-overlap", "interleaved-overlap"),
                        any_order=False, fused_pairs=True, fused_needs_vpp=True, fused_needs_ep=True,
                        fused_recompute=("none", "selective"), placements=("loop",), mtp="last-chunk",
-                       module_sets=True),
+                       module_sets=True, cp_comm_types=("auto", "p2p")),
     "torchtitan": Target(name="torchtitan", export_format="torchtitan", families=None, any_order=True,
-                         fused_pairs=False, mtp="none", min_pp=2, moe_capacity=False),
+                         fused_pairs=False, mtp="none", min_pp=2, moe_capacity=False,
+                         cp_comm_types=("auto", "torch_allgather", "torch_alltoall")),
     "deepspeed": Target(name="deepspeed", export_format="deepspeed", families=("1f1b",), any_order=False,
                         fused_pairs=False, placements=("loop",), max_vpp=1, recompute=("none", "full"),
                         moe_capacity=False),
