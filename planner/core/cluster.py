@@ -28,7 +28,7 @@ from planner.core.sites import SitesSpec, sites_from_config
 
 __all__ = ["ParallelSpec", "TrainingSpec", "ClusterSpec", "load_cluster", "default_cluster_path",
            "cluster_from_dict", "RECOMPUTE_MODES", "RECOMPUTE_CHOICES", "KERNEL_CHOICES",
-           "ATTENTION_CHOICES", "LOSS_CHOICES", "FP8_RECIPES"]
+           "ATTENTION_CHOICES", "LOSS_CHOICES", "FP8_RECIPES", "CP_COMM_TYPES", "TORCH_RING"]
 
 PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 """Bytes per activation/weight element for the supported training precisions."""
@@ -49,6 +49,8 @@ CP_COMM_TYPES = ("auto", "p2p", "torch_allgather", "torch_alltoall")
 (``profiler.cost_model.ring``): ``p2p`` Megatron/TE's ring (``--cp-comm-type p2p``; ``auto``
 is the same), ``torch_allgather`` / ``torch_alltoall`` PyTorch's ring attention with that
 rotate method (torchtitan ``experimental.context_parallel_rotate_method``)."""
+TORCH_RING = ("torch_allgather", "torch_alltoall")
+"""The ``cp_comm_type`` values that run PyTorch's ring attention."""
 CP_NOT_MODELLED = ("a2a", "allgather", "all_gather", "a2a+p2p")
 """Megatron's other ``--cp-comm-type`` values: refused on load (not modelled)."""
 """``training.fp8_recipe``: whose FP8 training recipe runs the GEMMs."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.core.cluster import CP_COMM_TYPES, TORCH_RING
 from planner.core.errors import InputError
 from planner.core.recompute import is_module_set
 
@@ -59,7 +60,7 @@ class Target:
     """Whether it runs Megatron's MoE capacity mode (``training.moe_expert_capacity_factor``):
     Megatron's own flags; torch through ``ppplan replay``'s layers (``profiler.layers.moe_capacity``)."""
 
-    cp_comm_types: tuple[str, ...] = ("auto", "p2p", "torch_allgather", "torch_alltoall")
+    cp_comm_types: tuple[str, ...] = CP_COMM_TYPES
     """``training.cp_comm_type`` values it runs: Megatron TE's ring (``p2p``: megatron/training/
     arguments.py ``--cp-comm-type``), torchtitan torch's ring (``torch_*``: torch
     ``context_parallel``); ``auto`` everywhere."""
@@ -82,7 +83,7 @@ TARGETS: dict[str, Target] = {
                        module_sets=True, cp_comm_types=("auto", "p2p")),
     "torchtitan": Target(name="torchtitan", export_format="torchtitan", families=None, any_order=True,
                          fused_pairs=False, mtp="none", min_pp=2, moe_capacity=False,
-                         cp_comm_types=("auto", "torch_allgather", "torch_alltoall")),
+                         cp_comm_types=("auto", *TORCH_RING)),
     "deepspeed": Target(name="deepspeed", export_format="deepspeed", families=("1f1b",), any_order=False,
                         fused_pairs=False, placements=("loop",), max_vpp=1, recompute=("none", "full"),
                         moe_capacity=False),

@@ -27,18 +27,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.core.cluster import TORCH_RING
 from profiler.cost_model.comm import link_bandwidth, ring_seconds
 from profiler.cost_model.context import CostContext
 from profiler.cost_model.gemm import gemm_efficiency
 
-__all__ = ["CP_COMM_TYPES", "TORCH_RING", "MERGE_BYTES", "BWD_ACCUM_BYTES", "FLASH_REF_SEQ", "CoreTimes",
+__all__ = ["MERGE_BYTES", "CAT_BYTES", "BWD_ACCUM_BYTES", "FLASH_REF_SEQ", "CoreTimes",
            "cp_core_times"]
 
-CP_COMM_TYPES = ("auto", "p2p", "torch_allgather", "torch_alltoall")
-"""``training.cp_comm_type`` values modelled (Megatron's ``a2a``, ``allgather`` and ``a2a+p2p``
-are refused on load: not modelled)."""
-TORCH_RING = ("torch_allgather", "torch_alltoall")
-"""The values that run PyTorch's ring attention."""
 MERGE_BYTES = 38.0
 """HBM bytes per output element of one merge step (``_SDPAMerger``, eager element-wise ops
 on FP32): the block output cast to FP32 (read 2, write 4), ``out - block_out`` (read 8,
