@@ -32,7 +32,7 @@ from profiler.cost_model.comm import link_bandwidth, ring_seconds
 from profiler.cost_model.context import CostContext
 from profiler.cost_model.gemm import gemm_efficiency
 
-__all__ = ["MERGE_BYTES", "CAT_BYTES", "BWD_ACCUM_BYTES", "FLASH_REF_SEQ", "CoreTimes",
+__all__ = ["MERGE_BYTES", "CAT_BYTES", "CAST_OUT_BYTES", "BWD_ACCUM_BYTES", "FLASH_REF_SEQ", "CoreTimes",
            "cp_core_times"]
 
 MERGE_BYTES = 38.0
@@ -43,8 +43,10 @@ BWD_ACCUM_BYTES = 10.0
 """HBM bytes per element of each backward step's FP32 accumulation of a BF16 gradient
 (``grad += grad_``: read 4 + 2, write 4; ``_templated_ring_attention_backward``)."""
 CAT_BYTES = 2.0
-"""Bytes read and written per element by ``torch.cat`` of the tensors a step sends (per
-element size: BF16 K/V forward, FP32 dK/dV backward, read + write)."""
+"""HBM traffic of ``torch.cat`` of the tensors a step sends, per byte sent (read once, written
+once: BF16 K/V in both passes, FP32 dK/dV in the backward)."""
+CAST_OUT_BYTES = 6.0
+"""HBM bytes per output element of ``_SDPAMerger.results``' FP32 -> BF16 cast (read 4, write 2)."""
 FLASH_REF_SEQ = 8192
 """Sequence length of the measured attention rates ``mixer.FLASH_EFF`` (FlashAttention-3
 paper, figures 5 and 7, sequence 4k-8k; the rates are flat from there to 16k). A chunk at
@@ -69,9 +71,10 @@ def cp_core_times(ctx: CostContext, *, core_f: float, core_b: float, kv_elems: f
                   q_elems: float, heads: int, head_dim: float) -> CoreTimes:
     """Forward and backward seconds of the attention core under context parallelism.
 
-    ``core_f``/``core_b``: the whole core's seconds at the measured rate; ``kv_elems``: K and V elements per token as the mixer keeps them;
-    ``q_elems``: query (= output) elements per token on this GPU; ``heads``/``head_dim``: the
-    query heads on this GPU (the torch ring passes K/V at that width: module doc)."""
+    ``core_f``/``core_b``: the whole core's seconds at the measured rate; ``kv_elems``: K and
+    V elements per token as the mixer keeps them (Megatron's ring passes those); ``q_elems``:
+    query (= output) elements per token on this GPU; ``heads``/``head_dim``: the query heads
+    on this GPU (the torch ring passes K/V at that width: module doc)."""
     par, kind = ctx.cluster.parallel, ctx.cluster.training.cp_comm_type
     if par.cp == 1 or kind not in TORCH_RING:
         ring = ctx.cp_comm(kv_elems)
@@ -91,14 +94,14 @@ def cp_core_times(ctx: CostContext, *, core_f: float, core_b: float, kv_elems: f
         gather = ring_seconds(cp * kv_bytes, cp, bw)  # once per call, waited for at step 1
         fwd_exposed = max(0.0, gather - f0)
         bwd_kv_exposed = max(0.0, gather - b0)
-        send_f = 0.0
-    else:
+    else:  # each step's send is issued before its SDPA call and waited for at the next step
         send_f = kv_bytes / bw
         fwd_exposed = max(0.0, send_f - f0) + (cp - 2) * max(0.0, send_f - fi)
         bwd_kv_exposed = max(0.0, send_f - b0) + (cp - 2) * max(0.0, send_f - bi)
-    fwd = f0 + (cp - 1) * (fi + merge + cat_f) + fwd_exposed + ctx.mem(out * 6.0)  # final FP32 -> BF16
-    dkv_send = 2 * kv_bytes / bw  # FP32 dK/dV, all-to-all every step
-    accum = ctx.mem(BWD_ACCUM_BYTES * (0.75 * out + kv_bytes / ctx.bpe) + 2 * kv_bytes * CAT_BYTES + kv_bytes * CAT_BYTES)
-    bwd = (b0 + (cp - 1) * (bi + accum) + bwd_kv_exposed + max(0.0, dkv_send - b0)
-           + (cp - 2) * max(0.0, dkv_send - bi) + dkv_send)  # the last dK/dV arrives after the last step
+    fwd = f0 + (cp - 1) * (fi + merge + cat_f) + fwd_exposed + ctx.mem(out * CAST_OUT_BYTES)
+    # backward: FP32 dK/dV sent (all-to-all) after each step, waited for after the next step's
+    # SDPA call; the last one after the loop, exposed
+    dkv_send = 2 * kv_bytes / bw
+    accum = ctx.mem(BWD_ACCUM_BYTES * (0.75 * out + kv_bytes / ctx.bpe) + 3 * kv_bytes * CAT_BYTES)
+    bwd = (b0 + (cp - 1) * (bi + accum + max(0.0, dkv_send - bi)) + bwd_kv_exposed + dkv_send)
     return CoreTimes(fwd, bwd)
