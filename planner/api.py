@@ -150,10 +150,11 @@ def cluster_section(spec: ClusterSpec) -> ClusterInfo:
 
 
 _UNSET_WHEN_DEFAULT = {"moe_expert_capacity_factor": None, "moe_pad_expert_input_to_capacity": False,
-                       "offload": "none", "cuda_graph_scope": "auto"}
+                       "offload": "none", "cuda_graph_scope": "auto", "cp_comm_type": "auto"}
 """Training fields a plan records only when set (MoE capacity mode, activation offloading, a
-CUDA-graph scope), so plans of dropless models, without offloading, and of files without a
-scope, read as before (the GPU's host link is recorded only with offloading too)."""
+CUDA-graph scope, a context-parallel implementation), so plans of dropless models, without
+offloading, and of files without a scope or CP implementation, read as before (the GPU's host
+link is recorded only with offloading too)."""
 
 
 def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = None,
@@ -269,6 +270,9 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
     if cl.training.moe_expert_capacity_factor is not None and not tgt.moe_capacity:
         raise InputError("training.moe_expert_capacity_factor", f"--target {tgt.name} does not run Megatron's "
                          "MoE capacity mode", "use --target megatron or torch, or leave the field out (dropless)")
+    if cl.parallel.cp > 1 and cl.training.cp_comm_type not in tgt.cp_comm_types:
+        raise InputError("training.cp_comm_type", f"--target {tgt.name} does not run {cl.training.cp_comm_type!r}",
+                         f"use one of {', '.join(tgt.cp_comm_types)}, or another --target")
     tables = _costs(spec, cl, profile)
     auto = microbatches == "auto"
     if isinstance(microbatches, str) and not auto:

@@ -179,7 +179,7 @@ def test_profile_bad_model_and_cluster(ppplan, tmp_path):
     _assert_one_line_error(ppplan("profile", "llama3-8b", "--analytical", "--cluster",
                                   _cluster(tmp_path, training__precision="fp3"), "--out", str(out)),
                            r"training\.precision: unknown 'fp3'")
-    for field in ("attention_kernel", "cross_entropy", "fp8_recipe"):
+    for field in ("attention_kernel", "cross_entropy", "fp8_recipe", "cp_comm_type"):
         _assert_one_line_error(ppplan("profile", "llama3-8b", "--analytical", "--cluster",
                                       _cluster(tmp_path, **{f"training__{field}": "magic"}), "--out", str(out)),
                                rf"training\.{field}: unknown 'magic' \(use one of ")

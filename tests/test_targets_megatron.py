@@ -77,6 +77,7 @@ def _transformer_config(model: str, flags: dict[str, list[str]], vpp: int):
     kw = dict(num_layers=one("num_layers"), hidden_size=spec.hidden, num_attention_heads=16,
               tensor_model_parallel_size=one("tensor_model_parallel_size"),
               context_parallel_size=one("context_parallel_size") or 1,
+              cp_comm_type=one("cp_comm_type", str),
               pipeline_model_parallel_size=one("pipeline_model_parallel_size"),
               virtual_pipeline_model_parallel_size=vpp if vpp > 1 else None,
               pipeline_model_parallel_layout=flags["pipeline_model_parallel_layout"][0],
@@ -172,6 +173,26 @@ def test_context_parallel_plan_exports_its_size(tmp_path):
     flags = _flags(megatron_args(plan).args)
     assert flags["context_parallel_size"] == ["2"]
     assert _transformer_config("llama3-8b", flags, 1).context_parallel_size == 2
+
+
+def test_cp_comm_type_p2p_is_exported_and_torch_ring_is_refused_for_megatron(tmp_path):
+    """``training.cp_comm_type: p2p`` exports ``--cp-comm-type p2p``, which Megatron-Core's
+    ``TransformerConfig`` takes; torch's ring is not Megatron's and is refused in one line."""
+    from planner.core.errors import InputError
+
+    body = ("gpu: h100\nnum_gpus: 16\ngpus_per_node: 8\n"
+            "parallel: {pp: 4, vpp: 1, tp: 1, ep: 1, cp: 2, dp: 2}\n"
+            "training: {global_batch: 64, seq_len: 16384, micro_batch_size: 1, precision: bf16, "
+            "cp_comm_type: %s}\n")
+    cluster = tmp_path / "p2p.yaml"
+    cluster.write_text(body % "p2p")
+    flags = _flags(megatron_args(api_plan("llama3-8b", str(cluster), target="megatron", work=1.0)).args)
+    assert flags["cp_comm_type"] == ["p2p"]
+    assert _transformer_config("llama3-8b", flags, 1).cp_comm_type == "p2p"
+    torch_ring = tmp_path / "torch.yaml"
+    torch_ring.write_text(body % "torch_allgather")
+    with pytest.raises(InputError, match="training.cp_comm_type.*--target megatron does not run"):
+        api_plan("llama3-8b", str(torch_ring), target="megatron", work=1.0)
 
 
 def test_module_set_plan_passes_the_megatron_and_bridge_checks_of_the_round_trip(tmp_path):

@@ -30,7 +30,7 @@ from planner.core.sites import SitesSpec, sites_from_config
 
 __all__ = ["ParallelSpec", "TrainingSpec", "ClusterSpec", "load_cluster", "default_cluster_path",
            "cluster_from_dict", "RECOMPUTE_MODES", "RECOMPUTE_CHOICES", "KERNEL_CHOICES",
-           "ATTENTION_CHOICES", "LOSS_CHOICES", "FP8_RECIPES"]
+           "ATTENTION_CHOICES", "LOSS_CHOICES", "FP8_RECIPES", "CP_COMM_TYPES", "TORCH_RING"]
 
 PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 """Bytes per activation/weight element for the supported training precisions."""
@@ -46,6 +46,15 @@ ATTENTION_CHOICES = ("auto", "cudnn", "flash2")
 LOSS_CHOICES = ("auto", *KERNEL_CHOICES)
 """``training.cross_entropy``: how the loss runs, fused or eager (auto: as ``kernels``)."""
 FP8_RECIPES = ("te", "torchao", "torchao_rowwise")
+CP_COMM_TYPES = ("auto", "p2p", "torch_allgather", "torch_alltoall")
+"""``training.cp_comm_type``: how context parallelism runs the attention core
+(``profiler.cost_model.ring``): ``p2p`` Megatron/TE's ring (``--cp-comm-type p2p``; ``auto``
+is the same), ``torch_allgather`` / ``torch_alltoall`` PyTorch's ring attention with that
+rotate method (torchtitan ``experimental.context_parallel_rotate_method``)."""
+TORCH_RING = ("torch_allgather", "torch_alltoall")
+"""The ``cp_comm_type`` values that run PyTorch's ring attention."""
+CP_NOT_MODELLED = ("a2a", "allgather", "all_gather", "a2a+p2p")
+"""Megatron's other ``--cp-comm-type`` values: refused on load (not modelled)."""
 """``training.fp8_recipe``: whose FP8 training recipe runs the GEMMs."""
 
 
@@ -115,6 +124,8 @@ class TrainingSpec:
     keeps an FP32 softmax and writes its gradient in place), ``eager`` (PyTorch
     ``F.cross_entropy(logits.float(), ...)`` as torchtitan calls it: FP32 log-softmax kept,
     two more FP32 logit-sized buffers in its backward), or ``auto``: by ``kernels``."""
+    cp_comm_type: str = "auto"
+    """How context parallelism runs attention (``CP_COMM_TYPES``; ``profiler.cost_model.ring``)."""
     cuda_graphs: bool = False
     """MoE router and token preprocessing captured in CUDA graphs (Megatron
     ``--cuda-graph-scope moe_router moe_preprocess``): their host-side launches and the
@@ -294,6 +305,12 @@ class ClusterSpec:
         if t.fp8_recipe not in FP8_RECIPES:
             raise InputError("training.fp8_recipe", f"unknown {t.fp8_recipe!r}", f"use one of {', '.join(FP8_RECIPES)}")
         check_scope(t, self.stated)
+        if t.cp_comm_type in CP_NOT_MODELLED:
+            raise InputError("training.cp_comm_type", f"Megatron's {t.cp_comm_type!r} is not modelled",
+                             f"use one of {', '.join(CP_COMM_TYPES)}")
+        if t.cp_comm_type not in CP_COMM_TYPES:
+            raise InputError("training.cp_comm_type", f"unknown {t.cp_comm_type!r}",
+                             f"use one of {', '.join(CP_COMM_TYPES)}")
         if t.cross_entropy not in LOSS_CHOICES:
             raise InputError("training.cross_entropy", f"unknown {t.cross_entropy!r}",
                              f"use one of {', '.join(LOSS_CHOICES)}")

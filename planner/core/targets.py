@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.core.cluster import CP_COMM_TYPES, TORCH_RING
 from planner.core.errors import InputError
 from planner.core.recompute import is_module_set
 
@@ -64,6 +65,11 @@ class Target:
     0.3.0 offloads FSDP state only (``enable_cpu_offload``, torchtitan/config/configs.py), activations
     only in its experimental graph trainer; ppplan's torch runtime and the DeepSpeed export name none."""
 
+    cp_comm_types: tuple[str, ...] = CP_COMM_TYPES
+    """``training.cp_comm_type`` values it runs: Megatron TE's ring (``p2p``: megatron/training/
+    arguments.py ``--cp-comm-type``), torchtitan torch's ring (``torch_*``: torch
+    ``context_parallel``); ``auto`` everywhere."""
+
     def runs_recompute(self, mode: str, *, fused: bool = False) -> bool:
         """Whether it runs recomputation ``mode`` (with fused pairs when ``fused``): a module set
         is Megatron's selective granularity, so it fuses wherever selective does."""
@@ -79,9 +85,10 @@ TARGETS: dict[str, Target] = {
                        families=("1f1b", "interleaved", "1f1b-overlap", "interleaved-overlap"),
                        any_order=False, fused_pairs=True, fused_needs_vpp=True, fused_needs_ep=True,
                        fused_recompute=("none", "selective"), placements=("loop",), mtp="last-chunk",
-                       module_sets=True, offload=True),
+                       module_sets=True, offload=True, cp_comm_types=("auto", "p2p")),
     "torchtitan": Target(name="torchtitan", export_format="torchtitan", families=None, any_order=True,
-                         fused_pairs=False, mtp="none", min_pp=2, moe_capacity=False),
+                         fused_pairs=False, mtp="none", min_pp=2, moe_capacity=False,
+                         cp_comm_types=("auto", *TORCH_RING)),
     "deepspeed": Target(name="deepspeed", export_format="deepspeed", families=("1f1b",), any_order=False,
                         fused_pairs=False, placements=("loop",), max_vpp=1, recompute=("none", "full"),
                         moe_capacity=False),

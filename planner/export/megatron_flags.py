@@ -160,6 +160,8 @@ def companion_flags(plan: Plan, *, overlap: bool) -> Companions:
     s: dict[str, Any] = {"tensor_model_parallel_size": tp, "sequence_parallel": tp > 1}
     if par.cp_size > 1:  # Megatron's --context-parallel-size (megatron/training/arguments.py)
         s["context_parallel_size"] = par.cp_size
+        if train.get("cp_comm_type") == "p2p":  # --cp-comm-type (arguments.py; TransformerConfig.cp_comm_type)
+            s["cp_comm_type"] = "p2p"
     if moe:
         s.update(expert_model_parallel_size=ep, expert_tensor_parallel_size=par.etp_size,
                  moe_grouped_gemm=True)

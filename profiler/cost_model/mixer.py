@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from planner.core.model import LayerSpec
 from profiler.cost_model.context import CostContext
+from profiler.cost_model.ring import cp_core_times
 
 __all__ = ["MixerCost", "mixer_cost", "FLASH_EFF", "LINEAR_EFF", "LINEAR_CHUNK"]
 
@@ -62,6 +63,7 @@ def mixer_cost(ctx: CostContext, layer: LayerSpec) -> MixerCost:
         saved = T * (h + q + 2 * kv + q + (q if gated else 0)) / tp
         w_in, kv_elems, n = T * (h + q) / tp, 2 * kv, (q + 2 * kv) / tp
         eff = FLASH_EFF[ctx.attention_kernel]
+        heads, hd, q_out = a.num_heads // tp, a.head_dim, q / tp
     elif layer.mixer == "mla":
         a = m.mla
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
@@ -74,6 +76,7 @@ def mixer_cost(ctx: CostContext, layer: LayerSpec) -> MixerCost:
         w_in = T * (h + a.q_lora_rank + a.kv_lora_rank + a.num_heads * a.v_head_dim / tp)
         kv_elems, n = a.num_heads * (qk + a.v_head_dim), a.q_lora_rank
         eff = FLASH_EFF[ctx.attention_kernel]
+        heads, hd, q_out = 0, 0.0, 0.0  # MLA: Megatron's ring only (the torch ring's rows are GQA)
     else:
         lin = m.linear
         qk, v = lin.num_key_heads * lin.key_head_dim, lin.num_value_heads * lin.value_head_dim
@@ -84,7 +87,13 @@ def mixer_cost(ctx: CostContext, layer: LayerSpec) -> MixerCost:
         saved = (T * (h + 2 * (2 * qk + v) + 3 * v) + states) / tp
         w_in, kv_elems, n = T * (h + v) / tp, 0.0, (2 * qk + 2 * v) / tp
         eff = (LINEAR_EFF, LINEAR_EFF)
+        heads, hd, q_out = 0, 0.0, 0.0
     core_f, core_b = core / (peak * eff[0]), 2.5 * core / (peak * eff[1])
-    ring = ctx.cp_comm(kv_elems)
-    return MixerCost(proj_s=ctx.gemm(proj, T, n, h), core_f_s=max(core_f, ring),
-                     core_b_s=max(core_b, 2 * ring), saved=saved, w_in=w_in)
+    cp = cp_core_times(ctx, core_f=core_f, core_b=core_b, kv_elems=kv_elems, q_elems=q_out,
+                       heads=heads, head_dim=hd) if heads else None
+    if cp is None:
+        ring = ctx.cp_comm(kv_elems)
+        core_f, core_b = max(core_f, ring), max(core_b, 2 * ring)
+    else:
+        core_f, core_b = cp.fwd_s, cp.bwd_s
+    return MixerCost(proj_s=ctx.gemm(proj, T, n, h), core_f_s=core_f, core_b_s=core_b, saved=saved, w_in=w_in)
