@@ -146,9 +146,10 @@ def cluster_section(spec: ClusterSpec) -> ClusterInfo:
                                                   for g in spec.devices]} if spec.devices else {})})
 
 
-_UNSET_WHEN_DEFAULT = {"moe_expert_capacity_factor": None, "moe_pad_expert_input_to_capacity": False}
-"""Training fields a plan records only when set (MoE capacity mode), so plans of dropless
-models read as before."""
+_UNSET_WHEN_DEFAULT = {"moe_expert_capacity_factor": None, "moe_pad_expert_input_to_capacity": False,
+                       "param_dtype": "fp32", "fsdp_experts": "shard", "grad_reduce_in_fp32": True}
+"""Training fields a plan records only when set (MoE capacity mode, BF16 parameters or gradients,
+AutoModel's expert sharding), so plans that leave them out read as before."""
 
 
 def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = None,
