@@ -113,3 +113,19 @@ def test_bf16_gradient_buffer_halves_gradient_bytes_and_their_reduce_scatter():
     data["training"]["grad_reduce_in_fp32"] = False
     comm16 = dp_step_cost(cluster_from_dict(data), **kw).comm_s
     assert comm16 == pytest.approx(comm32 * (2 + 2) / (4 + 2))  # reduce-scatter 4 -> 2 B, gather 2 B
+
+
+def test_bf16_gradients_export_megatrons_flag_and_its_ddp_config_takes_it():
+    from planner.export.megatron import megatron_args
+
+    ddp_mod = pytest.importorskip("megatron.core.distributed.distributed_data_parallel_config")
+    row = ROW.parent / "mb-25.09-h100-qwen3-30b-a3b-tokendrop-16gpu.yaml"
+    args = megatron_args(plan("qwen3-30b-a3b", cluster=str(row), target="megatron", work=1)).args
+    assert "--grad-reduce-in-bf16" in args
+    # Megatron-LM validate_args: --grad-reduce-in-bf16 -> accumulate_allreduce_grads_in_fp32 False,
+    # handed to megatron-core's DDP config as grad_reduce_in_fp32 (training.py get_model)
+    cfg = ddp_mod.DistributedDataParallelConfig(grad_reduce_in_fp32="--grad-reduce-in-bf16" not in args,
+                                                use_distributed_optimizer="--use-distributed-optimizer" in args)
+    assert cfg.grad_reduce_in_fp32 is False and cfg.use_distributed_optimizer
+    default = megatron_args(plan("qwen3-30b-a3b", target="megatron", work=1)).args
+    assert "--grad-reduce-in-bf16" not in default
