@@ -36,6 +36,7 @@ def _cluster(**training):
     ({"param_dtype": "fp16"}, r"training\.param_dtype: unknown 'fp16'.*fp32, bf16"),
     ({"fsdp_experts": "efsdp"}, r"training\.fsdp_experts: unknown 'efsdp'.*shard, ep_shard"),
     ({"fsdp_experts": "ep_shard", "fsdp": False}, r"training\.fsdp_experts: 'ep_shard' needs FSDP"),
+    ({"grad_reduce_in_fp32": "no"}, r"training\.grad_reduce_in_fp32: expected bool"),
 ])
 def test_bad_values_name_the_field(training, message):
     with pytest.raises(InputError, match=message):
