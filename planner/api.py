@@ -150,11 +150,12 @@ def cluster_section(spec: ClusterSpec) -> ClusterInfo:
 
 
 _UNSET_WHEN_DEFAULT = {"moe_expert_capacity_factor": None, "moe_pad_expert_input_to_capacity": False,
-                       "offload": "none", "cuda_graph_scope": "auto", "cp_comm_type": "auto"}
+                       "offload": "none", "cuda_graph_scope": "auto", "cp_comm_type": "auto",
+                       "param_dtype": "fp32", "fsdp_experts": "shard", "grad_reduce_in_fp32": True}
 """Training fields a plan records only when set (MoE capacity mode, activation offloading, a
-CUDA-graph scope, a context-parallel implementation), so plans of dropless models, without
-offloading, and of files without a scope or CP implementation, read as before (the GPU's host
-link is recorded only with offloading too)."""
+CUDA-graph scope, a context-parallel implementation, BF16 parameters or gradients, AutoModel's
+expert sharding), so plans that leave them out read as before (the GPU's host link is recorded
+only with offloading too)."""
 
 
 def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = None,

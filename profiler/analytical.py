@@ -169,9 +169,10 @@ def loss_work_bytes(ctx: CostContext) -> float:
 
 def state_bytes(params: ParamCount, cluster: ClusterSpec) -> tuple[float, float, float]:
     """(parameter, gradient, optimizer-state) bytes one GPU holds for a layer of ``params``:
-    BF16 weights, FP32 gradients, 12 bytes of FP32 master weights and Adam moments per
-    parameter; the distributed optimizer shards the optimizer state over the (expert)
-    data-parallel group, FSDP the weights and gradients too."""
+    BF16 weights; FP32 gradients (BF16 without ``grad_reduce_in_fp32``) and 12 bytes of FP32 master weights and Adam moments per
+    parameter, or with ``param_dtype: bf16`` BF16 gradients and 4 bytes of BF16 moments (no
+    master copy: ``TrainingSpec.param_dtype``); the distributed optimizer shards the optimizer
+    state over the (expert) data-parallel group, FSDP the weights and gradients too."""
     par, tr = cluster.parallel, cluster.training
     dense_gpu, expert_gpu = params.dense / par.tp, params.expert / (par.ep * par.etp)
     dp_group = par.dp * par.cp
@@ -179,9 +180,15 @@ def state_bytes(params: ParamCount, cluster: ClusterSpec) -> tuple[float, float,
     dp_shard, edp_shard = (dp_group, edp_group) if tr.distributed_optimizer or tr.fsdp else (1, 1)
     weights = dense_gpu / dp_shard + expert_gpu / edp_shard if tr.fsdp else dense_gpu + expert_gpu
     # FSDP under a pipeline keeps each stage's gathered BF16 weights and its unsharded FP32
-    # gradients from the first microbatch to the last ([Note: FSDP under a pipeline])
-    held = dense_gpu + expert_gpu if tr.fsdp and par.pp > 1 else 0.0
-    return weights * 2 + held * 2, weights * 4 + held * 4, dense_gpu * 12 / dp_shard + expert_gpu * 12 / edp_shard
+    # gradients from the first microbatch to the last ([Note: FSDP under a pipeline]); experts
+    # AutoModel leaves out of FSDP (``fsdp_experts: ep_shard`` on a one-rank ep_shard mesh) are
+    # never gathered and accumulate their gradient in place
+    gathered_experts = tr.fsdp_experts == "shard" or edp_group > 1
+    held = dense_gpu + (expert_gpu if gathered_experts else 0.0) if tr.fsdp and par.pp > 1 else 0.0
+    grad_b, optim_b = (4, 12) if tr.param_dtype == "fp32" else (2, 4)
+    grad_b = grad_b if tr.grad_reduce_in_fp32 else 2
+    return (weights * 2 + held * 2, weights * grad_b + held * 4,
+            dense_gpu * optim_b / dp_shard + expert_gpu * optim_b / edp_shard)
 
 
 def _layer_cost(ctx: CostContext, layer: LayerSpec, imbalance: float) -> tuple[LayerCost, LayerTasks]:

@@ -30,7 +30,8 @@ from planner.core.sites import SitesSpec, sites_from_config
 
 __all__ = ["ParallelSpec", "TrainingSpec", "ClusterSpec", "load_cluster", "default_cluster_path",
            "cluster_from_dict", "RECOMPUTE_MODES", "RECOMPUTE_CHOICES", "KERNEL_CHOICES",
-           "ATTENTION_CHOICES", "LOSS_CHOICES", "FP8_RECIPES", "CP_COMM_TYPES", "TORCH_RING"]
+           "ATTENTION_CHOICES", "LOSS_CHOICES", "FP8_RECIPES", "CP_COMM_TYPES", "TORCH_RING", "PARAM_DTYPES",
+           "FSDP_EXPERT_MODES"]
 
 PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 """Bytes per activation/weight element for the supported training precisions."""
@@ -56,6 +57,10 @@ TORCH_RING = ("torch_allgather", "torch_alltoall")
 CP_NOT_MODELLED = ("a2a", "allgather", "all_gather", "a2a+p2p")
 """Megatron's other ``--cp-comm-type`` values: refused on load (not modelled)."""
 """``training.fp8_recipe``: whose FP8 training recipe runs the GEMMs."""
+PARAM_DTYPES = ("fp32", "bf16")
+"""``training.param_dtype``: the dtype the optimizer's parameters and moments are kept in."""
+FSDP_EXPERT_MODES = ("shard", "ep_shard")
+"""``training.fsdp_experts``: how FSDP treats routed experts (``TrainingSpec.fsdp_experts``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,6 +108,26 @@ class TrainingSpec:
     fsdp: bool = False
     """Parameters and gradients sharded too (torch FSDP2 / Megatron-FSDP): gathered per layer
     in forward and backward, gradients reduce-scattered per layer."""
+    param_dtype: str = "fp32"
+    """What the optimizer updates: ``fp32`` (BF16 weights for compute, FP32 master weights, FP32
+    gradients and FP32 Adam moments: Megatron's mixed precision, 18 bytes per parameter) or
+    ``bf16`` (the parameters themselves are BF16 and ``torch.optim.Adam`` keeps its moments in
+    the parameter's dtype, ``torch.zeros_like(p)`` in torch/optim/adam.py ``_init_group``: 2 + 2
+    + 4 bytes; NeMo AutoModel builds its MoE models so, ``initialize_weights(dtype=torch.bfloat16)``
+    in nemo_automodel/components/models/deepseek_v3/model.py)."""
+    grad_reduce_in_fp32: bool = True
+    """Megatron's ``ddp.grad_reduce_in_fp32`` (default on for BF16 mixed precision; off with
+    ``--grad-reduce-in-bf16``, megatron/training/arguments.py): the gradient buffer and its
+    data-parallel reduce-scatter in FP32 (4 bytes per parameter) or BF16 (2). Megatron-Bridge's
+    performance recipes turn it off (``set_qwen3_common_configs``, scripts/performance/configs/
+    qwen3/qwen3_llm_pretrain.py)."""
+    fsdp_experts: str = "shard"
+    """With ``fsdp``, how FSDP treats the routed experts: ``shard`` (sharded over the
+    expert-data-parallel group like every other parameter) or ``ep_shard`` (NeMo AutoModel's MoE
+    parallelizer, nemo_automodel/components/moe/parallelizer.py ``apply_fsdp``: experts get their
+    own ``fully_shard`` over the ``ep_shard`` mesh, dp x cp / ep ranks, only when that mesh has
+    more than one rank; otherwise they are FSDP's ``ignored_params``, kept whole on their EP rank,
+    never gathered, so a pipeline holds no second copy of them)."""
     kernels: str = "fused"
     """How element-wise work runs: fused (Megatron / Transformer Engine kernels, or torch.compile)
     or eager (PyTorch eager mode, one kernel per operation; ``profiler.cost_model.context``)."""
@@ -311,6 +336,15 @@ class ClusterSpec:
         if t.cp_comm_type not in CP_COMM_TYPES:
             raise InputError("training.cp_comm_type", f"unknown {t.cp_comm_type!r}",
                              f"use one of {', '.join(CP_COMM_TYPES)}")
+        if t.param_dtype not in PARAM_DTYPES:
+            raise InputError("training.param_dtype", f"unknown {t.param_dtype!r}",
+                             f"use one of {', '.join(PARAM_DTYPES)}")
+        if t.fsdp_experts not in FSDP_EXPERT_MODES:
+            raise InputError("training.fsdp_experts", f"unknown {t.fsdp_experts!r}",
+                             f"use one of {', '.join(FSDP_EXPERT_MODES)}")
+        if t.fsdp_experts != "shard" and not t.fsdp:
+            raise InputError("training.fsdp_experts", f"{t.fsdp_experts!r} needs FSDP",
+                             "set training.fsdp: true, or leave fsdp_experts out")
         if t.cross_entropy not in LOSS_CHOICES:
             raise InputError("training.cross_entropy", f"unknown {t.cross_entropy!r}",
                              f"use one of {', '.join(LOSS_CHOICES)}")

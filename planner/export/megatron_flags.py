@@ -149,6 +149,11 @@ def companion_flags(plan: Plan, *, overlap: bool) -> Companions:
       (``cuda_graph_settings``).
     - ``--use-distributed-optimizer`` when the plan's memory assumed a sharded optimizer
       (cluster ``training.distributed_optimizer``).
+    - ``--grad-reduce-in-bf16`` when the plan's memory assumed BF16 gradients (cluster
+      ``training.grad_reduce_in_fp32: false``): validate_args then sets
+      ``accumulate_allreduce_grads_in_fp32 = False``, which training.py passes on as the DDP
+      config's ``grad_reduce_in_fp32`` (megatron-core ``distributed_data_parallel.py``:
+      ``grad_dtype = torch.float if ddp_config.grad_reduce_in_fp32 else param.dtype``).
     - at most one of ``--pipeline-model-parallel-layout`` and
       ``--num-virtual-stages-per-pipeline-rank`` (arguments.py "No more than one of the
       following arguments can be set at the same time"): the layout form carries vpp itself.
@@ -172,6 +177,7 @@ def companion_flags(plan: Plan, *, overlap: bool) -> Companions:
     precision = train.get("precision", "bf16")
     s.update(bf16=precision == "bf16" or (overlap and precision != "fp16"), fp16=precision == "fp16")
     s["use_distributed_optimizer"] = bool(train.get("distributed_optimizer", True))
+    s["grad_reduce_in_bf16"] = not bool(train.get("grad_reduce_in_fp32", True))
     s.update(recompute_settings(plan))
     s.update(offload_settings(plan))
     capacity = train.get("moe_expert_capacity_factor") if moe else None

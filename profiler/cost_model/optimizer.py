@@ -2,7 +2,7 @@
 
 - Distributed optimizer (Megatron ``--use-distributed-optimizer``): gradients are
   reduce-scattered in fp32 (4 B; Megatron's default ``grad_reduce_in_fp32`` for BF16
-  mixed precision) and updated parameters all-gathered in BF16 (2 B), each a ring over
+  mixed precision; 2 B with ``grad_reduce_in_fp32: false``) and updated parameters all-gathered in BF16 (2 B), each a ring over
   the data-parallel x context-parallel group (experts: their expert-data-parallel
   group). Megatron overlaps the reduce-scatter with the last microbatch's backward
   (``--overlap-grad-reduce``) and the all-gather with the first forward of the next
@@ -14,7 +14,9 @@
   microbatch's compute, plus the first layer's gather.
 - The Adam step is memory bound: it reads the fp32 master weight, gradient, m and v
   and writes the master weight, m, v and the BF16 weight: 30 bytes per local parameter
-  (torch.optim.Adam's fused/foreach update; Megatron's fused Adam), at HBM x 0.8.
+  (torch.optim.Adam's fused/foreach update; Megatron's fused Adam), at HBM x 0.8. With
+  ``param_dtype: bf16`` (no master copy) it reads the BF16 weight, gradient, m and v and
+  writes the weight, m and v: 14 bytes.
 - Over sites (``cluster.sites`` with ``crossing: dp``): each ring runs inside a site, then
   across the sites over the slow link (``comm.site_ring_seconds``).
 """
@@ -27,9 +29,12 @@ from planner.core.cluster import ClusterSpec
 from profiler.cost_model.comm import link_bandwidth, ring_seconds, site_ring_seconds
 from profiler.cost_model.context import HBM_EFF
 
-__all__ = ["DpCost", "dp_step_cost", "ADAM_BYTES_PER_PARAM"]
+__all__ = ["DpCost", "dp_step_cost", "ADAM_BYTES_PER_PARAM", "ADAM_BYTES_PER_PARAM_BF16"]
 
 ADAM_BYTES_PER_PARAM = 30
+ADAM_BYTES_PER_PARAM_BF16 = 14
+"""Adam's traffic per parameter when parameters and moments are BF16 (``param_dtype: bf16``):
+read w, g, m, v and write w, m, v, 2 bytes each (torch/optim/adam.py ``_multi_tensor_adam``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,13 +67,15 @@ def dp_step_cost(cluster: ClusterSpec, *, dense_params: float, expert_params: fl
     groups = ((dense_params, par.dp * par.cp),
               (expert_params, max(par.dp * par.cp * par.tp // (par.ep * par.etp), 1)))
     sharded = sum(p / (n if tr.distributed_optimizer or tr.fsdp else 1) for p, n in groups)
-    optimizer = sharded * ADAM_BYTES_PER_PARAM / (cluster.gpu.hbm_bandwidth * HBM_EFF)
+    adam = ADAM_BYTES_PER_PARAM if tr.param_dtype == "fp32" else ADAM_BYTES_PER_PARAM_BF16
+    optimizer = sharded * adam / (cluster.gpu.hbm_bandwidth * HBM_EFF)
     if tr.fsdp:
         per_mb = sum(2 * ring(2 * p, n, bw) + ring(4 * p, n, bw) for p, n in groups)
         exposed = microbatches * max(0.0, per_mb - microbatch_compute_s) + per_mb / max(layers, 1)
         return DpCost(comm_s=microbatches * per_mb, exposed_s=exposed, optimizer_s=optimizer)
+    g = 4 if tr.grad_reduce_in_fp32 else 2  # Megatron's gradient buffer dtype (TrainingSpec.grad_reduce_in_fp32)
     if tr.distributed_optimizer:
-        comm = sum(ring(4 * p, n, bw) + ring(2 * p, n, bw) for p, n in groups)
+        comm = sum(ring(g * p, n, bw) + ring(2 * p, n, bw) for p, n in groups)
     else:
-        comm = sum(2 * ring(4 * p, n, bw) for p, n in groups)
+        comm = sum(2 * ring(g * p, n, bw) for p, n in groups)
     return DpCost(comm_s=comm, exposed_s=max(0.0, comm - microbatch_compute_s), optimizer_s=optimizer)
