@@ -17,6 +17,7 @@ __all__ = [
     "PLAN_LOAD", "PROFILE_ANALYTICAL", "PROFILER", "REPLAN", "ELASTIC", "ELASTIC_8192", "SCHEDULE", "SIMULATOR", "BUDGET_QUICK",
     "TARGETS", "VS_ZB", "ZB_SETTING", "by", "joint_row", "partition_row", "schedule_row", "text", "span",
     "ratio_text", "pct", "ms", "CAP_KEPT", "WALL", "CPU_TIME", "JOINT_STALE", "history", "minutes",
+    "published_rows", "published_row_claims",
 ]
 
 WALL = Ratio(4.0, "wall clock: CI runs on a 2-core machine of unknown speed and load; beside other sessions' "
@@ -123,3 +124,33 @@ def joint_row(run: Any, model: str, pp: int, vpp: int, gpu: str) -> dict:
 def schedule_row(run: Any, stages: int, m: int, mem: int, costs: str) -> dict:
     """One row of ``benchmarks/schedule.py`` (and of ``--vs-zb``)."""
     return by(run.json()["rows"], stages=stages, microbatches=m, memory_microbatches=mem, costs=costs)
+
+
+_PUBLISHED_PAGE = "docs/published-validation.md"
+
+
+def published_rows(ids: list[str], jobs: int = 1) -> str:
+    """The documented command that re-plans published rows ``ids`` with their careful cluster
+    files and the shipped constants (no held-out fold)."""
+    return (f"python benchmarks/published.py --rows {','.join(ids)} --ways careful --no-held-out"
+            f"{f' --jobs {jobs}' if jobs != 1 else ''} --json")
+
+
+def _published_cells(run: Any, row_id: str) -> tuple[str, str, str]:
+    """Predicted optimizer step, peak and predicted / published ratio of ``row_id``."""
+    got = next(r for r in run.json()["rows"] if r["id"] == row_id)["careful"]
+    return got["optimizer_step"], got["peak_gib"], f"{got['ratio']:.2f}"
+
+
+def published_row_claims(ids: list[str], *, section: str, prefix: str, where: str, jobs: int = 1,
+                         command: str | None = None) -> list[Claim]:
+    """One claim per row of a docs/published-validation.md ``section`` table whose last three
+    cells are the row's predicted step, peak and ratio (three cells before them: what the run
+    set, the earlier figure, the published step), re-derived by ``published_rows``."""
+    cmd = command or published_rows(ids, jobs)
+    return [Claim(id=f"{prefix}-{i:02d}", where=f"{where}: {row_id}", command=cmd,
+                  figure=Page(path=_PUBLISHED_PAGE, section=section,
+                              pattern=rf"^\|\s*{re.escape(row_id)}\s*\|(?:[^|\n]*\|){{3}}([^|\n]*)\|([^|\n]*)\|"
+                                      rf"([^|\n]*)\|$"),
+                  measured=lambda run, r=row_id: _published_cells(run, r))
+            for i, row_id in enumerate(ids)]

@@ -236,7 +236,7 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
     if gpus is not None and o.devices is not None:
         raise InputError("--devices", "given together with --gpus", "pass the fleet with --devices and its "
                          "degrees with --pp/--tp/--dp, or a GPU count with --gpus")
-    if gpus is not None and o.offload is not None:
+    if gpus is not None and o.offload not in (None, (), []):  # the CLI passes () when --offload is absent
         raise InputError("--offload", "given with --gpus (the degree search plans the cluster file's offloading)",
                          "set training.offload in the cluster file, or give the degrees")
     if gpus is not None:  # choose tp/pp/vpp/ep/cp/dp/micro-batch for gpus GPUs first
@@ -264,7 +264,7 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
     cl = _batch_for_microbatches(cl, microbatches)
     cl = _with_offload(spec, cl, o.offload, tgt.offload, tgt.name)
     if CHOICE_SEP in cl.training.offload:  # a choice: plan with each mode, keep the fastest that fits
-        from planner.planning.offload_choice import plan_offload_choices
+        from planner.planning.choice import plan_offload_choices
 
         return plan_offload_choices(lambda mode: plan(model, cluster, replace(o, offload=mode)),
                                     offload_choices(cl.training.offload), o.objective)

@@ -219,3 +219,10 @@ def test_a_choice_in_the_cluster_file_is_checked_and_read():
 def test_offload_with_the_degree_search_is_refused_in_one_line():
     with pytest.raises(InputError, match=r"--offload: given with --gpus"):
         api_plan("llama3-8b", gpus=16, offload="8", work=0.2)
+
+
+def test_gpus_without_offload_still_plans(ppplan):
+    """``--gpus`` with no ``--offload``: the CLI passes an empty tuple for the repeated option,
+    which is not an offloading request (a merge once refused every ``--gpus`` plan this way)."""
+    result = ppplan("plan", "llama3-8b", "--gpus", "8", "--quiet", "--out", "g.json")
+    assert result.code == 0, result.err

@@ -32,7 +32,7 @@ __all__ = ["DeviceGroup", "parse_devices", "devices_from_config", "rank_groups",
 
 DEVICE_ORDERS = ("given", "search")
 """``--devices-order``: pipeline ranks to the groups in the order listed, or each order tried
-(the fastest kept; ``planner.planning.fleet.plan_device_orders``): the order decides which
+(the fastest kept; ``planner.planning.fleet.plan_device_orders``, ``planner.planning.choice``): the order decides which
 group holds the embedding and the first stages, which hold the most microbatches in flight."""
 _ITEM = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*):([0-9]+)(?::([0-9]*\.?[0-9]+))?$")
 _FIELDS = ("type", "count", "memory_gib", "gpus_per_node", "nvlink_gbps", "network_gbps")

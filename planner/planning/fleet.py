@@ -16,7 +16,7 @@ from typing import Any
 from planner.core.cluster import ClusterSpec
 from planner.core.costs import CostTable
 from planner.core.devices import fleet_table, rank_groups
-from planner.core.errors import InfeasibleError, InputError
+from planner.core.errors import InputError
 from planner.core.model import ModelSpec
 
 __all__ = ["fleet_costs", "fleet_request", "device_orders", "plan_device_orders"]
@@ -56,19 +56,6 @@ def plan_device_orders(plan_one: Callable[[str], Any], text: str, objective: str
     """``plan_one(devices)`` for each order of the groups (``device_orders``); the fastest plan by
     ``objective`` (the given order on a tie), with every order's step under ``solver.device_orders``.
     Raises the given order's error when no order plans."""
-    tried, plans, first_error = [], [], None
-    for order in device_orders(text):
-        try:
-            p = plan_one(order)
-        except InfeasibleError as exc:  # BudgetExhausted too: this order did not plan
-            first_error = first_error or exc
-            tried.append({"devices": order, "status": "infeasible", "reason": str(exc)})
-            continue
-        step = p.predicted.steady_step_time_s if objective == "steady" else p.predicted.step_time_s
-        tried.append({"devices": order, "status": "planned", "step_time_s": step})
-        plans.append((step, len(plans), p))
-    if not plans:
-        raise first_error  # type: ignore[misc]
-    best = min(plans, key=lambda t: (t[0], t[1]))[2]
-    best.solver = replace(best.solver, other={**best.solver.other, "device_orders": tried})
-    return best
+    from planner.planning.choice import plan_fastest
+
+    return plan_fastest(plan_one, device_orders(text), objective, key="devices", record="device_orders")
