@@ -4,10 +4,11 @@ benchmark the page documents (careful files, shipped constants, no held-out fold
 
 from __future__ import annotations
 
-from claim_outputs import published_row_claims
+from claim_outputs import history, published_row_claims
 
 __all__ = ["CLAIMS"]
 
+_PAGE_PATH = "docs/published-validation.md"
 _SECTION = "## Rows that ran Megatron's recompute modules"
 _REFUSED = ['modelzoo-20251104-h100-qwen3-235b-a22b-seq16k-cp1', 'modelzoo-20251104-h100-qwen3-235b-a22b-seq32k-cp2', 'modelzoo-20251104-h100-qwen3-235b-a22b-seq64k-cp4', 'modelzoo-20251104-h100-qwen3-235b-a22b-seq128k-cp8']
 """The four long-context rows that the planner's selective set left refused for memory."""
@@ -19,3 +20,8 @@ CLAIMS = (published_row_claims(_REFUSED, section=_SECTION, prefix="published-mod
                                where="recompute-module rows")
           + published_row_claims(_PLANNED, section=_SECTION, prefix="published-modules", where="recompute-module rows",
                                  jobs=2))
+
+CLAIMS.append(history("published-all-careful", _PAGE_PATH, "every row's careful figure after this round",
+                      "## All 101 rows after this round (careful way)", r"^Run on (\d{4}-\d\d-\d\d) 14:25",
+                      command="python benchmarks/published.py --ways careful --no-held-out --jobs 2 --json",
+                      why="8 min 30 s of planning 101 rows"))

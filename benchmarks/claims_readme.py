@@ -205,6 +205,12 @@ HEADLINE = [
                          r"planned rows"),
           stale=Stale(why="12 min of planning 101 rows four ways plus the held-out folds",
                       date=_date("docs/published-validation.md", r"^Run on (\d{4}-\d\d-\d\d) 16:43"))),
+    Claim(id="readme-published-careful", where="Headline figures: published runs after this round's settings",
+          command="python benchmarks/published.py --ways careful --no-held-out --jobs 2 --json",
+          figure=_readme(r"no held-out fold, (\d{4}-\d\d-\d\d)\): (\d+) of (\d+) refused, median \\\|ln\\\| ([\d.]+), "
+                         r"(\d+) rows outside"),
+          stale=Stale(why="8 min 30 s of planning 101 rows",
+                      date=_date("docs/published-validation.md", r"^Run on (\d{4}-\d\d-\d\d) 14:25"))),
     Claim(id="readme-degrees", where="Headline figures: degree search wall time", command=DEGREES,
           figure=_readme(r"^\| degree search \| DeepSeek-V3 on 1024 GPUs planned in ([\d.]+) s"),
           measured=lambda run: run.wall_s, compare=WALL),
