@@ -210,8 +210,12 @@ def _trace_section(settings: Settings, work: str) -> dict[str, Any]:
     (examples/trace_hook.py: F and one-pass B ranges), the trace read back by
     ``planner.from_trace.profile_from_trace``, and the same layer types' measured profile:
     per type the trace's F and B against the profile's F and I + W."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
-    from trace_hook import train
+    import importlib.util
+
+    hook = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "trace_hook.py")
+    spec = importlib.util.spec_from_file_location("ppplan_trace_hook_example", hook)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
 
     from planner.core.hf_config import load_model
     from planner.from_trace import profile_from_trace
@@ -219,7 +223,7 @@ def _trace_section(settings: Settings, work: str) -> dict[str, Any]:
     scale, seq = TRACE_SCALE[settings.device], min(settings.seq_len, 1024)
     folder = os.path.join(work, "traces")
     t0 = time.perf_counter()
-    train(folder, model=TRACE_MODEL, scale=scale, seq_len=seq, steps=3, device=settings.device)
+    example.train(folder, model=TRACE_MODEL, scale=scale, seq_len=seq, steps=3, device=settings.device)
     traced = profile_from_trace(folder)
     prof, built = _profile(load_model(TRACE_MODEL), scale, replace(settings, seq_len=seq))
     del built
