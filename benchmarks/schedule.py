@@ -98,16 +98,19 @@ def zb_case(stages: int, m: int, mem: int, hetero: bool, seed: int) -> dict:
     limit = MemoryLimit(microbatches=mem)
     zb_make, zb_steady, zb_wall = zb_reference(costs, m, mem)
 
-    def run(seconds: float, polish: bool = True, objective: str = "makespan"):
+    def run(seconds: float, polish: bool = True, objective: str = "makespan", wall_cut: bool = True):
         clear_memo()  # each run draws its heuristics afresh: time to plan, not time to a memo hit
         t0 = time.perf_counter()
-        wall = WallBudget(seconds).phase("schedule")  # as ppplan plan: the limit is wall time too
+        # as ppplan plan --time-limit: the limit is wall time too (wall_cut=False: as plain ppplan
+        # plan, only the reproducible budgets, every heuristic drawn whatever the machine's load)
+        wall = WallBudget(seconds).phase("schedule") if wall_cut else None
         ch = best_schedule(costs, microbatches=m, memory_limit=limit, time_limit=seconds, seed=seed, polish=polish,
                            deadline=wall, objective=objective)
         return ch, time.perf_counter() - t0
 
     first, first_wall = run(0.5, polish=False)
     ours, wall = run(0.5)
+    kept, _ = run(0.5, wall_cut=False)  # the verdict: the same search without the wall cut
     best, _ = run(8.0)
     steady, steady_wall = run(0.5, objective="steady")
     target = min(best.step_time, ours.step_time) * 1.01
@@ -123,7 +126,8 @@ def zb_case(stages: int, m: int, mem: int, hetero: bool, seed: int) -> dict:
             "steady_objective_s": steady_state(steady.schedule, costs, m).period_s,
             "steady_objective_schedule": steady.name, "steady_objective_wall_s": steady_wall,
             "steady_lower_bound_s": steady_lower_bound(costs, m),
-            "not_slower_than_zb": ours.step_time <= zb_make * (1 + 1e-12)}
+            "not_slower_than_zb": kept.step_time <= zb_make * (1 + 1e-12),
+            "wall_cut_not_slower_than_zb": ours.step_time <= zb_make * (1 + 1e-12)}
 
 
 ZB_SETTING = {"p": 8, "m": 24, "f": 18.52e-3, "i": 18.09e-3, "w": 9.34e-3, "latency_s": 0.6e-3}
