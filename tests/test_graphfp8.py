@@ -149,16 +149,7 @@ config_mod = pytest.importorskip("megatron.core.transformer.transformer_config",
                                  reason="megatron-core not installed (pip install -e '.[frameworks]')")
 
 
-def _flags(args: list[str]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    key = None
-    for a in args:
-        if a.startswith("--"):
-            key = a[2:].replace("-", "_")
-            out[key] = []
-        else:
-            out[key].append(a)
-    return out
+from test_targets_megatron import _flags  # noqa: E402  (same tests folder: one flag reader)
 
 
 def _megatron_config(flags: dict[str, list[str]], *, moe: bool, **extra):
