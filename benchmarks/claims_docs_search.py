@@ -180,11 +180,13 @@ _SLOWEST_NAMED = {"schedule": "1f1b-overlap", "pp": 32, "microbatches": 1024}
 
 def _slowest_actions(cases: list[dict]) -> int:
     """Actions of the slowest shape of the full pass, read as the page's named shape while its
-    rate is within the CPU-time noise of the slowest (the fused shapes run within 1.5x of each
-    other, and which of them is last moves with the machine's load); else the slowest's."""
+    rate is within 2x of the slowest's: the fused shapes run within 1.5x of each other, and
+    which is last moves from run to run (three idle runs at 19:50 UTC put the 576-action shape,
+    timed over about 1.5 ms, 1.04x, 1.23x and once 0.68x the named shape's rate); else the
+    slowest's."""
     slowest = min(cases, key=lambda c: c["full_actions_per_s"])
     named = next((c for c in cases if all(c[k] == v for k, v in _SLOWEST_NAMED.items())), slowest)
-    return named["actions"] if named["full_actions_per_s"] <= 1.25 * slowest["full_actions_per_s"] else slowest["actions"]
+    return named["actions"] if named["full_actions_per_s"] <= 2 * slowest["full_actions_per_s"] else slowest["actions"]
 
 
 def _schedule_cells(run, stages: int, m: int, k: int) -> tuple:
