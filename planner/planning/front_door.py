@@ -29,7 +29,7 @@ from planner.core.plan_sections import cluster_section, model_section
 from planner.core.sites import with_site_hop
 from planner.core.targets import get_target
 from planner.export import LaunchPlan
-from planner.options import PlanOptions, plan_options, recompute_mode
+from planner.options import DEFAULT_MODEL, PlanOptions, plan_options, recompute_mode
 from planner.planning import PlanRequest
 from planner.planning.cost_tables import plan_costs
 from planner.planning.delivery import deliver
@@ -42,11 +42,7 @@ from solvers.partition.search import METHODS
 from solvers.schedule.search.budget import check_time_limit, check_work
 from solvers.schedule.search.search import check_objective, check_schedule_option
 
-__all__ = ["plan", "DEFAULT_MODEL"]
-
-DEFAULT_MODEL = "qwen3-next-80b-a3b"
-"""The model ``ppplan plan`` plans when none is named."""
-
+__all__ = ["plan"]
 
 def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = None,
          options: PlanOptions | None = None, **overrides: Any) -> LaunchPlan:
