@@ -17,7 +17,7 @@ __all__ = ["profile_from_trace"]
 def profile_from_trace(folder: str, *, model: str | None = None, cluster: str | Path | None = None) -> CostTable:
     """Read every rank's trace in ``folder`` and build the cost table; ``model`` defaults to
     the one the run recorded (``profiler.trace.names.RUN_METADATA``)."""
-    from planner.api import resolve_cluster
+    from planner.core.cluster_resolve import resolve_cluster
     from profiler.analytical import analytical_costs
     from profiler.layers import scaled_model
     from profiler.trace.table import costs_from_trace, read_run, trace_facts

@@ -17,7 +17,10 @@ from planner.core.recompute import parse_modules
 from planner.core.targets import DEFAULT_TARGET
 from solvers.schedule.search.budget import DEFAULT_WORK
 
-__all__ = ["PlanOptions", "plan_options", "recompute_mode", "OPTION_NAMES"]
+__all__ = ["PlanOptions", "plan_options", "recompute_mode", "OPTION_NAMES", "DEFAULT_MODEL"]
+
+DEFAULT_MODEL = "qwen3-next-80b-a3b"
+"""The model a plan request plans when it names none (``ppplan plan`` with no MODEL)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -257,7 +257,7 @@ def analytical_costs(model: ModelSpec, cluster: ClusterSpec, *,
     """Cost table for ``model`` on ``cluster`` at its micro-batch size.
 
     A table is for one recomputation mode; ``recompute: auto`` (the planner's choice, made
-    per table by ``planner.api``) is costed as ``none`` here.
+    per table by ``planner.planning.cost_tables``) is costed as ``none`` here.
 
     ``imbalance[l]`` (busiest EP rank load / mean, default 1) scales layer l's expert
     compute and all-to-all volume; layers with imbalance != 1 get their own type key.

@@ -90,3 +90,20 @@ def test_save_is_atomic_on_failure(tmp_path, toy_table, monkeypatch):
         save_costs(toy_table(), path)
     assert path.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["costs.json"]
+
+
+def test_a_profile_of_another_model_is_refused_by_plan_and_replan_alike(tmp_path, toy_table):
+    """One reader (``load_costs_for``) for ``ppplan plan --profile`` and ``ppplan replan --profile``:
+    the same one-line refusal, each with its own fix."""
+    from planner.planning.cost_tables import plan_costs
+    from planner.replanning.costs import routed_costs
+
+    path = tmp_path / "costs.json"
+    save_costs(toy_table(), path)
+    spec = load_model("llama3-8b")
+    cluster = load_cluster(default_cluster_path("llama3-8b"))
+    wrong = rf"--profile: has {toy_table().num_layers} layers, model llama3-8b has {spec.num_layers}"
+    with pytest.raises(InputError, match=wrong + r".*profile the same model"):
+        plan_costs(spec, cluster, path)
+    with pytest.raises(InputError, match=wrong + r".*pass the profile the plan was made from"):
+        routed_costs(spec, cluster, [1.0] * spec.num_layers, profile=path)

@@ -7,10 +7,13 @@ import click
 from planner.cli.common import SEED_MAX, FiniteFloat, check_outputs, echo_json
 from planner.cli.plan_options import GPU_HELP, LAYOUT_HELP, MEMORY_LIMIT_HELP, Deadline, MemoryLimit
 from planner.cli.summary import plan_summary
+from planner.core.cluster import RECOMPUTE_CHOICES
 from planner.core.devices import DEVICE_ORDERS
 from planner.core.limits import BATCH_LIMITS, MAX_GPUS
+from planner.core.placement import PLACEMENTS
 from planner.core.targets import TARGET_NAMES
-from planner.options import PlanOptions
+from planner.options import DEFAULT_MODEL, PlanOptions
+from solvers.partition.search import METHODS
 from solvers.schedule.search.search import OBJECTIVES, SCHEDULE_CHOICES
 
 __all__ = ["COMMANDS"]
@@ -36,7 +39,7 @@ class MicrobatchCount(click.ParamType):
         return count
 
 
-@click.command("plan")
+@click.command("plan", help=f"Plan MODEL (a shipped id or config.json; default {DEFAULT_MODEL}) and write the plan JSON.")
 @click.argument("model", required=False)
 @click.option("--cluster", "cluster", type=click.Path(dir_okay=False), help="Cluster YAML (default: the model's own under planner/data/clusters/).")
 @click.option("--pp", type=click.IntRange(min=1, max=MAX_GPUS), help="Pipeline-parallel ranks.")
@@ -53,7 +56,7 @@ class MicrobatchCount(click.ParamType):
 @click.option("--inter-site-latency-ms", type=FiniteFloat(min=0, max=1e5), help="Latency of one message over the inter-site link, milliseconds (default: the cluster file's, else 0).")
 @click.option("--global-batch", type=click.IntRange(min=1, max=BATCH_LIMITS["global_batch"]), help="Sequences per step.")
 @click.option("--seq-len", type=click.IntRange(min=1, max=BATCH_LIMITS["seq_len"]), help="Tokens per sequence.")
-@click.option("--recompute", type=click.Choice(["auto", "none", "selective", "full"]),
+@click.option("--recompute", type=click.Choice(RECOMPUTE_CHOICES),
               help="Activation recomputation (default: the cluster's, auto unless it says; auto plans "
                    "with each mode and keeps the fastest plan that fits memory).")
 @click.option("--recompute-modules", metavar="M1,M2", multiple=True,
@@ -68,7 +71,7 @@ class MicrobatchCount(click.ParamType):
                    "the fastest plan that fits.")
 @click.option("--microbatches", type=MicrobatchCount(), help="Microbatches per step, or auto to try every count dividing the per-replica batch (default: per-replica batch / micro-batch size).")
 @click.option("--memory-gib", type=FiniteFloat(min=0, min_open=True, max=2**20), help="Per-GPU memory limit in GiB (default: GPU memory minus headroom).")
-@click.option("--partition", type=click.Choice(["overlap", "serial", "flops", "uniform"]), default=_DEFAULT.partition, show_default=True,
+@click.option("--partition", type=click.Choice(METHODS), default=_DEFAULT.partition, show_default=True,
               help="Stage boundaries balanced on post-overlap costs (overlap), on serial costs, on FLOPs, "
                    "or equal layer counts (uniform).")
 @click.option("--first-stage-layers", type=click.IntRange(min=0), help="Pin the decoder layers of the first stage (it also holds the embedding); like Megatron's --decoder-first-pipeline-num-layers.")
@@ -78,7 +81,7 @@ class MicrobatchCount(click.ParamType):
 @click.option("--schedule", type=click.Choice(SCHEDULE_CHOICES), default=_DEFAULT.schedule, show_default=True, help="Schedule family; auto = best heuristic for the costs (CP-SAT polish when >1% above the lower bound); cpsat = CP-SAT from the best heuristic within --work.")
 @click.option("--memory-limit", type=MemoryLimit(), help=MEMORY_LIMIT_HELP)
 @click.option("--deadline", multiple=True, type=Deadline(), help="Latest end of a task in seconds, e.g. 0W3=0.8, or W=1.5 for every W (repeatable).")
-@click.option("--placement", type=click.Choice(["loop", "v"]), default=_DEFAULT.placement, show_default=True,
+@click.option("--placement", type=click.Choice(PLACEMENTS), default=_DEFAULT.placement, show_default=True,
               help="Virtual stages on ranks with --vpp > 1: loop (stage s on rank s mod pp, interleaved "
                    "1F1B) or v (down then back up, rank 0 holds the first and last stage: ZB-V, DualPipeV).")
 @click.option("--target", type=click.Choice(TARGET_NAMES), default=_DEFAULT.target, show_default=True, help="Framework that will run the plan: the search considers only what it executes (schedules, placement, fused pairs, recomputation), and megatron / torchtitan fill the cluster fields the file leaves open (dispatcher, kernels, CUDA graphs, FSDP, recomputation) from that framework's recipe for the model; see the README's targets table.")
@@ -98,7 +101,6 @@ class MicrobatchCount(click.ParamType):
 @click.option("--quiet", is_flag=True, help="No progress bar and no summary (errors and --json output only).")
 def plan_command(model: str | None, cluster: str | None, out: str, as_json: bool, png: str | None,
                  quiet: bool, **options) -> None:
-    """Plan MODEL (a shipped id or config.json; default qwen3-next-80b-a3b) and write the plan JSON."""
     from planner.api import plan
     from planner.core.outputs import write_files_atomic
     from planner.progress import progress, set_quiet

@@ -74,7 +74,7 @@ def profile_command(model: str | None, analytical: bool, cluster: str | None, de
     if analytical:
         from dataclasses import replace
 
-        from planner.api import resolve_cluster
+        from planner.core.cluster_resolve import resolve_cluster
         from profiler.analytical import analytical_costs
         from profiler.layers.moe_capacity import capacity_mode
 

@@ -11,11 +11,12 @@ from typing import Any
 from planner.core.costs import CostFile, CostTable, LayerCost, P2PCost
 from planner.core.errors import InputError
 from planner.core.jsonio import write_json_atomic
+from planner.core.model import ModelSpec
 from planner.core.limits import MAX_TABLE_LAYERS, check_batch_value, check_cost_value
 from planner.core.reader import parse_json, read_input_text
 from planner.core.schemas import check_schema
 
-__all__ = ["costs_to_dict", "costs_from_dict", "load_costs", "save_costs", "file_sha256"]
+__all__ = ["costs_to_dict", "costs_from_dict", "load_costs", "load_costs_for", "save_costs", "file_sha256"]
 
 _INT_FIELDS = {"act_bytes", "act_w_bytes", "param_bytes", "grad_bytes", "optim_bytes", "work_bytes", "out_bytes"}
 
@@ -142,6 +143,16 @@ def load_costs(path: str | os.PathLike[str]) -> CostTable:
     text = read_input_text(path, what="profile")
     table = costs_from_dict(parse_json(text, what="profile", source=str(Path(path))), what="profile")
     return replace(table, file=CostFile(path=str(path), sha256=_sha256(text)))
+
+
+def load_costs_for(path: str | os.PathLike[str], model: ModelSpec, *, fix: str) -> CostTable:
+    """``load_costs(path)`` refused in one line (``--profile``, then ``fix``) unless it has a row per
+    layer of ``model``: what ``ppplan plan --profile`` and ``ppplan replan --profile`` both check."""
+    table = load_costs(path)
+    if table.num_layers != model.num_layers:
+        raise InputError("--profile", f"has {table.num_layers} layers, model {model.name} has "
+                         f"{model.num_layers}", fix)
+    return table
 
 
 def save_costs(table: CostTable, path: str | os.PathLike[str]) -> None:

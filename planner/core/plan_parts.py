@@ -66,7 +66,7 @@ def _json(value: Any) -> Any:
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class ModelInfo(_Part):
-    """What model the plan is for (``planner.api.model_section``)."""
+    """What model the plan is for (``planner.core.plan_sections.model_section``)."""
 
     _KEYS: ClassVar[tuple[str, ...]] = ("name", "num_layers", "layout", "layer_types")
     name: str

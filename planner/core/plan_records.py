@@ -229,7 +229,7 @@ _NO_TRAINING = TrainingInfo()
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class ClusterInfo(_Record):
-    """The cluster and training section (``planner.api.cluster_section``)."""
+    """The cluster and training section (``planner.core.plan_sections.cluster_section``)."""
 
     _NESTED: ClassVar[tuple[tuple[str, type], ...]] = (("gpu", GpuInfo), ("training", TrainingInfo))
     gpu: GpuInfo | None = None

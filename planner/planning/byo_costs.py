@@ -16,9 +16,26 @@ from pathlib import Path
 from planner.core.costs_io import load_costs
 from planner.core.errors import InputError
 from planner.core.plan import Plan
+from planner.core.targets import DEFAULT_TARGET
 from planner.planning import PlanRequest, make_plan
 
-__all__ = ["plan_from_profile"]
+__all__ = ["check_without_model", "plan_from_profile"]
+
+
+def check_without_model(*, layout: str | None, devices: str | None, sites: dict, target: str) -> None:
+    """Refuse, in one line, the options that need a MODEL when planning from a profile alone."""
+    if layout is not None:
+        raise InputError("--layout", "needs a MODEL (its layers are what the layout places)",
+                         "pass the MODEL the profile was measured for")
+    if devices is not None:
+        raise InputError("--devices", "needs a MODEL (the fleet's costs come from the analytical model)",
+                         "pass the MODEL, and leave out --profile")
+    if sites:
+        raise InputError("--sites", "needs a MODEL (its cluster is what the sites split)",
+                         "pass the MODEL the profile was measured for")
+    if target != DEFAULT_TARGET:
+        raise InputError("--target", "planning from a profile without a MODEL supports only --target torch",
+                         "pass the MODEL the profile was measured for")
 
 
 def plan_from_profile(profile: str | Path, *, pp: int | None, vpp: int | None, microbatches: int | str | None,

@@ -40,6 +40,12 @@ def plan_for_gpus(plan_fn: Callable[..., Plan], model_name: str, spec: ModelSpec
     """Rank degrees for ``gpus`` GPUs within ``SCREEN_SHARE`` of ``work`` (and of the
     ``time_limit`` wall cap from ``started``), plan the top ``FULLY_PLANNED`` with ``plan_fn``
     (each with an equal share of the rest) and return the fastest plan, the table attached."""
+    if base.devices:
+        raise InputError("--gpus", "the cluster file lists device groups; the degree search plans one GPU type",
+                         "leave out --gpus (the groups fix the GPUs), or plan a cluster without devices")
+    if gpus % base.sites.count:
+        raise InputError("--gpus", f"{gpus} GPUs do not split evenly over {base.sites.count} sites",
+                         f"use a multiple of {base.sites.count}")
     for name in ("pp", "vpp", "tp", "ep", "dp"):
         if options.get(name) is not None:
             raise InputError("--gpus", f"given together with --{name}",

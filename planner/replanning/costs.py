@@ -20,8 +20,7 @@ from pathlib import Path
 
 from planner.core.cluster import ClusterSpec
 from planner.core.costs import CostTable, LayerCost
-from planner.core.costs_io import load_costs
-from planner.core.errors import InputError
+from planner.core.costs_io import load_costs_for
 from planner.core.model import ModelSpec
 from profiler.analytical import analytical_costs
 
@@ -36,10 +35,7 @@ def routed_costs(model: ModelSpec, cluster: ClusterSpec, factors: list[float], *
     """Cost table of ``model`` on ``cluster`` with ``factors[l]`` imbalance per layer."""
     if profile is None:
         return analytical_costs(model, cluster, imbalance=factors)
-    table = load_costs(profile)
-    if table.num_layers != model.num_layers:
-        raise InputError("--profile", f"has {table.num_layers} layers, model {model.name} has "
-                         f"{model.num_layers}", "pass the profile the plan was made from")
+    table = load_costs_for(profile, model, fix="pass the profile the plan was made from")
     table = table.at_microbatch_size(cluster.training.micro_batch_size)
     return rescale_profile(table, model, cluster, factors)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from planner.api import cluster_section, model_section
+from planner.core.plan_sections import cluster_section, model_section
 from planner.core.cluster import ClusterSpec, cluster_from_dict
 from planner.core.costs import CostTable
 from planner.core.errors import InputError
