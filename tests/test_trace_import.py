@@ -82,7 +82,7 @@ def test_synthetic_trace_gives_known_costs(tmp_path, ppplan):
     trace = table.meta["trace"]
     assert trace["hidden_share"]["gqa+moe"] == {"F": pytest.approx(0.5), "B": 0.0}
     assert trace["ranks"] == 2 and trace["clock"] == ["host"]
-    assert trace["samples"]["gqa+moe"] == {"F": 2, "I": 2, "W": 2, "B": 0}
+    assert trace["samples"]["gqa+moe"] == {"F": 2, "I": 2, "W": 2, "B": 0, "L": 0}
     prov = trace["provenance"]
     assert prov["layers"]["gqa+moe"]["f"] == "trace" and prov["layers"]["embedding"]["i"].startswith("trace; B split")
     assert trace["profiler_overhead_s_per_event"] == {}  # no calibration in the trace: nothing taken out

@@ -4,6 +4,8 @@ backward cut layer by layer, and fused pairs run by the overlap runtime with tim
 
 from __future__ import annotations
 
+import contextlib
+
 import functools
 import os
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
 from planner.core.schedule import ActionKind
 from planner.replay.options import ReplayOptions
 from profiler.timing import Clock  # the one clock (re-exported for the replay worker)
+from profiler.trace.names import LOSS_KIND
 from profiler.trace.record import work_range
 
 __all__ = ["Clock", "Span", "Recorder", "TimedStage", "TimedRuntime", "LayerCuts", "LayerGroups", "attach_timed"]
@@ -144,7 +147,11 @@ class TimedRuntime(_PipelineScheduleRuntime):
 
     def _maybe_compute_loss(self, stage: Any, output: Any, target_mbs: Any, mb_index: int,
                             loss_kwargs: Any = None) -> None:
-        super()._maybe_compute_loss(stage, output, target_mbs, mb_index, loss_kwargs)
+        layers = getattr(stage.submod, "layers", None)
+        last = list(layers.values())[-1] if stage.is_last and layers else None
+        # traced: the loss's own range on the last layer, which the importer adds to its F
+        with work_range(last, LOSS_KIND) if last is not None else contextlib.nullcontext():
+            super()._maybe_compute_loss(stage, output, target_mbs, mb_index, loss_kwargs)
         if stage.is_last and self._loss_fn is not None:
             self.recorder.extend_last(self.recorder.clock.mark())
 

@@ -7,6 +7,9 @@ W (weight-gradient) or B (full backward), index the layer's position in the mode
 (``LayerSpec.type_key``, e.g. ``gqa+moe``). An MoE layer's all-to-all (dispatch,
 combine, their gradients, the token counts) is ``ppplan/a2a/<name>``, attributed to the work
 range around it (forward or backward).
+``ppplan/L/<index>/<type>`` is the loss computed on layer ``index``'s output (torch's schedule
+calls it after the last stage's forward, outside the layer's F range); the importer adds it to
+that layer's F, as the profiler's head forward and the planner's last-stage F include the loss.
 A fused pair (F of one layer beside the backward of another, torch's ``OVERLAP_F_B``)
 is ``ppplan/pair/<f type>/<b type>``. The trace's metadata key ``ppplan`` (JSON) says
 which model, width scale and microbatch shape the run had (``RUN_METADATA``).
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PREFIX", "RUN_METADATA", "CALIBRATION_RANGE", "WORK_KINDS", "TraceRange", "layer_range", "a2a_range", "pair_range",
+__all__ = ["PREFIX", "RUN_METADATA", "CALIBRATION_RANGE", "WORK_KINDS", "LOSS_KIND", "TraceRange", "layer_range", "a2a_range", "pair_range",
            "parse_range"]
 
 PREFIX = "ppplan"
@@ -32,6 +35,8 @@ CALIBRATION_RANGE = f"{PREFIX}/calibrate"
 """One profiled run of the recorder's calibration block (``profiler.trace.overhead``); not a layer range."""
 WORK_KINDS = ("F", "I", "W", "B")
 """Layer work kinds a range may carry (the schedule's action letters)."""
+LOSS_KIND = "L"
+"""The loss on a layer's output: counted in that layer's F."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,7 +46,7 @@ class TraceRange:
     what: str
     """``work`` (a layer's F, I, W or B), ``a2a`` (its all-to-all) or ``pair`` (a fused pair)."""
     kind: str
-    """F, I, W or B for work; empty otherwise."""
+    """F, I, W, B or L (the loss on the layer's output) for work; empty otherwise."""
     index: int = -1
     """Layer index (-1 for a pair)."""
     type: str = ""
@@ -51,7 +56,7 @@ class TraceRange:
 
 
 def layer_range(kind: str, index: int, type_key: str) -> str:
-    """Name of layer ``index``'s ``kind`` work (F, I, W or B)."""
+    """Name of layer ``index``'s ``kind`` work (F, I, W, B, or L: the loss on its output)."""
     return f"{PREFIX}/{kind}/{index}/{type_key}"
 
 
@@ -74,6 +79,6 @@ def parse_range(name: str) -> TraceRange | None:
         return TraceRange(what="a2a", kind="", type="/".join(parts[2:]))
     if parts[1] == "pair" and len(parts) == 4:
         return TraceRange(what="pair", kind="", type=parts[2], b_type=parts[3])
-    if parts[1] in WORK_KINDS and len(parts) == 4 and parts[2].isdigit():
+    if parts[1] in (*WORK_KINDS, LOSS_KIND) and len(parts) == 4 and parts[2].isdigit():
         return TraceRange(what="work", kind=parts[1], index=int(parts[2]), type=parts[3])
     return None

@@ -27,6 +27,7 @@ from dataclasses import replace
 from planner.core.costs import CostTable, LayerCost
 from planner.core.errors import InputError
 from profiler.trace.attribute import RankFacts, WorkSample, rank_facts
+from profiler.trace.names import LOSS_KIND, WORK_KINDS
 from profiler.trace.read import RankTrace, read_traces
 
 __all__ = ["read_run", "costs_from_trace", "trace_facts"]
@@ -66,6 +67,9 @@ def _type_times(samples: list[WorkSample], fill: LayerCost, src: str = TRACE) ->
     for s in samples:
         by_kind[s.kind].append(s)
     times, prov = {"f": _median([s.compute_s for s in by_kind["F"]])}, {"f": src}
+    if by_kind[LOSS_KIND]:  # the loss on this layer's output, outside its F range (profiler.trace.names)
+        times["f"] += _median([s.compute_s for s in by_kind[LOSS_KIND]])
+        prov["f"] = f"{src}; with the loss"
     back = by_kind["I"] + by_kind["B"]
     if by_kind["I"] and by_kind["W"]:
         times["i"], times["w"] = _median([s.compute_s for s in by_kind["I"]]), _median([s.compute_s for s in by_kind["W"]])
@@ -122,7 +126,8 @@ def costs_from_trace(facts: list[RankFacts], fill: CostTable, *, folder: str, ru
                   for t, (_, p, _) in per_type.items()}
     meta = {"trace": {
         "folder": folder, "ranks": len(facts), "clock": sorted({f.clock for f in facts}),
-        "samples": {t: {k: sum(1 for s in by_type[t] if s.kind == k) for k in "FIWB"} for t in sorted(by_type)},
+        "samples": {t: {k: sum(1 for s in by_type[t] if s.kind == k) for k in (*WORK_KINDS, LOSS_KIND)}
+                    for t in sorted(by_type)},
         "hidden_share": {t: h for t, (_, _, h) in sorted(per_type.items()) if h},
         "comm_comp_overlap": {str(f.rank): f.comm_comp_overlap for f in facts if f.comm_comp_overlap is not None},
         "profiler_overhead_s_per_event": {str(f.rank): f.overhead_s_per_event for f in corrected},
