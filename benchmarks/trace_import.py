@@ -13,7 +13,7 @@
   the trace's layer ranges account for.
 
     python benchmarks/trace_import.py [--json] [--only hta|cpu] [--model M] [--scale F] [--ep N] [--steps N]
-                                      [--schedule S] [--micro-batch N] [--cpu-allocator keep|system]
+                                      [--schedule S] [--micro-batch N]
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-from profiler.cpu_memory import ALLOCATORS
 
 ROOT = Path(__file__).resolve().parents[1]
 HTA_TRACE = ROOT / "tests" / "data" / "trace" / "hta_sampled_rank-0.json.gz"
@@ -90,20 +88,20 @@ def _busy_share(folder: Path, busy_s: list[float], steps: int, ep: int) -> dict:
 
 
 def cpu_figures(*, model: str, scale: float, ep: int, steps: int, seq_len: int, microbatches: int,
-                micro_batch: int, schedule: str = "zb-h1", cpu_allocator: str = "keep") -> dict:
+                micro_batch: int, schedule: str = "zb-h1") -> dict:
     """The CPU loop, every step through the CLI; walls in seconds. The profile measures the
     microbatch the plan runs (``micro_batch`` sequences, checked against the plan), so both
-    tables hold the same shape's times; both run under the same ``--cpu-allocator``."""
+    tables hold the same shape's times."""
     work = Path(tempfile.mkdtemp(prefix="ppplan-trace-"))
-    shape, alloc = ["--seq-len", str(seq_len)], ["--cpu-allocator", cpu_allocator]
+    shape = ["--seq-len", str(seq_len)]
     walls = {
         "profile": _ppplan(work, "profile", model, "--device", "cpu", "--scale", str(scale), "--ep", str(ep),
                            "--threads", "1", "--modules", "native", "--quiet", "--micro-batch", str(micro_batch),
-                           *shape, *alloc, "--out", "P.json"),
+                           *shape, "--out", "P.json"),
         "plan": _ppplan(work, "plan", model, "--profile", "P.json", "--pp", "2", "--ep", str(ep), "--schedule",
                         schedule, "--microbatches", str(microbatches), *shape, "--quiet", "--out", "plan.json"),
         "replay": _ppplan(work, "replay", "plan.json", "--ep", str(ep), "--steps", str(steps), "--warmup", "1",
-                          "--threads", "1", "--no-grad-check", *alloc, "--torch-profile", "traces", "--out", "r.json"),
+                          "--threads", "1", "--no-grad-check", "--torch-profile", "traces", "--out", "r.json"),
         "from_trace": _ppplan(work, "profile", "--from-trace", "traces", "--out", "T.json"),
         "plan_from_trace": _ppplan(work, "plan", model, "--profile", "T.json", "--pp", "2", "--ep", str(ep),
                                    "--microbatches", str(microbatches), *shape, "--quiet", "--out", "plan2.json"),
@@ -126,7 +124,6 @@ def cpu_figures(*, model: str, scale: float, ep: int, steps: int, seq_len: int, 
     busy = _busy_share(work / "traces", replay["measured"]["busy_s"], steps, ep)
     shutil.rmtree(work, ignore_errors=True)
     return {"model": model, "scale": scale, "pp": 2, "ep": ep, "schedule": schedule, "steps": steps, "seq_len": seq_len,
-            "cpu_allocator": {"asked": cpu_allocator, "replay": replay["replay"].get("cpu_allocator")},
             "microbatches": microbatches, "micro_batch": micro_batch,
             "profiler_overhead_us_per_event": {r: round(1e6 * v, 3) for r, v in
                                                meta.get("profiler_overhead_s_per_event", {}).items()}, "walls_s": walls, "samples": meta["samples"],
@@ -151,9 +148,6 @@ def main(argv: list[str] | None = None) -> None:
                                                               "batch over dp and --microbatches).")
     ap.add_argument("--schedule", default="zb-h1", help="The plan's --schedule (1f1b-overlap: fused pairs, whose "
                                                         "other half runs beside each all-to-all).")
-    ap.add_argument("--cpu-allocator", choices=ALLOCATORS, default="keep",
-                    help="What the profile's and the replay's C allocator does with freed memory (ppplan's "
-                         "--cpu-allocator; keep, as CUDA's caching allocator does: docs/trace-import.md).")
     args = ap.parse_args(argv)
     out = {}
     if args.only in (None, "hta"):
@@ -161,8 +155,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.only in (None, "cpu"):
         out["cpu"] = cpu_figures(model=args.model, scale=args.scale, ep=args.ep, steps=args.steps,
                                  seq_len=args.seq_len, microbatches=args.microbatches,
-                                 micro_batch=args.micro_batch, schedule=args.schedule,
-                                 cpu_allocator=args.cpu_allocator)
+                                 micro_batch=args.micro_batch, schedule=args.schedule)
     if args.json:
         print(json.dumps(out, indent=1))
         return

@@ -18,7 +18,6 @@ import torch.distributed as dist
 
 from planner.core.model import LayerSpec, ModelSpec
 from profiler.comm import LinkFit, all_to_all_benchmark, p2p_benchmark
-from profiler.cpu_memory import apply_allocator
 from profiler.layers import build_layer, layer_input, loss_fn
 from profiler.layers.moe_capacity import CapacityMode
 from profiler.measure import LayerTiming, measure_layer
@@ -56,8 +55,6 @@ class WorkerConfig:
     """Measure overlapped pairs."""
     timeout_s: float = 600.0
     """Collective timeout."""
-    cpu_allocator: str = "system"
-    """``profiler.cpu_memory.ALLOCATORS``: what each CPU process's C allocator does with freed memory."""
     moe_capacity: CapacityMode | None = None
     """Megatron's capacity mode of the MoE layers (None: dropless)."""
     modules: str = "native"
@@ -81,8 +78,6 @@ class WorkerResult:
     """All-to-all fit over the whole group (None with one process)."""
     device_name: str = ""
     """What measured (cpu or the GPU's name)."""
-    allocator: str = ""
-    """What rank 0's allocator did with freed memory (``profiler.cpu_memory.apply_allocator``)."""
 
 
 def representatives(model: ModelSpec) -> dict[str, LayerSpec]:
@@ -106,7 +101,6 @@ def profile_rank(rank: int, world: int, port: int, cfg: WorkerConfig,
     """Profile on this rank; rank 0 returns the merged result, others None."""
     torch.set_num_threads(cfg.threads)
     device = torch.device("cuda", rank) if cfg.device == "cuda" else torch.device("cpu")
-    allocator = apply_allocator(cfg.cpu_allocator, device.type)  # before the layers ([Note: CPU allocator])
     if device.type == "cuda":
         torch.cuda.set_device(device)
     p2p = a2a = None
@@ -126,7 +120,7 @@ def profile_rank(rank: int, world: int, port: int, cfg: WorkerConfig,
     if rank != 0:
         return None
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    return WorkerResult(layers=mine[0], pairs=mine[1], p2p=p2p, a2a=a2a, device_name=name, allocator=allocator)
+    return WorkerResult(layers=mine[0], pairs=mine[1], p2p=p2p, a2a=a2a, device_name=name)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -61,9 +61,6 @@ class ProfileRequest:
     """Weights and inputs seed."""
     threads: int = 0
     """torch threads per process (0: automatic, see ``default_threads``)."""
-    cpu_allocator: str = "system"
-    """On the CPU, ``keep``: each process's C allocator keeps freed memory, as CUDA's caching
-    allocator does (``profiler.cpu_memory`` [Note: CPU allocator]); ``system``: its defaults."""
     imbalance: dict[int, float] | None = None
     """Per MoE layer index: busiest EP rank / mean, from a routing trace (None: sample tokens)."""
     routing_source: str = ""
@@ -155,7 +152,7 @@ def measured_costs(model: ModelSpec, req: ProfileRequest, *,
     threads = req.threads or default_threads(req.device, req.ep)
     cfg = WorkerConfig(model=model, scale=req.scale, ep=req.ep, device=req.device, seq_len=req.seq_len,
                        micro_batch=req.micro_batch, warmup=req.warmup, repeats=req.repeats,
-                       seed=req.seed, threads=threads, timeout_s=req.timeout_s, cpu_allocator=req.cpu_allocator,
+                       seed=req.seed, threads=threads, timeout_s=req.timeout_s,
                        moe_capacity=req.moe_capacity(), modules=req.modules, raw_config=_raw(model, req))
     # measured before the profiling processes start, the machine then as idle as this run finds it
     peak = measure_cpu_peak(threads) if req.device == "cpu" else None
@@ -165,8 +162,6 @@ def measured_costs(model: ModelSpec, req: ProfileRequest, *,
     if peak is not None:
         meta["cpu_peak"] = peak  # the replay's MFU denominator (profiler.cpu_peak)
     meta["profiler"] = dict(meta["profiler"], threads=threads)
-    if req.device == "cpu":
-        meta["profiler"]["cpu_allocator"] = result.allocator
     meta["modules"] = _sources(model, req, cfg.raw_config)
     return replace(table, meta=meta)
 

@@ -24,14 +24,10 @@ def test_replay_trace_profile_plan(tmp_path, ppplan):
     make_plan(cfg, schedule, bounds).save(tmp_path / "plan.json")
     run = subprocess.run([sys.executable, "-m", "planner.cli", "replay", str(tmp_path / "plan.json"),
                           "--seq-len", str(SEQ), "--steps", "2", "--warmup", "0", "--threads", "1", "--timeout", "20",
-                          "--no-grad-check", "--cpu-allocator", "keep", "--torch-profile", str(tmp_path / "traces"),
-                          "--out", str(tmp_path / "r.json")],
+                          "--no-grad-check", "--torch-profile", str(tmp_path / "traces"), "--out", str(tmp_path / "r.json")],
                          capture_output=True, text=True, timeout=200)
     assert run.returncode == 0, run.stderr
     assert sorted(p.name for p in (tmp_path / "traces").iterdir()) == ["rank-0.json.gz", "rank-1.json.gz"]
-    # every rank kept freed memory in its process ([Note: CPU allocator]), and the report says so
-    allocators = json.loads((tmp_path / "r.json").read_text())["replay"]["cpu_allocator"]
-    assert len(allocators) == 2 and all(a.startswith("glibc malloc keeps freed memory") for a in allocators), allocators
     cluster = str(CLUSTERS_DIR / "qwen3-next-80b-a3b.yaml")  # the tiny model is a Qwen3-Next
     res = ppplan("profile", "--from-trace", str(tmp_path / "traces"), "--cluster", cluster, "--out", "T.json")
     assert res.code == 0, res.err

@@ -8,7 +8,6 @@ import os
 import click
 
 from planner.cli.common import SEED_MAX, FiniteFloat, check_outputs
-from profiler.cpu_memory import ALLOCATORS
 
 __all__ = ["COMMANDS"]
 
@@ -28,7 +27,6 @@ __all__ = ["COMMANDS"]
 @click.option("--repeats", type=click.IntRange(min=1, max=1000), default=5, show_default=True, help="Timed runs per measurement (median and spread).")
 @click.option("--no-links", is_flag=True, help="Skip the point-to-point / all-to-all benchmarks (no second process when --ep is 1).")
 @click.option("--threads", type=click.IntRange(min=0, max=1024), default=0, show_default=True, help="torch threads per process (0: automatic).")
-@click.option("--cpu-allocator", type=click.Choice(ALLOCATORS), default="system", show_default=True, help="On CPU, keep: each process's C allocator keeps freed memory for reuse, as CUDA's caching allocator does (what ppplan replay --cpu-allocator keep runs); system: the C library's defaults.")
 @click.option("--seed", type=click.IntRange(min=0, max=SEED_MAX), default=0, show_default=True, help="Random seed of the sample weights, tokens and routers (0 .. 2^63-1).")
 @click.option("--moe-expert-capacity-factor", type=FiniteFloat(min=0, min_open=True, max=1e6), help="Measure in Megatron's capacity mode: each expert takes at most ceil(tokens x top_k / experts x C) copies of a rank's tokens, the rest dropped (default: dropless).")
 @click.option("--moe-pad-expert-input-to-capacity", is_flag=True, help="Pad every expert's buffer to capacity: static all-to-all splits, no host sync in a MoE layer (needs --moe-expert-capacity-factor).")
@@ -41,7 +39,7 @@ __all__ = ["COMMANDS"]
 @click.option("--out", type=click.Path(dir_okay=False), default="profile.json", show_default=True, help="Cost table JSON to write (read by ppplan plan --profile).")
 def profile_command(model: str | None, analytical: bool, cluster: str | None, device: str, scale: float,
                     ep: int, routing: tuple[str, ...], trace_ep: int | None, seq_len: int, micro_batch: int, warmup: int,
-                    repeats: int, no_links: bool, threads: int, cpu_allocator: str, seed: int, modules: str | None,
+                    repeats: int, no_links: bool, threads: int, seed: int, modules: str | None,
                     compare: tuple[str, str] | None, quiet: bool, out: str, from_trace: str | None,
                     model_opt: str | None, **moe_capacity) -> None:
     """Write MODEL's cost table (measured unless --analytical), or --compare A B, or --from-trace DIR."""
@@ -91,7 +89,6 @@ def profile_command(model: str | None, analytical: bool, cluster: str | None, de
     else:
         table = _measure(spec, device=device, scale=scale, ep=ep, routing=routing, trace_ep=trace_ep, seq_len=seq_len,
                          micro_batch=micro_batch, warmup=warmup, repeats=repeats, threads=threads,
-                         cpu_allocator=cpu_allocator,
                          measure_links=not no_links, modules=modules or _default_modules(moe_capacity),
                          model_config=_config_of(model), seed=seed, quiet=quiet, **moe_capacity)
     save_costs(table, out)

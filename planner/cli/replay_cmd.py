@@ -8,7 +8,6 @@ import os
 import click
 
 from planner.cli.common import SEED_MAX, FiniteFloat, check_outputs, fail
-from profiler.cpu_memory import ALLOCATORS
 
 __all__ = ["COMMANDS"]
 
@@ -22,7 +21,6 @@ __all__ = ["COMMANDS"]
 @click.option("--seed", type=click.IntRange(min=0, max=SEED_MAX), default=0, show_default=True, help="Random seed of the synthetic weights and inputs (0 .. 2^63-1; the same seed gives the same numbers).")
 @click.option("--threads", type=click.IntRange(min=1), help="Torch threads per rank on CPU (default: cores / ranks).")
 @click.option("--bind-cores/--no-bind-cores", default=True, show_default=True, help="On CPU, bind each rank to cores of its own when there are enough (fused pairs hand over at every all-to-all; a rank sharing cores waits for the other's time slice).")
-@click.option("--cpu-allocator", type=click.Choice(ALLOCATORS), default="system", show_default=True, help="On CPU, keep: each rank's C allocator keeps freed memory for reuse, as CUDA's caching allocator does (no page faults and unmaps inside a step; PyTorch's CPU tuning guide's advice); system: the C library's defaults.")
 @click.option("--timeout", "timeout_s", type=FiniteFloat(min=1, max=86400), default=60.0, show_default=True, help="Seconds any collective or receive may wait.")
 @click.option("--deadline", "deadline_s", type=FiniteFloat(min=1, max=7 * 86400), default=900.0, show_default=True, help="Seconds for the whole replay.")
 @click.option("--no-grad-check", is_flag=True, help="Skip the single-process gradient check.")

@@ -45,10 +45,6 @@ class ReplayOptions:
     bind_cores: bool = True
     """On CPU, bind each rank to cores of its own when there are enough
     (``planner.replay.device`` [Note: core binding])."""
-    cpu_allocator: str = "system"
-    """On CPU, ``keep``: every rank's C allocator keeps freed memory for reuse, as CUDA's
-    caching allocator does (``profiler.cpu_memory`` [Note: CPU allocator]); ``system``: the C
-    library's defaults."""
     ep: int | None = None
     """Expert-parallel size of the replay (pp x ep processes); None = the plan's EP."""
     link: str = "real"

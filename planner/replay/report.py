@@ -86,7 +86,6 @@ def assemble(plan: Plan, opts: ReplayOptions, out: dict[str, Any]) -> ReplayResu
                    "hidden": rm.spec.hidden, "device": out["device"], "backend": out["backend"],
                    "world_size": len(gathered), "threads_per_rank": gathered[0]["threads"],
                    "cpu_binding": [g.get("binding") for g in gathered],
-                   "cpu_allocator": [g.get("allocator") for g in gathered],
                    "steps": opts.steps, "warmup": opts.warmup, "seed": opts.seed, "engine": ENGINE,
                    "plan_ep": plan.parallel.get("ep", 1),
                    "expert_parallel": _link(plan, opts, out.get("ep", 1), out["table"]),

@@ -25,7 +25,6 @@ from planner.replay.lowering import (Layout, ReplayModel, build_stage, loss_fn, 
 from planner.replay.options import ReplayOptions
 from planner.replay.timing import Clock, Recorder, TimedRuntime, TimedStage, attach_timed
 from planner.replay.torch_profile import label_stage, torch_profile
-from profiler.cpu_memory import apply_allocator
 from profiler.timing import collector_off, freeze_setup
 
 __all__ = ["run_rank", "resolve_shape"]
@@ -249,7 +248,6 @@ def run_rank(plans_data: list[dict], opts: ReplayOptions, *, rank: int, world_si
         binding = bind_rank(local_rank, _local_world(world_size), _threads(opts, world_size))
     elif device.type == "cpu":
         binding = "not bound (--no-bind-cores)"
-    allocator = apply_allocator(opts.cpu_allocator, device.type)  # before the model ([Note: CPU allocator])
     dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world_size,
                             timeout=timedelta(seconds=opts.timeout_s))
     try:
@@ -257,7 +255,7 @@ def run_rank(plans_data: list[dict], opts: ReplayOptions, *, rank: int, world_si
             torch.set_num_threads(_threads(opts, world_size))
         plans = [Plan.from_dict(p) for p in plans_data]
         layout = make_layout(plans[0].pp, world_size // plans[0].pp, rank)
-        return _replay(plans, opts, layout, device, backend, binding, allocator)
+        return _replay(plans, opts, layout, device, backend, binding)
     finally:
         dist.destroy_process_group()
 
@@ -275,11 +273,10 @@ def _run_in_group(plans_data: list[dict], opts: ReplayOptions, *, local_rank: in
     device = torch.device("cpu") if backend == "gloo" else dev.pick_device(local_rank)[0]
     if device.type == "cpu":
         torch.set_num_threads(_threads(opts, world_size))
-    allocator = apply_allocator(opts.cpu_allocator, device.type)
     plans = [Plan.from_dict(p) for p in plans_data]
     layout = make_layout(plans[0].pp, world_size // plans[0].pp, rank)
     try:
-        return _replay(plans, opts, layout, device, backend, "not bound: the launcher's process", allocator)
+        return _replay(plans, opts, layout, device, backend, "not bound: the launcher's process")
     finally:
         release_layout(layout)
 
@@ -346,7 +343,7 @@ def _exact(plan: Plan, rm: ReplayModel, device: torch.device, link: str) -> bool
 
 
 def _replay(plans: list[Plan], opts: ReplayOptions, layout: Layout, device: torch.device,
-            backend: str, binding: str, allocator: str) -> list[dict[str, Any]] | None:
+            backend: str, binding: str) -> list[dict[str, Any]] | None:
     """Build every plan, one gradient-check step each, warm-up, then the timed steps in
     rounds (plan 1, plan 2, ..., plan 1, ...) so that drift on a shared machine hits
     every plan alike."""
@@ -384,8 +381,7 @@ def _replay(plans: list[Plan], opts: ReplayOptions, layout: Layout, device: torc
                 {p: (s + after[run.pairs_key][p]) / 2 for p, s in tables[run.pairs_key].items()}
             run.table = _table_for(run, tables[run.table_key], after[run.table_key], run.opts, hidden)
     mine = [{"rank": rank, "steps": run.steps, "memory": _memory(device, baseline, run.peak), "losses": losses,
-             "grads": grads, "threads": torch.get_num_threads(), "binding": binding,
-             "allocator": allocator} for run, (losses, grads) in zip(runs, firsts)]
+             "grads": grads, "threads": torch.get_num_threads(), "binding": binding} for run, (losses, grads) in zip(runs, firsts)]
     gathered: list[Any] = [None] * dist.get_world_size() if rank == 0 else []
     dist.gather_object(mine, gathered if rank == 0 else None, dst=0)
     if rank != 0:
