@@ -92,7 +92,12 @@ def resolve_cluster(model: ModelSpec, cluster: str | Path | ClusterSpec | None, 
             raise InputError("--pp", f"pp x tp = {p.pp}x{p.tp} does not divide {spec.num_gpus} GPUs",
                              "pick pp x tp dividing the GPU count or pass --dp")
     spec = spec.for_target(target)
-    return spec.check().check_against(model)
+    try:
+        return spec.check().check_against(model)
+    except InputError as exc:  # the fleet came from --devices, not the file's devices: name the flag
+        if devices is None or exc.field != "devices":
+            raise
+        raise InputError("--devices", exc.problem, exc.fix) from None
 
 
 def _sites_override(spec: ClusterSpec, flags: dict[str, Any]) -> SitesSpec:
