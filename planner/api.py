@@ -398,8 +398,9 @@ def _with_offload(spec: ModelSpec, cl: ClusterSpec, given: str | tuple[str, ...]
         cl = replace(cl, training=replace(cl.training, offload=offload_mode(given, field="--offload")))
         cl.check().check_against(spec)
     if any(m != "none" for m in offload_choices(cl.training.offload)) and not runs:
-        raise InputError("training.offload", f"--target {target} does not offload activations",
-                         "use --target megatron, or offload: none")
+        flag = given is not None  # named as the user gave it: the flag, or the cluster file's field
+        raise InputError("--offload" if flag else "training.offload", f"--target {target} does not offload activations",
+                         "use --target megatron, or " + ("drop --offload" if flag else "offload: none"))
     return cl
 
 

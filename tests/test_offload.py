@@ -125,12 +125,17 @@ def test_model_dependent_offload_checks():
 
 def test_cli_offload_bad_value_and_target_are_one_line(ppplan, tmp_path):
     for argv, pattern in [(("--offload", "moe_fc9"), r"^error: --offload: unknown offload module"),
-                          (("--offload", "8", "--target", "torchtitan"), r"^error: training\.offload: --target "
-                                                                          r"torchtitan does not offload")]:
+                          # the flag is named as given (the round-trip grid's o4), the file's field as written
+                          (("--offload", "8", "--target", "torchtitan"), r"^error: --offload: --target "
+                                                                          r"torchtitan does not offload.*drop --offload"),
+                          (("--target", "torchtitan"), r"^error: training\.offload: --target torchtitan does not "
+                                                       r"offload.*offload: none")]:
         path = tmp_path / "c.yaml"
         data = yaml.safe_load(default_cluster_path("llama3-8b").read_text())
         data["parallel"] = {**data["parallel"], "pp": 1, "dp": 16}
         data["training"]["recompute"] = "none"
+        if "--offload" not in argv:
+            data["training"]["offload"] = 8
         path.write_text(yaml.safe_dump(data))
         got = ppplan("plan", "llama3-8b", "--cluster", str(path), *argv)
         assert got.code == 2, got.err
