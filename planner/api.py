@@ -396,7 +396,12 @@ def _with_offload(spec: ModelSpec, cl: ClusterSpec, given: str | tuple[str, ...]
         given = CHOICE_SEP.join(given) if given else None
     if given is not None:
         cl = replace(cl, training=replace(cl.training, offload=offload_mode(given, field="--offload")))
-        cl.check().check_against(spec)
+        try:
+            cl.check().check_against(spec)
+        except InputError as exc:  # what --offload asks the cluster cannot run: name the flag given
+            if exc.field != "training.offload":
+                raise
+            raise InputError("--offload", exc.problem, exc.fix) from None
     if any(m != "none" for m in offload_choices(cl.training.offload)) and not runs:
         flag = given is not None  # named as the user gave it: the flag, or the cluster file's field
         raise InputError("--offload" if flag else "training.offload", f"--target {target} does not offload activations",

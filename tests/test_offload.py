@@ -129,7 +129,11 @@ def test_cli_offload_bad_value_and_target_are_one_line(ppplan, tmp_path):
                           (("--offload", "8", "--target", "torchtitan"), r"^error: --offload: --target "
                                                                           r"torchtitan does not offload.*drop --offload"),
                           (("--target", "torchtitan"), r"^error: training\.offload: --target torchtitan does not "
-                                                       r"offload.*offload: none")]:
+                                                       r"offload.*offload: none"),
+                          # the grid's o9: --offload N under the default recompute auto names the flag and --recompute
+                          (("--offload", "2", "--target", "megatron", "--recompute", "auto"),
+                           r"^error: --offload: Megatron's --cpu-offloading does not run with recompute 'auto' "
+                           r"\(pass --recompute none")]:
         path = tmp_path / "c.yaml"
         data = yaml.safe_load(default_cluster_path("llama3-8b").read_text())
         data["parallel"] = {**data["parallel"], "pp": 1, "dp": 16}

@@ -440,7 +440,7 @@ def _check_layer_offload(t: "TrainingSpec", p: ParallelSpec) -> None:
                          "use pp 1, or a list of --offload-modules (fine-grained offloading)")
     if t.recompute != "none":
         raise InputError("training.offload", f"Megatron's --cpu-offloading does not run with recompute {t.recompute!r}",
-                         'set training.recompute: "none"')
+                         'pass --recompute none, or set training.recompute: "none"')
     if t.cuda_graphs:
         raise InputError("training.offload", "Megatron's --cpu-offloading does not run with CUDA graphs",
                          "set training.cuda_graphs: false")
