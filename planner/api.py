@@ -17,6 +17,7 @@ from planner.core.limits import check_stage_microbatches
 from planner.core.model import ModelSpec
 from planner.core.plan import ModelInfo, Plan, load_plan_file
 from planner.core.plan_records import ClusterInfo
+from planner.core.recompute import is_module_set, module_sets_in, modules_of
 from planner.core.sites import SitesSpec, with_site_hop
 from planner.core.targets import DEFAULT_TARGET, get_target
 from planner.export import LaunchPlan
@@ -427,6 +428,11 @@ def _costs(spec: ModelSpec, cl: ClusterSpec, profile: str | Path | None) -> list
                          f"{spec.num_layers}", "profile the same model")
     mode = str(table.meta.get("recompute") or "none")
     if cl.training.recompute not in ("auto", mode):
-        raise InputError("--recompute", f"{cl.training.recompute} given but the profile was measured with {mode}",
+        asked = cl.training.recompute
+        if is_module_set(asked):  # Megatron's module lists: name them as the user gave them
+            lists = " / ".join(",".join(modules_of(m)) for m in module_sets_in(asked))
+            raise InputError("--recompute-modules", f"{lists} given but the profile was measured with recompute "
+                             f"{mode}", f"drop --recompute-modules (or training.recompute's list), or re-profile")
+        raise InputError("--recompute", f"{asked} given but the profile was measured with {mode}",
                          f"pass --recompute {mode} or re-profile")
     return [(mode, table.at_microbatch_size(cl.training.micro_batch_size))]

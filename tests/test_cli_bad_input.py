@@ -123,6 +123,11 @@ PLAN_CASES = [
      r"training\.recompute: unknown 'some'.*use one of auto, none, selective, full"),
     ("profile-recompute", lambda t: ["llama3-8b", "--profile", _profile(t, "selective"), "--recompute", "full"],
      r"--recompute: full given but the profile was measured with selective.*--recompute selective"),
+    # a round-trip journey: --recompute-modules over a profile was named --recompute, as 'modules:mlp'
+    ("profile-recompute-modules", lambda t: ["llama3-8b", "--profile", _profile(t, "none"), "--target", "megatron",
+                                             "--recompute-modules", "mlp"],
+     r"^error: --recompute-modules: mlp given but the profile was measured with recompute none \(drop "
+     r"--recompute-modules"),
     ("profile-missing", lambda t: ["llama3-8b", "--profile", str(t / "none.json")], r"profile: cannot read"),
     ("profile-json", lambda t: ["llama3-8b", "--profile", _write(t, "p.json", "[1,")], r"profile: .* is not valid JSON"),
     ("profile-schema", lambda t: ["llama3-8b", "--profile", _write(t, "p.json", json.dumps(
