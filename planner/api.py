@@ -253,6 +253,9 @@ def plan(model: str | None = None, cluster: str | Path | ClusterSpec | None = No
         if base.devices:
             raise InputError("--gpus", "the cluster file lists device groups; the degree search plans one GPU type",
                              "leave out --gpus (the groups fix the GPUs), or plan a cluster without devices")
+        if CHOICE_SEP in base.training.offload:  # else the cost model's "a cost table is for one mode"
+            raise InputError("training.offload", "a choice of offloading modes with --gpus (the degree search "
+                             "plans one mode)", "give one mode, or the degrees (--pp/--tp/--dp) instead of --gpus")
         if gpus % base.sites.count:
             raise InputError("--gpus", f"{gpus} GPUs do not split evenly over {base.sites.count} sites",
                              f"use a multiple of {base.sites.count}")
