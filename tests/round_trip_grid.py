@@ -377,6 +377,10 @@ OFFLOADS = [
     Config(name="o1", plan=("llama3-8b", "--target", "megatron", "--pp", "1", "--tp", "8", "--offload", "2",
                             "--recompute", "none")),
     Config(name="o9", plan=("llama3-8b", "--target", "megatron", "--pp", "1", "--tp", "8", "--offload", "2")),
+    Config(name="o10", plan=("qwen3-30b-a3b", *_CLUSTER, "--target", "megatron", "--offload", "none"),
+           cluster=(("training.offload", "moe_act"),)),
+    Config(name="o11", plan=("llama3-8b", "--profile", *_ANALYTICAL, "--target", "megatron", "--recompute-modules",
+                             "mlp"), setup=(("profile", "llama3-8b", "--analytical", "--quiet", "--out", *_ANALYTICAL),)),
     Config(name="o2", plan=("qwen3-30b-a3b", "--target", "megatron", "--offload", "none", "--offload", "moe_act")),
     Config(name="o3", plan=("qwen3-30b-a3b", "--gpus", "32", "--target", "megatron", "--offload", "moe_act")),
     Config(name="o4", plan=("llama3-8b", "--offload", "attn_norm")),
@@ -389,7 +393,8 @@ OFFLOADS = [
 ]
 """``--offload`` (layers, modules, repeated) and ``--recompute-modules`` (Megatron's, with
 ``--gpus`` too); ``o3``: offloading with ``--gpus``, ``o4``, ``o8``: torch runs neither, ``o9``:
-layer offloading with recomputation ``auto`` (all refused)."""
+layer offloading with recomputation ``auto``, ``o11``: module lists over a profile measured
+without (all refused); ``o10``: ``--offload none`` over the cluster file's."""
 
 FIELDS = [
     Config(name="f0", plan=("llama3-8b", *_CLUSTER, "--target", "megatron"),
@@ -408,9 +413,14 @@ FIELDS = [
            cluster=(("training.param_dtype", "bf16"), ("training.grad_reduce_in_fp32", False))),
     Config(name="f7", plan=("llama3-8b", *_CLUSTER), cluster=(("training.cp_comm_type", "a2a"),)),
     Config(name="f8", plan=("llama3-8b", *_CLUSTER), cluster=(("training.cuda_graph_scope", "mlp"),)),
+    Config(name="f9", plan=("qwen3-30b-a3b", *_CLUSTER, "--gpus", "32", "--target", "megatron"),
+           cluster=(("training.offload", ["none", ["moe_act"]]),)),
+    Config(name="f10", plan=("llama3-8b", *_CLUSTER, "--gpus", "16", "--target", "megatron"),
+           cluster=(("training.cp_comm_type", "p2p"), ("training.grad_reduce_in_fp32", False))),
 ]
 """Cluster-file fields no flag sets: ``cp_comm_type``, ``cuda_graph_scope``, ``fp8_recipe``,
-``param_dtype``, ``grad_reduce_in_fp32``; ``f7`` names a mode not modelled."""
+``param_dtype``, ``grad_reduce_in_fp32``, and the file's offloading with ``--gpus``; ``f7`` names
+a mode not modelled, ``f9`` a choice of offloading modes with ``--gpus``."""
 
 GRID: list[Config] = draw() + DEGREE_SEARCHES + PROFILES + LAYOUTS + DEVICES + SITES + OFFLOADS + FIELDS
 """Every configuration the round trip runs."""
