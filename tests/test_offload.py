@@ -126,8 +126,8 @@ def test_model_dependent_offload_checks():
 def test_cli_offload_bad_value_and_target_are_one_line(ppplan, tmp_path):
     for argv, pattern in [(("--offload", "moe_fc9"), r"^error: --offload: unknown offload module"),
                           # the flag is named as given (the round-trip grid's o4), the file's field as written
-                          (("--offload", "8", "--target", "torchtitan"), r"^error: --offload: --target "
-                                                                          r"torchtitan does not offload.*drop --offload"),
+                          (("--offload", "8", "--target", "torchtitan"),
+                           r"^error: --offload: --target torchtitan does not offload.*drop --offload"),
                           (("--target", "torchtitan"), r"^error: training\.offload: --target torchtitan does not "
                                                        r"offload.*offload: none"),
                           # the grid's o9: --offload N under the default recompute auto names the flag and --recompute
