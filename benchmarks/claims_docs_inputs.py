@@ -260,13 +260,13 @@ DEVELOPMENT_CLAIMS = [
           measured=lambda run: run.wall_s, compare=WALL),
     Claim(id="development-round-trip", where="tests: the round-trip grid's counts",
           command="python -m tests.round_trip --json",
-          figure=Page(path=_DEV, pattern=r"load average about 6\): (\d+) configurations, (\d+) planned, (\d+) "
+          figure=Page(path=_DEV, pattern=r"load average about \d+\): (\d+) configurations, (\d+) planned, (\d+) "
                       r"refused, (\d+) out of budget,\n\s+(\d+) failing"),
           measured=lambda run: tuple(run.json()[k] for k in ("configurations", "planned", "refused", "out_of_budget",
                                                              "failing")),
           stale=Stale(why="12 min of planning and framework checks; the suite runs the grid itself (tests/"
                           "test_round_trip.py), so CI checks every configuration; `--run-stale` re-counts",
-                      date=Page(path=_DEV, pattern=r"Measured (\d{4}-\d\d-\d\d) on main after this round"))),
+                      date=Page(path=_DEV, pattern=r"Measured (\d{4}-\d\d-\d\d) [\d:-]+ UTC on the `grid` branch"))),
 ]
 
 _LIM = "docs/limits.md"

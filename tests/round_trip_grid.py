@@ -10,8 +10,15 @@ every fifth is drawn free on every axis, so refusals are exercised too. A pp tha
 divide the model's shipped GPU count gets the shipped cluster with ``num_gpus`` set to
 pp x tp x dp and a per-replica batch rounded up to a multiple of pp (written as
 ``cluster.yaml``); explicit microbatch counts are drawn from the
-divisors of the per-replica batch, and one kind is a count that divides nothing. A few
-``--gpus`` degree searches and ``--profile`` journeys are listed by hand.
+divisors of the per-replica batch, and one kind is a count that divides nothing. Two later
+axes (``LATE_AXES``, their own seeded deck, so the first axes' draws are unchanged) add
+cluster-file fields no flag sets (``FIELD_EDITS``: ``cp_comm_type``, ``cuda_graph_scope``,
+``fp8_recipe: torchao_rowwise``, ``param_dtype``, ``grad_reduce_in_fp32: false``, written into
+``cluster.yaml``) and ``--offload`` / ``--recompute-modules`` (``OPTIONS``). Listed by hand: a few
+``--gpus`` degree searches, ``--profile`` journeys, ``--layout`` (``LAYOUTS``), ``--devices``
+fleets (``DEVICES``), ``--sites`` (``SITES``), offloading and module lists (``OFFLOADS``) and
+those cluster fields with the settings they need (``FIELDS``: context parallelism, FP8, FSDP),
+each with a refusal or two.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from planner.core.targets import TARGET_NAMES, TARGETS
 from solvers.schedule.families.registry import SCHEDULES, applies
 from solvers.schedule.search.search import SCHEDULE_CHOICES
 
-__all__ = ["SEED", "DRAWN", "AXES", "Config", "GRID", "draw", "cluster_file"]
+__all__ = ["SEED", "DRAWN", "AXES", "LATE_AXES", "FIELD_EDITS", "OPTIONS", "Config", "GRID", "draw", "cluster_file"]
 
 SEED = 20261201
 """Seed of the draw: the grid is the same on every machine and every run."""
@@ -60,6 +67,29 @@ AXES: dict[str, tuple] = {
 }
 """Each axis and its values (a value listed twice is dealt twice as often). ``None``: the
 option is not passed. ``3mb`` is the old spelling of ``3microbatches``."""
+
+FIELD_EDITS: dict[str, tuple[tuple[str, object], ...]] = {
+    "cp_comm_type": (("training.cp_comm_type", "p2p"),),
+    "cuda_graph_scope": (("training.cuda_graph_scope", ["moe_router", "moe_preprocess"]),),
+    "fp8_rowwise": (("training.precision", "fp8"), ("training.fp8_recipe", "torchao_rowwise")),
+    "param_dtype": (("training.param_dtype", "bf16"),),
+    "grad_reduce_bf16": (("training.grad_reduce_in_fp32", False),),
+}
+"""Cluster-file fields no flag sets, written into ``cluster.yaml`` (the ``fields`` axis)."""
+
+OPTIONS: dict[str, tuple[str, ...]] = {
+    "offload_modules": ("--offload", "expert_fc1,moe_act"),
+    "recompute_modules": ("--recompute-modules", "moe_act,layernorm"),
+}
+"""Options of later rounds (the ``options`` axis): Megatron's activation offloading and
+selective recomputation modules (offloading layers needs pp 1: hand-listed, ``OFFLOADS``)."""
+
+LATE_AXES: dict[str, tuple] = {
+    "fields": (None,) * 5 + tuple(FIELD_EDITS),
+    "options": (None,) * 6 + tuple(OPTIONS),
+}
+"""Axes added after the first grid, dealt from their own seeded generator (``SEED + 1``) so
+the draws of ``AXES`` stay what they were; ``None``: the shipped cluster, no option."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,10 +216,25 @@ def _microbatches(kind: str, batch: int, pp: int, rng: random.Random) -> list[st
     return ["--microbatches", str(next(d for d in range(pp + 1, 4 * batch) if batch % d))]
 
 
+def _fields(target: str, model: str) -> list[str | None]:
+    """Field edits ``target`` runs on ``model`` (CUDA-graph MoE scopes only with MoE layers)."""
+    moe = load_model(model).moe is not None
+    return [None, *(f for f in FIELD_EDITS if f != "cuda_graph_scope" or moe)]
+
+
+def _options(target: str, recompute: str | None) -> list[str | None]:
+    """Late options ``target`` runs: offloading where it offloads, module lists where it has
+    them and neither full nor no recomputation is asked for."""
+    t = TARGETS[target]
+    return [None, *(["offload_modules"] if t.offload else []),
+            *(["recompute_modules"] if t.module_sets and recompute in (None, "selective") else [])]
+
+
 def draw(seed: int = SEED, n: int = DRAWN) -> list[Config]:
-    """``n`` configurations dealt from ``AXES`` (see the module docstring)."""
-    rng = random.Random(seed)
+    """``n`` configurations dealt from ``AXES`` and ``LATE_AXES`` (see the module docstring)."""
+    rng, late = random.Random(seed), random.Random(seed + 1)
     decks = {axis: _Deck(values, rng) for axis, values in AXES.items()}
+    decks |= {axis: _Deck(values, late) for axis, values in LATE_AXES.items()}
     out = []
     for k in range(n):
         free = k % FREE_EVERY == FREE_EVERY - 1
@@ -200,6 +245,8 @@ def draw(seed: int = SEED, n: int = DRAWN) -> list[Config]:
         got["shape"] = decks["shape"].deal(None if free else _shapes(got["target"], got["schedule"]))
         got["pp"], got["microbatches"] = decks["pp"].deal(), decks["microbatches"].deal()
         got["memory_limit"] = decks["memory_limit"].deal()
+        got["fields"] = decks["fields"].deal(None if free else _fields(got["target"], got["model"]))
+        got["options"] = decks["options"].deal(None if free else _options(got["target"], got["recompute"]))
         out.append(_config(f"g{k:03d}", got, rng))
     return out
 
@@ -207,11 +254,15 @@ def draw(seed: int = SEED, n: int = DRAWN) -> list[Config]:
 def _config(name: str, got: dict, rng: random.Random) -> Config:
     (vpp, placement), model, pp = got["shape"], got["model"], got["pp"]
     where, edits, batch = _layout(model, pp)
+    if got["fields"] is not None:
+        where = ["--cluster", "cluster.yaml", *where] if where[0] == "--pp" else where
+        edits += FIELD_EDITS[got["fields"]]
     args = [model, *where, "--schedule", got["schedule"], "--target", got["target"]]
     args += ["--vpp", str(vpp), "--placement", placement] if placement else []
     args += ["--recompute", got["recompute"]] if got["recompute"] else []
     args += _microbatches(got["microbatches"], batch, pp, rng)
     args += ["--memory-limit", got["memory_limit"]] if got["memory_limit"] else []
+    args += OPTIONS[got["options"]] if got["options"] else []
     return Config(name=name, plan=tuple(args), cluster=edits, axes=tuple(sorted(got.items())))
 
 
@@ -259,5 +310,118 @@ PROFILES = [
 """``--profile``: hand-written tables (the shipped example, a measured-style one) planned
 without a model, and ``ppplan profile --analytical`` tables planned with their model."""
 
-GRID: list[Config] = draw() + DEGREE_SEARCHES + PROFILES
+_CLUSTER = ("--cluster", "cluster.yaml")
+
+LAYOUTS = [
+    Config(name="l0", plan=("llama3-8b", "--layout", "8,8,8,8")),
+    Config(name="l1", plan=("llama3-8b", "--layout", "6,10,10,6", "--keep-layout", "--target", "megatron",
+                            "--schedule", "1f1b")),
+    Config(name="l2", plan=("llama3-8b", "--layout", "Et*3|t*5|t*5|t*4|t*4|t*4|t*4|t*3L", "--pp", "4",
+                            "--keep-layout", "--target", "megatron")),
+    Config(name="l3", plan=("llama3-8b", "--layout", "8,8,8,8", "--pp", "2", "--placement", "v", "--keep-layout",
+                            "--schedule", "zbv", "--target", "torchtitan")),
+    Config(name="l4", plan=("llama3-8b", "--layout", "10,8,8,6", "--keep-layout", "--target", "deepspeed")),
+    Config(name="l7", plan=("llama3-8b", "--layout", "4,4,4,4,4,4,4,4", "--target", "deepspeed")),
+    Config(name="l8", plan=("qwen3-30b-a3b", "--layout", "Et*11|t*12|t*12|t*13L", "--keep-layout", "--target",
+                            "megatron", "--offload", "moe_act", "--recompute-modules", "moe_act")),
+    Config(name="l9", plan=("llama3-8b", "--layout", "8,8,8,8", "--gpus", "16")),
+    Config(name="l5", plan=("qwen3-30b-a3b", "--layout", "Et*11|t*12|t*12|t*13L", "--keep-layout",
+                            "--target", "megatron", "--microbatches", "auto")),
+    Config(name="l6", plan=("llama3-8b", "--layout", "8,8,8,7")),
+]
+"""``--layout``: decoder layers per stage and Megatron layout strings, beside the free plan
+and kept (``--keep-layout``), with virtual stages loop and V, offloading and module lists;
+``l6`` miscounts the layers, ``l7`` gives DeepSpeed two stages per rank, ``l9`` adds ``--gpus``."""
+
+DEVICES = [
+    Config(name="h0", plan=("llama3-8b", "--devices", "h100:8,a100:8")),
+    Config(name="h1", plan=("llama3-8b", "--devices", "a100:8,h100:8", "--devices-order", "search",
+                            "--target", "megatron")),
+    Config(name="h2", plan=("qwen3-30b-a3b", "--devices", "a100:16,a100:16:40", "--target", "megatron")),
+    Config(name="h3", plan=("llama3-8b", "--devices", "h100:8,a100:8", "--pp", "4", "--target", "deepspeed")),
+    Config(name="h4", plan=("llama3-8b", "--devices", "h100:8,a100:8", "--target", "torchtitan", "--vpp", "2",
+                            "--schedule", "interleaved")),
+    Config(name="h5", plan=("llama3-8b", "--devices", "h100:6,a100:10")),
+    Config(name="h6", plan=("llama3-8b", "--devices", "h100:8,a100:8", "--layout", "10,10,6,6", "--keep-layout",
+                            "--devices-order", "search")),
+    Config(name="h7", plan=("qwen3-30b-a3b", "--devices", "h100:16,a100:16", "--target", "megatron",
+                            "--offload", "moe_act", "--recompute-modules", "moe_act,layernorm")),
+    Config(name="h8", plan=("llama3-8b", "--devices", "h100:8,a100:8", "--recompute", "auto", "--microbatches",
+                            "auto", "--memory-limit", "4microbatches")),
+    Config(name="h9", plan=("llama3-8b", "--devices", "h100:8,a100:8", "--gpus", "16")),
+]
+"""``--devices``: mixed fleets in the given and searched order, with a layout, offloading and
+the microbatch search; ``h5`` splits no whole rank, ``h9`` adds ``--gpus``."""
+
+SITES = [
+    Config(name="s0", plan=("llama3-8b", "--sites", "2", "--inter-site-gbps", "100", "--inter-site-latency-ms", "5")),
+    Config(name="s1", plan=("qwen3-30b-a3b", "--sites", "2", "--inter-site-gbps", "10", "--inter-site-latency-ms",
+                            "10", "--target", "megatron")),
+    Config(name="s2", plan=("llama3-8b", "--sites", "2", "--inter-site-gbps", "400", "--gpus", "16")),
+    Config(name="s3", plan=("llama3-8b", "--sites", "2", "--inter-site-gbps", "25", "--pp", "2",
+                            "--target", "deepspeed")),
+    Config(name="s4", plan=("llama3-8b", "--sites", "2")),
+    Config(name="s5", plan=("llama3-8b", "--sites", "2", "--inter-site-gbps", "100", "--inter-site-latency-ms", "5",
+                            "--pp", "4", "--vpp", "2", "--schedule", "interleaved", "--target", "megatron")),
+    Config(name="s6", plan=("qwen3-30b-a3b", "--sites", "2", "--inter-site-gbps", "50", "--target", "megatron",
+                            "--offload", "expert_fc1,moe_act")),
+    Config(name="s7", plan=("llama3-8b", "--sites", "2", "--inter-site-gbps", "100", "--layout", "8,8,8,8",
+                            "--keep-layout")),
+    Config(name="s8", plan=("llama3-8b", "--sites", "2", "--inter-site-gbps", "100", "--devices", "h100:8,a100:8")),
+]
+"""``--sites``: two sites joined by a slow link (pp or dp crossing), with virtual stages,
+offloading and a layout; ``s4`` gives no bandwidth, ``s8`` a mixed fleet."""
+
+OFFLOADS = [
+    Config(name="o0", plan=("qwen3-30b-a3b", "--target", "megatron", "--offload", "expert_fc1,moe_act")),
+    Config(name="o1", plan=("llama3-8b", "--target", "megatron", "--pp", "1", "--tp", "8", "--offload", "2",
+                            "--recompute", "none")),
+    Config(name="o9", plan=("llama3-8b", "--target", "megatron", "--pp", "1", "--tp", "8", "--offload", "2")),
+    Config(name="o10", plan=("qwen3-30b-a3b", *_CLUSTER, "--target", "megatron", "--offload", "none"),
+           cluster=(("training.offload", "moe_act"),)),
+    Config(name="o11", plan=("llama3-8b", "--profile", *_ANALYTICAL, "--target", "megatron", "--recompute-modules",
+                             "mlp"),
+           setup=(("profile", "llama3-8b", "--analytical", "--quiet", "--out", *_ANALYTICAL),)),
+    Config(name="o2", plan=("qwen3-30b-a3b", "--target", "megatron", "--offload", "none", "--offload", "moe_act")),
+    Config(name="o3", plan=("qwen3-30b-a3b", "--gpus", "32", "--target", "megatron", "--offload", "moe_act")),
+    Config(name="o4", plan=("llama3-8b", "--offload", "attn_norm")),
+    Config(name="o5", plan=("qwen3-30b-a3b", "--target", "megatron", "--recompute-modules", "moe_act,layernorm")),
+    Config(name="o6", plan=("qwen3-30b-a3b", "--target", "megatron", "--recompute-modules", "core_attn",
+                            "--recompute-modules", "moe_act,layernorm", "--offload", "expert_fc1")),
+    Config(name="o7", plan=("qwen3-30b-a3b", "--gpus", "32", "--target", "megatron", "--recompute-modules",
+                            "moe_act")),
+    Config(name="o8", plan=("llama3-8b", "--recompute-modules", "mlp")),
+]
+"""``--offload`` (layers, modules, repeated) and ``--recompute-modules`` (Megatron's, with
+``--gpus`` too); ``o3``: offloading with ``--gpus``, ``o4``, ``o8``: torch runs neither, ``o9``:
+layer offloading with recomputation ``auto``, ``o11``: module lists over a profile measured
+without (all refused); ``o10``: ``--offload none`` over the cluster file's."""
+
+FIELDS = [
+    Config(name="f0", plan=("llama3-8b", *_CLUSTER, "--target", "megatron"),
+           cluster=(("training.cp_comm_type", "p2p"), ("parallel.cp", 2), ("parallel.dp", 2))),
+    Config(name="f1", plan=("llama3-8b", *_CLUSTER, "--target", "torchtitan"),
+           cluster=(("training.cp_comm_type", "torch_alltoall"), ("parallel.cp", 2), ("parallel.dp", 2))),
+    Config(name="f2", plan=("qwen3-30b-a3b", *_CLUSTER, "--target", "megatron"),
+           cluster=(("training.cuda_graph_scope", ["moe_router", "moe_preprocess"]),)),
+    Config(name="f3", plan=("llama3-8b", *_CLUSTER, "--target", "torchtitan"),
+           cluster=(("training.precision", "fp8"), ("training.fp8_recipe", "torchao_rowwise"))),
+    Config(name="f4", plan=("qwen3-30b-a3b", *_CLUSTER, "--target", "torchtitan"),
+           cluster=(("training.param_dtype", "bf16"), ("training.fsdp", True))),
+    Config(name="f5", plan=("qwen3-30b-a3b", *_CLUSTER, "--target", "megatron"),
+           cluster=(("training.grad_reduce_in_fp32", False),)),
+    Config(name="f6", plan=("llama3-8b", *_CLUSTER, "--gpus", "16"),
+           cluster=(("training.param_dtype", "bf16"), ("training.grad_reduce_in_fp32", False))),
+    Config(name="f7", plan=("llama3-8b", *_CLUSTER), cluster=(("training.cp_comm_type", "a2a"),)),
+    Config(name="f8", plan=("llama3-8b", *_CLUSTER), cluster=(("training.cuda_graph_scope", "mlp"),)),
+    Config(name="f9", plan=("qwen3-30b-a3b", *_CLUSTER, "--gpus", "32", "--target", "megatron"),
+           cluster=(("training.offload", ["none", ["moe_act"]]),)),
+    Config(name="f10", plan=("llama3-8b", *_CLUSTER, "--gpus", "16", "--target", "megatron"),
+           cluster=(("training.cp_comm_type", "p2p"), ("training.grad_reduce_in_fp32", False))),
+]
+"""Cluster-file fields no flag sets: ``cp_comm_type``, ``cuda_graph_scope``, ``fp8_recipe``,
+``param_dtype``, ``grad_reduce_in_fp32``, and the file's offloading with ``--gpus``; ``f7`` names
+a mode not modelled, ``f9`` a choice of offloading modes with ``--gpus``."""
+
+GRID: list[Config] = draw() + DEGREE_SEARCHES + PROFILES + LAYOUTS + DEVICES + SITES + OFFLOADS + FIELDS
 """Every configuration the round trip runs."""

@@ -110,7 +110,11 @@ PLAN_CASES = [
      r"--schedule: interleaved-overlap needs --placement loop, got v \(pass --placement loop\)"),
     ("ep_overlap_microbatches", lambda t: ["qwen3-30b-a3b", "--pp", "4", "--vpp", "2", "--schedule",
                                            "interleaved-overlap", "--microbatches", "2"],
-     r"interleaved 1F1B needs microbatches divisible by pp=4; got 2 \(try 4"),
+     r"interleaved 1F1B needs microbatches divisible by pp=4; got 2 \(give --microbatches a multiple of 4"),
+    # round-trip grid journey: DeepSeek-V3's 120 sequences per replica hold no multiple of pp 16;
+    # the line suggested 16, 32, 48, which --microbatches then refused as not dividing 120
+    ("interleaved_batch", lambda t: ["deepseek-v3", "--target", "megatron", "--vpp", "2", "--microbatches", "auto"],
+     r"divisible by pp=16; got \d+ \(give --microbatches a multiple of 16 that divides the per-replica batch"),
     ("option-range", lambda t: ["llama3-8b", "--pp", "0"], r"'--pp': 0 is not in the range"),
     ("option-choice", lambda t: ["llama3-8b", "--partition", "magic"], r"'--partition'"),
     ("recompute-choice", lambda t: ["llama3-8b", "--recompute", "partial"],
@@ -119,6 +123,11 @@ PLAN_CASES = [
      r"training\.recompute: unknown 'some'.*use one of auto, none, selective, full"),
     ("profile-recompute", lambda t: ["llama3-8b", "--profile", _profile(t, "selective"), "--recompute", "full"],
      r"--recompute: full given but the profile was measured with selective.*--recompute selective"),
+    # a round-trip journey: --recompute-modules over a profile was named --recompute, as 'modules:mlp'
+    ("profile-recompute-modules", lambda t: ["llama3-8b", "--profile", _profile(t, "none"), "--target", "megatron",
+                                             "--recompute-modules", "mlp"],
+     r"^error: --recompute-modules: mlp given but the profile was measured with recompute none \(drop "
+     r"--recompute-modules"),
     ("profile-missing", lambda t: ["llama3-8b", "--profile", str(t / "none.json")], r"profile: cannot read"),
     ("profile-json", lambda t: ["llama3-8b", "--profile", _write(t, "p.json", "[1,")], r"profile: .* is not valid JSON"),
     ("profile-schema", lambda t: ["llama3-8b", "--profile", _write(t, "p.json", json.dumps(

@@ -125,12 +125,24 @@ def test_model_dependent_offload_checks():
 
 def test_cli_offload_bad_value_and_target_are_one_line(ppplan, tmp_path):
     for argv, pattern in [(("--offload", "moe_fc9"), r"^error: --offload: unknown offload module"),
-                          (("--offload", "8", "--target", "torchtitan"), r"^error: training\.offload: --target "
-                                                                          r"torchtitan does not offload")]:
+                          # the flag is named as given (the round-trip grid's o4), the file's field as written
+                          (("--offload", "8", "--target", "torchtitan"),
+                           r"^error: --offload: --target torchtitan does not offload.*drop --offload"),
+                          (("--target", "torchtitan"), r"^error: training\.offload: --target torchtitan does not "
+                                                       r"offload.*offload: none"),
+                          # the grid's o9: --offload N under the default recompute auto names the flag and --recompute
+                          (("--offload", "2", "--target", "megatron", "--recompute", "auto"),
+                           r"^error: --offload: Megatron's --cpu-offloading does not run with recompute 'auto' "
+                           r"\(pass --recompute none"),
+                          # the grid's y7: a file's choice of modes with --gpus, refused before the cost model's line
+                          (("--gpus", "16", "--target", "megatron"), r"^error: training\.offload: a choice of "
+                                                                    r"offloading modes with --gpus")]:
         path = tmp_path / "c.yaml"
         data = yaml.safe_load(default_cluster_path("llama3-8b").read_text())
         data["parallel"] = {**data["parallel"], "pp": 1, "dp": 16}
         data["training"]["recompute"] = "none"
+        if "--offload" not in argv:
+            data["training"]["offload"] = ["none", 8] if "--gpus" in argv else 8
         path.write_text(yaml.safe_dump(data))
         got = ppplan("plan", "llama3-8b", "--cluster", str(path), *argv)
         assert got.code == 2, got.err

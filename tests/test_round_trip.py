@@ -17,7 +17,7 @@ from collections import Counter
 import pytest
 
 from round_trip import run_config
-from round_trip_grid import AXES, DRAWN, GRID, Config, draw
+from round_trip_grid import AXES, DRAWN, FIELD_EDITS, GRID, LATE_AXES, Config, draw
 
 
 @pytest.mark.slow
@@ -32,7 +32,7 @@ def test_grid_covers_every_value_of_every_axis():
     drawn = draw()
     assert drawn == draw() and len(GRID) >= DRAWN >= 300
     assert len({c.name for c in GRID}) == len(GRID)
-    for axis, values in AXES.items():
+    for axis, values in {**AXES, **LATE_AXES}.items():
         seen = Counter(dict(c.axes)[axis] for c in drawn)
         assert {v: seen[v] for v in values if seen[v] < 5} == {}, axis
 
@@ -42,6 +42,24 @@ def test_grid_has_degree_searches_profiles_and_both_limit_forms():
     assert sum("--gpus" in p for p in plans) >= 3 and sum("--profile" in p for p in plans) >= 6
     limits = [p[p.index("--memory-limit") + 1] for p in plans if "--memory-limit" in p]
     assert any(x.endswith("microbatches") for x in limits) and any(x.endswith(("GiB", "GB")) for x in limits)
+
+
+def test_grid_has_the_options_of_later_rounds():
+    """Each option added after the first grid is on some command line, by hand and in the draw."""
+    plans = [c.plan for c in GRID]
+    for option in ("--layout", "--keep-layout", "--devices", "--inter-site-latency-ms", "--offload",
+                   "--recompute-modules"):
+        assert sum(option in p for p in plans) >= 3, option
+    assert any("--devices-order" in p and "search" in p for p in plans)
+    assert any("--sites" in p and "--inter-site-gbps" in p and "--gpus" in p for p in plans)
+    assert any("--gpus" in p and "--offload" not in p and "megatron" in p for p in plans)  # last round's bug
+    edited = {key for c in GRID for key, _ in c.cluster}
+    for key in ("training.cp_comm_type", "training.cuda_graph_scope", "training.fp8_recipe", "training.param_dtype",
+                "training.grad_reduce_in_fp32"):
+        assert key in edited, key
+    assert {k for e in FIELD_EDITS.values() for k, _ in e} <= edited
+    assert any(dict(c.cluster).get("training.fp8_recipe") == "torchao_rowwise" for c in GRID)
+    assert any(dict(c.cluster).get("training.grad_reduce_in_fp32") is False for c in GRID)
 
 
 _MEGATRON = Config(name="guard-megatron", plan=("llama3-8b", "--target", "megatron", "--schedule", "1f1b"))

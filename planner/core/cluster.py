@@ -47,6 +47,7 @@ ATTENTION_CHOICES = ("auto", "cudnn", "flash2")
 LOSS_CHOICES = ("auto", *KERNEL_CHOICES)
 """``training.cross_entropy``: how the loss runs, fused or eager (auto: as ``kernels``)."""
 FP8_RECIPES = ("te", "torchao", "torchao_rowwise")
+"""``training.fp8_recipe``: whose FP8 training recipe runs the GEMMs."""
 CP_COMM_TYPES = ("auto", "p2p", "torch_allgather", "torch_alltoall")
 """``training.cp_comm_type``: how context parallelism runs the attention core
 (``profiler.cost_model.ring``): ``p2p`` Megatron/TE's ring (``--cp-comm-type p2p``; ``auto``
@@ -56,7 +57,6 @@ TORCH_RING = ("torch_allgather", "torch_alltoall")
 """The ``cp_comm_type`` values that run PyTorch's ring attention."""
 CP_NOT_MODELLED = ("a2a", "allgather", "all_gather", "a2a+p2p")
 """Megatron's other ``--cp-comm-type`` values: refused on load (not modelled)."""
-"""``training.fp8_recipe``: whose FP8 training recipe runs the GEMMs."""
 PARAM_DTYPES = ("fp32", "bf16")
 """``training.param_dtype``: the dtype the optimizer's parameters and moments are kept in."""
 FSDP_EXPERT_MODES = ("shard", "ep_shard")
@@ -440,7 +440,7 @@ def _check_layer_offload(t: "TrainingSpec", p: ParallelSpec) -> None:
                          "use pp 1, or a list of --offload-modules (fine-grained offloading)")
     if t.recompute != "none":
         raise InputError("training.offload", f"Megatron's --cpu-offloading does not run with recompute {t.recompute!r}",
-                         'set training.recompute: "none"')
+                         'pass --recompute none, or set training.recompute: "none"')
     if t.cuda_graphs:
         raise InputError("training.offload", "Megatron's --cpu-offloading does not run with CUDA graphs",
                          "set training.cuda_graphs: false")

@@ -70,7 +70,12 @@ def resolve_cluster(model: ModelSpec, cluster: str | Path | ClusterSpec | None, 
             raise InputError("--pp", f"pp x tp = {p.pp}x{p.tp} does not divide {spec.num_gpus} GPUs",
                              "pick pp x tp dividing the GPU count or pass --dp")
     spec = spec.for_target(target)
-    return spec.check().check_against(model)
+    try:
+        return spec.check().check_against(model)
+    except InputError as exc:  # the fleet came from --devices, not the file's devices: name the flag
+        if devices is None or exc.field != "devices":
+            raise
+        raise InputError("--devices", exc.problem, exc.fix) from None
 
 
 def _sites_override(spec: ClusterSpec, flags: dict[str, Any]) -> SitesSpec:
@@ -125,10 +130,16 @@ def with_offload(spec: ModelSpec, cl: ClusterSpec, given: str | tuple[str, ...] 
         given = CHOICE_SEP.join(given) if given else None
     if given is not None:
         cl = replace(cl, training=replace(cl.training, offload=offload_mode(given, field="--offload")))
-        cl.check().check_against(spec)
+        try:
+            cl.check().check_against(spec)
+        except InputError as exc:  # what --offload asks the cluster cannot run: name the flag given
+            if exc.field != "training.offload":
+                raise
+            raise InputError("--offload", exc.problem, exc.fix) from None
     if any(m != "none" for m in offload_choices(cl.training.offload)) and not runs:
-        raise InputError("training.offload", f"--target {target} does not offload activations",
-                         "use --target megatron, or offload: none")
+        flag = given is not None  # named as the user gave it: the flag, or the cluster file's field
+        raise InputError("--offload" if flag else "training.offload", f"--target {target} does not offload activations",
+                         "use --target megatron, or " + ("drop --offload" if flag else "offload: none"))
     return cl
 
 

@@ -10,6 +10,7 @@ from planner.core.costs import CostTable
 from planner.core.costs_io import load_costs_for
 from planner.core.errors import InputError
 from planner.core.model import ModelSpec
+from planner.core.recompute import is_module_set, module_sets_in, modules_of
 from planner.planning.fleet import fleet_costs
 
 __all__ = ["plan_costs"]
@@ -30,6 +31,11 @@ def plan_costs(spec: ModelSpec, cl: ClusterSpec, profile: str | Path | None) -> 
     table = load_costs_for(profile, spec, fix="profile the same model")
     mode = str(table.meta.get("recompute") or "none")
     if cl.training.recompute not in ("auto", mode):
-        raise InputError("--recompute", f"{cl.training.recompute} given but the profile was measured with {mode}",
+        asked = cl.training.recompute
+        if is_module_set(asked):  # Megatron's module lists: name them as the user gave them
+            lists = " / ".join(",".join(modules_of(m)) for m in module_sets_in(asked))
+            raise InputError("--recompute-modules", f"{lists} given but the profile was measured with recompute "
+                             f"{mode}", f"drop --recompute-modules (or training.recompute's list), or re-profile")
+        raise InputError("--recompute", f"{asked} given but the profile was measured with {mode}",
                          f"pass --recompute {mode} or re-profile")
     return [(mode, table.at_microbatch_size(cl.training.micro_batch_size))]

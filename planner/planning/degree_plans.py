@@ -14,6 +14,7 @@ from typing import Any
 
 from planner.core.cluster import ClusterSpec
 from planner.core.errors import BudgetExhausted, InfeasibleError, InputError
+from planner.core.offload import CHOICE_SEP
 from planner.core.model import ModelSpec
 from planner.core.plan import Plan
 from planner.planning.degrees import DegreeChoice, DegreeSearch, degree_table, search_degrees, why_first
@@ -43,6 +44,9 @@ def plan_for_gpus(plan_fn: Callable[..., Plan], model_name: str, spec: ModelSpec
     if base.devices:
         raise InputError("--gpus", "the cluster file lists device groups; the degree search plans one GPU type",
                          "leave out --gpus (the groups fix the GPUs), or plan a cluster without devices")
+    if CHOICE_SEP in base.training.offload:  # else the cost model's "a cost table is for one mode"
+        raise InputError("training.offload", "a choice of offloading modes with --gpus (the degree search "
+                         "plans one mode)", "give one mode, or the degrees (--pp/--tp/--dp) instead of --gpus")
     if gpus % base.sites.count:
         raise InputError("--gpus", f"{gpus} GPUs do not split evenly over {base.sites.count} sites",
                          f"use a multiple of {base.sites.count}")

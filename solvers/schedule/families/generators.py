@@ -87,9 +87,11 @@ def interleaved_1f1b(pp: int, vpp: int, microbatches: int, *, split_w: bool = Fa
     if vpp == 1:
         return one_f_one_b(pp, microbatches, split_w=split_w, fuse=fuse)
     if microbatches % pp:
-        ok = [m for m in range(pp, 2 * microbatches + pp, pp)][:3]
-        raise InfeasibleError(f"interleaved 1F1B needs microbatches divisible by pp={pp}; "
-                              f"got {microbatches} (try {', '.join(map(str, ok))})")
+        # no counts suggested: this rule does not know the per-replica batch a count must divide
+        # (DeepSeek-V3's 120 against pp 16 has no such count; 16, 32, 48 were refused in turn)
+        raise InfeasibleError(f"interleaved 1F1B needs microbatches divisible by pp={pp}; got {microbatches} "
+                              f"(give --microbatches a multiple of {pp} that divides the per-replica batch, "
+                              f"changing --global-batch where none does)")
     total = microbatches * vpp
     group = pp * vpp
 
