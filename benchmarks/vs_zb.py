@@ -40,7 +40,6 @@ from solvers.schedule.search.lower_bound import step_lower_bound
 from solvers.schedule.engines.memory_limit import MemoryLimit, rank_activation
 from solvers.schedule.search.search import best_schedule, clear_memo
 from solvers.schedule.engines.zb_greedy import zb_greedy_orders
-from machine import reference_cpu_s
 from vs_zb_first import first_plan_summary, print_first, time_first_plan
 
 PEER_FILES = "megatron/core/pipeline_parallel/zerobubble/scheduler"
@@ -353,18 +352,14 @@ def _first_plan_only(args) -> int:
         print(f"{exc}; {HOW_TO_GET}", file=sys.stderr)
         return 2
     load, c0 = [os.getloadavg()], time.process_time()
-    reference = [reference_cpu_s()]
     warm_up()
     rows = [dict(first_row(c, peer, args.work), tuned_on=c is NAMED) for c in [NAMED, *CASES]]
-    reference.append(reference_cpu_s())
     load.append(os.getloadavg())
     if args.json:
         print(json.dumps({"loadavg_start_end": load, "work": args.work, "peer": peer is not None,
-                          "cpu_s": time.process_time() - c0, "machine_reference_cpu_s": min(reference),
-                          "first_plan": rows, "first_plan_summary": first_plan_summary(rows)}, indent=1))
+                          "cpu_s": time.process_time() - c0, "first_plan": rows, "first_plan_summary": first_plan_summary(rows)}, indent=1))
     else:
         print_first(rows)
-        print(f"machine reference: {1e3 * min(reference):.2f} ms CPU (benchmarks/machine.py)")
     return 0
 
 
