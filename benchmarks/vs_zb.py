@@ -357,7 +357,8 @@ def _first_plan_only(args) -> int:
     load.append(os.getloadavg())
     if args.json:
         print(json.dumps({"loadavg_start_end": load, "work": args.work, "peer": peer is not None,
-                          "cpu_s": time.process_time() - c0, "first_plan": rows, "first_plan_summary": first_plan_summary(rows)}, indent=1))
+                          "cpu_s": time.process_time() - c0, "first_plan": rows,
+                          "first_plan_summary": first_plan_summary(rows)}, indent=1))
     else:
         print_first(rows)
     return 0

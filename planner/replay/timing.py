@@ -5,7 +5,6 @@ backward cut layer by layer, and fused pairs run by the overlap runtime with tim
 from __future__ import annotations
 
 import contextlib
-
 import functools
 import os
 from dataclasses import dataclass
