@@ -23,7 +23,7 @@ from profiler.layers.program import Exchange, group_rank
 from profiler.measure_run import LayerRun, Task, run_serial
 from profiler.timing import Clock, Stat, collector_off, summarize
 
-__all__ = ["LayerTiming", "measure_layer", "saved_bytes", "grad_seed", "time_layer_calls", "Sample"]
+__all__ = ["LayerTiming", "measure_layer", "measure_layers", "LayerSampler", "saved_bytes", "grad_seed", "time_layer_calls", "Sample"]
 
 Sample = Callable[[], tuple[torch.Tensor, torch.Tensor, "list[torch.Tensor] | None"]]
 """``() -> (input, output or loss, output gradients or None)``: one fresh forward of one
@@ -90,38 +90,90 @@ def measure_layer(module: nn.Module, x: torch.Tensor, *, clock: Clock, warmup: i
     it is saved; ``act_w_bytes``, what only the weight-gradient needs (``saved_bytes``);
     ``param_bytes``, this rank's parameters; ``out_bytes``, the output activation.
     """
-    params = list(module.parameters())
-    rows: list[tuple[float, ...]] = []
-    run = None
-    for r in range(warmup + repeats):
+    sampler = LayerSampler(module, x, loss=loss, seed=seed)
+    for _ in range(warmup):
+        sampler.sample(clock)
+    return sampler.timing([sampler.sample(clock) for _ in range(repeats)])
+
+
+def measure_layers(samplers: dict[str, "LayerSampler"], *, clock: Clock, warmup: int,
+                   repeats: int, done: Callable[[str], None] = lambda t: None) -> dict[str, LayerTiming]:
+    """``measure_layer`` of several layers, their repeats taken in rounds (one repeat of each
+    layer per round) so that every layer's median spans the same stretch of the machine's
+    state: a CPU's speed drifts in phases of a second or two (docs/trace-import.md), longer
+    than one layer's consecutive repeats. Every rank runs the same order, so the all-to-alls
+    of an expert-parallel group meet."""
+    for t, sampler in samplers.items():
+        for _ in range(warmup):
+            sampler.sample(clock)
+    rows: dict[str, list[tuple[float, ...]]] = {t: [] for t in samplers}
+    for _ in range(repeats):
+        for t, sampler in samplers.items():
+            rows[t].append(sampler.sample(clock))
+    out = {}
+    for t, sampler in samplers.items():
+        out[t] = sampler.timing(rows[t])
+        done(t)
+    return out
+
+
+class LayerSampler:
+    """One layer's repeats of ``measure_layer``: ``sample`` times one, ``timing`` sums them up."""
+
+    def __init__(self, module: nn.Module, x: torch.Tensor, *,
+                 loss: Callable[[torch.Tensor], torch.Tensor] | None = None, seed: int = 0) -> None:
+        self.module, self.x, self.loss, self.seed = module, x, loss, seed
+        self.params = list(module.parameters())
+        self.run: LayerRun | None = None
+
+    def sample(self, clock: Clock) -> tuple[float, ...]:
+        """One repeat's F, I, W and B sums (``_sums``), gradients accumulating as a replay's do."""
+        module, x, params, loss, seed = self.module, self.x, self.params, self.loss, self.seed
+        accumulate_into(params)
         run = LayerRun(module.program(), x, params, loss=loss)
         fwd = run_serial(run.forward_tasks(), clock)
         bwd = run_serial(run.backward_tasks(grad_seed(run.state["y"], seed)), clock)
         wgt = run_serial(run.weight_tasks(), clock)
-        for p in params:
-            p.grad = None
         full = LayerRun(module.program(), x, params, loss=loss)
         run_serial(full.forward_tasks(), clock)
         whole = run_serial(full.backward_tasks(grad_seed(full.state["y"], seed), full=True), clock)
+        if not x.is_floating_point():  # token ids: torch's first stage runs no I (LayerRun)
+            bwd = []
         for p in params:
             p.grad = None
-        if r >= warmup:
-            rows.append((*_sums(fwd), *_sums(bwd), *_sums(wgt), *_sums(whole)))
-    cols = list(zip(*rows))
-    total, frozen = saved_bytes(module, x, params, loss)
-    y = run.state["y"]
-    tpe = run.ctx.get("tokens_per_expert")
-    return LayerTiming(
-        f=summarize(list(cols[0])), i=summarize(list(cols[3])), w=summarize(list(cols[6])),
-        b=summarize(list(cols[9])),
-        a2a_f=summarize(list(cols[2])), a2a_b=summarize(list(cols[5])),
-        expert=(_median(cols[1]), _median(cols[4]), _median(cols[7]), _median(cols[10])),
-        a2a_bytes=_a2a_bytes(module, run),
-        tokens_per_expert=tuple(tpe.tolist()) if tpe is not None else (),
-        act_bytes=total, act_w_bytes=min(total, max(0, total - frozen)),
-        param_bytes=sum(p.numel() * p.element_size() for p in params),
-        out_bytes=y.numel() * y.element_size(),
-    )
+        self.run = run
+        return (*_sums(fwd), *_sums(bwd), *_sums(wgt), *_sums(whole))
+
+    def timing(self, rows: list[tuple[float, ...]]) -> LayerTiming:
+        """The medians of ``rows`` and the layer's memory (see ``measure_layer``)."""
+        module, x, params, loss, run = self.module, self.x, self.params, self.loss, self.run
+        assert run is not None and rows, "sample before timing"
+        cols = list(zip(*rows))
+        total, frozen = saved_bytes(module, x, params, loss)
+        y = run.state["y"]
+        tpe = run.ctx.get("tokens_per_expert")
+        return LayerTiming(
+            f=summarize(list(cols[0])), i=summarize(list(cols[3])), w=summarize(list(cols[6])),
+            b=summarize(list(cols[9])),
+            a2a_f=summarize(list(cols[2])), a2a_b=summarize(list(cols[5])),
+            expert=(_median(cols[1]), _median(cols[4]), _median(cols[7]), _median(cols[10])),
+            a2a_bytes=_a2a_bytes(module, run),
+            tokens_per_expert=tuple(tpe.tolist()) if tpe is not None else (),
+            act_bytes=total, act_w_bytes=min(total, max(0, total - frozen)),
+            param_bytes=sum(p.numel() * p.element_size() for p in params),
+            out_bytes=y.numel() * y.element_size(),
+        )
+
+
+def accumulate_into(params: list[nn.Parameter]) -> None:
+    """Give every trainable parameter a zero gradient, so the timed W and B add into it.
+
+    A replay zeroes gradients once per step, so microbatches 2..M accumulate into an
+    existing ``.grad`` (autograd's AccumulateGrad adds; torch's ``stage_backward_weight``
+    likewise); a first-microbatch W only assigns, which is cheaper on CPU."""
+    for p in params:
+        if p.requires_grad:
+            p.grad = torch.zeros_like(p)
 
 
 def _median(values: tuple[float, ...]) -> float:
@@ -185,8 +237,10 @@ def time_layer_calls(module: nn.Module, forward: Sample, clock: Clock, *, repeat
     ``stage_backward_input`` for I, ``stage_backward_weight`` for W, ``autograd.backward``
     for B), with the collector held off ([Note: manual gc] in ``profiler.timing``); ``forward``
     runs it."""
+    accumulate_into(list(module.parameters()))  # as microbatches 2..M of a step do
     with collector_off():
         rows = [_call_sample(module, forward, clock) for _ in range(warmup + repeats)][warmup:]
+    module.zero_grad(set_to_none=True)
     return tuple(statistics.median(r[j] for r in rows) for j in range(4))  # type: ignore[return-value]
 
 
@@ -207,6 +261,5 @@ def _call_sample(module: nn.Module, forward: Sample, clock: Clock) -> tuple[floa
     t4 = clock.mark()
     torch.autograd.backward([out], grads)  # B: torch's stage_backward is autograd.backward
     t5 = clock.mark()
-    module.zero_grad(set_to_none=True)
     sec = clock.seconds
     return sec(t0, t1), sec(t1, t2), sec(t2, t3), sec(t4, t5)

@@ -133,12 +133,12 @@ class LayerRun:
             # H200, torch 2.11; CPU's native layer_norm does the same: tests/test_measure_run.py).
             # So hand torch a copy of each output, joined to the graph by
             # CloneBackward (which saves nothing): one elementwise pass per output.
-            outs = [self.outputs[k][n].clone() for n in names]
             leaves = self.leaves[k]
             inputs = [leaves[n] for n in leaves]
             if not any(t.requires_grad for t in inputs):
                 self.param_groups[k] = (None, names)  # nothing to do until W
                 return
+            outs = [self.outputs[k][n].clone() for n in names]
             dinputs, groups = stage_backward_input(outs, [self.grads[n] for n in names], inputs,
                                                    iter(self.params))
             self.param_groups[k] = (groups, names)

@@ -20,7 +20,7 @@ from planner.core.model import LayerSpec, ModelSpec
 from profiler.comm import LinkFit, all_to_all_benchmark, p2p_benchmark
 from profiler.layers import build_layer, layer_input, loss_fn
 from profiler.layers.moe_capacity import CapacityMode
-from profiler.measure import LayerTiming, measure_layer
+from profiler.measure import LayerSampler, LayerTiming, measure_layers
 from profiler.pairs import PairTiming, measure_pair
 from profiler.timing import Clock, Stat
 
@@ -137,21 +137,21 @@ class BuiltTypes:
 
 def measure_types(cfg: WorkerConfig, device: torch.device, group: Any, report: Callable[[str], None], *,
                   rank: int = 0) -> tuple[dict[str, LayerTiming], dict, BuiltTypes]:
-    """Every layer type of ``cfg.model`` timed alone, then every type pair overlapped (when
-    ``cfg.pairs``); ``group``: the expert-parallel group (a process group, an
-    ``EmulatedLink``, or None for all experts local)."""
+    """Every layer type of ``cfg.model`` timed alone (repeats in rounds: ``measure_layers``),
+    then every type pair overlapped (when ``cfg.pairs``); ``group``: the expert-parallel
+    group (a process group, an ``EmulatedLink``, or None for all experts local)."""
     clock = Clock(device)
     reps = representatives(cfg.model)
-    mods, inputs, losses, timings = {}, {}, {}, {}
+    mods, inputs, losses = {}, {}, {}
     for t, layer in reps.items():
         mods[t] = _build(cfg, layer, group).to(device)
         inputs[t] = layer_input(cfg.model, layer, scale=cfg.scale, batch=cfg.micro_batch,
                                 seq_len=cfg.seq_len, seed=cfg.seed + 7 * rank, device=device)
         vocab = mods[t].lm_head.out_features if layer.role == "head" else 0
         losses[t] = _loss_for(layer, inputs[t], vocab)
-        timings[t] = measure_layer(mods[t], inputs[t], clock=clock, warmup=cfg.warmup,
-                                   repeats=cfg.repeats, loss=losses[t], seed=cfg.seed)
-        report(f"layer {t}")
+    samplers = {t: LayerSampler(mods[t], inputs[t], loss=losses[t], seed=cfg.seed) for t in reps}
+    timings = measure_layers(samplers, clock=clock, warmup=cfg.warmup, repeats=cfg.repeats,
+                             done=lambda t: report(f"layer {t}"))
     pairs = {}
     if cfg.pairs:
         for ta in reps:
