@@ -134,11 +134,11 @@ def _end_tasks(ctx: CostContext, layer: LayerSpec):
         return LayerTasks(attn_f=f, attn_b=0.0), ctx.mem(T * h * 4 / tp * 2), T * 4 / ctx.bpe, 0.0
     flops = 2 * T * h * v / tp
     head = ctx.gemm(flops, T, v / tp, h, block=False)
-    ce = ctx.mem(3 * T * v / tp * 4)
+    ce = ctx.mem(LOSS_PASS_BYTES[ctx.cross_entropy] * T * v / tp)
     f = head + ce + ctx.mem(2 * T * h * ctx.bpe / tp)
     tasks = LayerTasks(attn_f=f, attn_b=head + ce)
-    # saved: the head's input and the loss's FP32 softmax (2 BF16 elements per logit)
-    return tasks, head, T * (h + 2 * v / tp), T * h
+    # saved: the head's input and what the loss keeps (LOSS_SAVED_BYTES), in BF16 elements
+    return tasks, head, T * (h + LOSS_SAVED_BYTES[ctx.cross_entropy] / 2 * v / tp), T * h
 
 
 # [Note: FSDP under a pipeline]
@@ -152,14 +152,30 @@ def _end_tasks(ctx: CostContext, layer: LayerSpec):
 # _fully_shard/_fsdp_param.py ``to_accumulated_grad_if_needed``). So each GPU holds 2 + 4 bytes
 # per parameter of its stages beside the sharded state.
 
-LOSS_WORK_BYTES = {"fused": 2, "eager": 8}
+LOSS_WORK_BYTES = {"fused": 2, "eager": 8, "compiled": 2}
 """Bytes per logit the loss's backward allocates beyond the FP32 softmax it saved. Megatron's
 vocab-parallel cross entropy writes the gradient into its saved softmax in place and casts
 it to BF16 for the head (2 bytes; megatron/core/tensor_parallel/cross_entropy.py
 ``_VocabParallelCrossEntropy.backward``); PyTorch's eager ``F.cross_entropy(logits.float())``
 (torchtitan/components/loss.py) creates the NLL gradient and the log-softmax gradient, both
 FP32, while the saved log-softmax is still alive (8 bytes; the BF16 cast comes after the
-first of them is freed)."""
+first of them is freed); compiled, the same loss under ``torch.compile``, writes the BF16
+gradient in one fused kernel (2 bytes). torchtitan compiles its loss with ``training.compile``
+from commit e10cb9494 (October 2024), not from e8977b007 (December 2024: "compiling loss
+function causes CUDA errors") until bbb1b616e (April 2025, ``build_cross_entropy_loss``)."""
+
+LOSS_SAVED_BYTES = {"fused": 4, "eager": 4, "compiled": 2}
+"""Bytes per logit the loss keeps for its backward: the FP32 softmax (Megatron's fused loss)
+or log-softmax (eager ``F.cross_entropy(logits.float())``: the upcast copy itself is freed,
+``ToCopyBackward`` saves nothing); compiled, the BF16 logits, since AOTAutograd's min-cut
+partitioner keeps the smaller input and recomputes the softmax in the backward (torchtitan
+docs/composability.md, "On upcasting the final output to fp32": the casts "can be fused with
+the loss forward and backward respectively when we torch.compile() the loss function")."""
+
+LOSS_PASS_BYTES = {"fused": 12, "eager": 12, "compiled": 4}
+"""Bytes per logit the loss moves through memory in its forward and again in its backward:
+three FP32 passes (upcast, softmax, its gradient); compiled, one fused kernel reading and
+writing BF16 each way."""
 
 
 def loss_work_bytes(ctx: CostContext) -> float:

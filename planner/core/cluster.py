@@ -44,8 +44,8 @@ KERNEL_CHOICES = ("fused", "eager")
 """``training.kernels``: fused element-wise kernels, or PyTorch eager mode."""
 ATTENTION_CHOICES = ("auto", "cudnn", "flash2")
 """``training.attention_kernel``: the attention core's kernel (auto: by ``kernels``)."""
-LOSS_CHOICES = ("auto", *KERNEL_CHOICES)
-"""``training.cross_entropy``: how the loss runs, fused or eager (auto: as ``kernels``)."""
+LOSS_CHOICES = ("auto", *KERNEL_CHOICES, "compiled")
+"""``training.cross_entropy``: how the loss runs, fused, eager or compiled (auto: as ``kernels``)."""
 FP8_RECIPES = ("te", "torchao", "torchao_rowwise")
 """``training.fp8_recipe``: whose FP8 training recipe runs the GEMMs."""
 CP_COMM_TYPES = ("auto", "p2p", "torch_allgather", "torch_alltoall")
@@ -148,7 +148,9 @@ class TrainingSpec:
     """How the loss runs over the logits: ``fused`` (Megatron's vocab-parallel cross entropy
     keeps an FP32 softmax and writes its gradient in place), ``eager`` (PyTorch
     ``F.cross_entropy(logits.float(), ...)`` as torchtitan calls it: FP32 log-softmax kept,
-    two more FP32 logit-sized buffers in its backward), or ``auto``: by ``kernels``."""
+    two more FP32 logit-sized buffers in its backward), ``compiled`` (the same loss under
+    ``torch.compile``, as torchtitan runs it with ``training.compile`` from April 2025: the
+    upcast fused into the loss, BF16 logits kept, a BF16 gradient), or ``auto``: by ``kernels``."""
     cp_comm_type: str = "auto"
     """How context parallelism runs attention (``CP_COMM_TYPES``; ``profiler.cost_model.ring``)."""
     cuda_graphs: bool = False

@@ -76,7 +76,7 @@ class CostContext:
     @property
     def cross_entropy(self) -> str:
         """How the loss runs (``analytical.LOSS_WORK_BYTES`` key): the cluster's, or by
-        ``kernels`` (fused: fused, eager: eager)."""
+        ``kernels`` (fused: fused, eager: eager; ``compiled`` only when the file says so)."""
         t = self.cluster.training
         return t.cross_entropy if t.cross_entropy != "auto" else t.kernels
 
