@@ -135,6 +135,7 @@ def test_side_by_side_comparison_times_both_sources_per_type():
     moe = rows["gqa+moe"]
     assert all(moe[s]["f"] > 0 and moe[s]["experts_f"] > 0 for s in ("transformers", "native"))
     assert moe["ratio"]["f"] > 0
+    assert rows["embedding"]["ratio"]["i"] is None  # token ids: no I on either side
     clock = ThreadClock()
     start = clock.mark()
     torch.randn(256, 256) @ torch.randn(256, 256)

@@ -80,8 +80,15 @@ def compare_sources(model: ModelSpec, *, raw: dict[str, Any], scale: float, seq_
         keys = list(hf[0])
         out[t] = {"transformers": {k: statistics.median(s[k] for s in hf) for k in keys},
                   "native": {k: statistics.median(s[k] for s in nat) for k in keys},
-                  "ratio": {k: statistics.median(a[k] / n[k] for a, n in zip(hf, nat) if n[k] > 0) for k in _KINDS}}
+                  "ratio": {k: _ratio(hf, nat, k) for k in _KINDS}}
     return out
+
+
+def _ratio(hf: list[dict[str, float]], nat: list[dict[str, float]], k: str) -> float | None:
+    """Median per-round transformers / native of ``k``; None where native measured none
+    (the embedding's I: token ids take no gradient)."""
+    ratios = [a[k] / n[k] for a, n in zip(hf, nat) if n[k] > 0]
+    return statistics.median(ratios) if ratios else None
 
 
 def _markdown(model: str, rows: dict[str, dict[str, Any]]) -> str:
@@ -91,7 +98,7 @@ def _markdown(model: str, rows: dict[str, dict[str, Any]]) -> str:
         cells = [f"{1e3 * row['transformers'][k]:.2f} / {1e3 * row['native'][k]:.2f}" for k in _KINDS]
         cells.append(" / ".join(f"{1e3 * sum(row[s][f'experts_{k}'] for k in 'fiw'):.2f}"
                                 for s in ("transformers", "native")))
-        ratio = ", ".join(f"{row['ratio'][k]:.2f}" for k in _KINDS)
+        ratio = ", ".join("-" if row["ratio"][k] is None else f"{row['ratio'][k]:.2f}" for k in _KINDS)
         lines.append(f"| {t} | " + " | ".join(cells) + f" | {ratio} |")
     return "\n".join(lines)
 
