@@ -20,7 +20,7 @@ from torch import nn
 from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
 
 from profiler.layers.program import Exchange, group_rank
-from profiler.measure_run import LayerRun, Task, run_serial
+from profiler.measure_run import LayerRun, Task, run_serial, takes_gradient
 from profiler.timing import Clock, Stat, collector_off, summarize
 
 __all__ = ["LayerTiming", "measure_layer", "measure_layers", "LayerSampler", "saved_bytes", "grad_seed", "time_layer_calls", "Sample"]
@@ -90,10 +90,8 @@ def measure_layer(module: nn.Module, x: torch.Tensor, *, clock: Clock, warmup: i
     it is saved; ``act_w_bytes``, what only the weight-gradient needs (``saved_bytes``);
     ``param_bytes``, this rank's parameters; ``out_bytes``, the output activation.
     """
-    sampler = LayerSampler(module, x, loss=loss, seed=seed)
-    for _ in range(warmup):
-        sampler.sample(clock)
-    return sampler.timing([sampler.sample(clock) for _ in range(repeats)])
+    one = {"layer": LayerSampler(module, x, loss=loss, seed=seed)}
+    return measure_layers(one, clock=clock, warmup=warmup, repeats=repeats)["layer"]
 
 
 def measure_layers(samplers: dict[str, "LayerSampler"], *, clock: Clock, warmup: int,
@@ -137,7 +135,7 @@ class LayerSampler:
         full = LayerRun(module.program(), x, params, loss=loss)
         run_serial(full.forward_tasks(), clock)
         whole = run_serial(full.backward_tasks(grad_seed(full.state["y"], seed), full=True), clock)
-        if not x.is_floating_point():  # token ids: torch's first stage runs no I (LayerRun)
+        if not takes_gradient(x):  # token ids: torch's first stage runs no I
             bwd = []
         for p in params:
             p.grad = None

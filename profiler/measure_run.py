@@ -21,7 +21,7 @@ from torch.distributed.pipelining._backward import stage_backward_input, stage_b
 from profiler.layers.program import Compute, Exchange, State, Step, all_to_all
 from profiler.timing import Clock
 
-__all__ = ["Task", "LayerRun", "run_serial"]
+__all__ = ["Task", "LayerRun", "run_serial", "takes_gradient"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,9 +50,15 @@ class _Pending:
         self.store()
 
 
+def takes_gradient(t: torch.Tensor) -> bool:
+    """Whether a layer input gets a gradient: floating tensors do, token ids do not (so
+    torch's first stage runs no I)."""
+    return t.is_floating_point()
+
+
 def _leaf(t: torch.Tensor) -> torch.Tensor:
     t = t.detach()
-    return t.requires_grad_(True) if t.is_floating_point() else t
+    return t.requires_grad_(True) if takes_gradient(t) else t
 
 
 class LayerRun:
