@@ -303,7 +303,7 @@ LIMITS_CLAIMS = [
           compare=CPU_TIME),
     Claim(id="limits-gpu-and-published", where="limits: the GPU lent once and the published-run figures it repeats",
           figure=Page(path=_LIM, pattern=r"^- One H200 was lent for (\d+) minutes"), command="(see docs/gpu.md)",
-          stale=Stale(why="repeats docs/gpu.md (needs a GPU) and docs/published-validation.md (12 min); their "
+          stale=Stale(why="repeats docs/gpu.md (needs a GPU) and docs/published-validation.md (51 min); their "
                           "claims are listed there", date=Page(path="docs/gpu.md",
                                                                pattern=r"^Measured on one H200 on (\d{4}-\d\d-\d\d)"))),
 ]

@@ -80,3 +80,23 @@ def test_held_out_rows_are_planned_again_with_their_folds_constants(monkeypatch)
         consts = res["families"][e["family"]]["constants"]
         assert {n: getattr(held[e["id"]], n) for n in consts} == consts
         assert "tokens_per_s_per_gpu" in e["held_out"]
+
+
+def test_page_tables_come_from_the_runs_json():
+    tables = load_benchmark("published_tables", "t_published_tables")
+    way = {"median_abs_ln": 0.1234, "planned": 2, "refused": 1, "ratio_min": 0.5, "ratio_max": 1.25}
+    res = {"summary": {"held_out": way, "careful": {**way, "median_abs_ln": 0.1}},
+           "families": {"fam": {**way, "constants": {"gemm_eff_max": 0.55, "moe_layer_overhead_s": 1.1e-3}}},
+           "spearman": {"careful": {"m": {"rows": 4, "planned": 4, "spearman": 0.8}},
+                        "held_out": {"m": {"rows": 4, "planned": 4, "spearman": None}}},
+           "memory": [{"id": "a", "measure": "max_memory_reserved", "rank": "max", "measured_gib": 10.0,
+                       "predicted_gib": 10.9, "ratio": 1.09},
+                      {"id": "b", "measure": "max_memory_allocated", "rank": 0, "measured_gib": 10.0,
+                       "predicted_gib": 11.2, "ratio": 1.12}],
+           "rows": [{"id": "r", "family": "fam", "num_gpus": 8, "gpu": "h100", "measured": 866.77,
+                     "careful": {"ratio": 1.004}, "held_out": {"refused": "memory"}}]}
+    assert tables.ways(res)[2:] == ["| careful | 0.100 | 2 | 1 | 0.50-1.25 |", "| held_out | 0.123 | 2 | 1 | 0.50-1.25 |"]
+    assert tables.families(res)[2] == "| fam | 2 | 1 | 0.123 | 0.50-1.25 | 0.5500 | 1.100 ms |"
+    assert tables.spearman(res)[2] == "| m | 4 | 4 | 0.80 | - |"
+    assert tables.memory(res)[0] == "1 of 2 within 10%:"
+    assert tables.rows(res)[2] == "| r | fam | 8 h100 | 866.77 | 1.00 | refused |"
