@@ -23,4 +23,12 @@ CLAIMS = [
           stale=Stale(why="CPU timings of two processes on a shared two-core machine (about 2 min): the ratios move "
                           "with the machine's load, the page gives the run's date and load",
                       date=Page(path=_TI, pattern=r"^\*\*The CPU loop\.\*\* Run on (\d{4}-\d\d-\d\d) \d\d:\d\d UTC"))),
+    Claim(id="trace-cpu-loop-ep2", where="the pp 2 x ep 2 loop: hidden shares and fields within target",
+          command=CPU_LOOP + " --ep 2",
+          figure=Page(path=_TI, pattern=r"^With `--ep 2` \(pp 2 x ep 2, four processes on two cores; run on "
+                                        r"(\d{4}-\d\d-\d\d) \d\d:\d\d UTC"),
+          stale=Stale(why="CPU timings of four processes on a shared two-core machine (about 7 min for both "
+                          "schedules): the ratios move with the machine's load",
+                      date=Page(path=_TI, pattern=r"^With `--ep 2` \(pp 2 x ep 2, four processes on two cores; run "
+                                                  r"on (\d{4}-\d\d-\d\d) \d\d:\d\d UTC"))),
 ]
