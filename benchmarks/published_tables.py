@@ -18,7 +18,7 @@ from pathlib import Path
 SECTIONS = ("ways", "families", "spearman", "memory", "rows")
 WAY_ORDER = ("careful", "plain", "recipe", "held_out")
 WITHIN = 0.10
-"""A peak counts as within target when its ratio is within 10% of 1 (issue 39)."""
+"""A peak counts as within target when its ratio is within 10% of 1 (the validation's memory target)."""
 
 
 def _med(x: float | None) -> str:
