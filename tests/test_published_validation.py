@@ -95,7 +95,8 @@ def test_page_tables_come_from_the_runs_json():
                        "predicted_gib": 11.2, "ratio": 1.12}],
            "rows": [{"id": "r", "family": "fam", "num_gpus": 8, "gpu": "h100", "measured": 866.77,
                      "careful": {"ratio": 1.004}, "held_out": {"refused": "memory"}}]}
-    assert tables.ways(res)[2:] == ["| careful | 0.100 | 2 | 1 | 0.50-1.25 |", "| held_out | 0.123 | 2 | 1 | 0.50-1.25 |"]
+    assert tables.ways(res)[2:] == ["| careful | 0.100 | 2 | 1 | 0.50-1.25 |",
+                                    "| held_out | 0.123 | 2 | 1 | 0.50-1.25 |"]
     assert tables.families(res)[2] == "| fam | 2 | 1 | 0.123 | 0.50-1.25 | 0.5500 | 1.100 ms |"
     assert tables.spearman(res)[2] == "| m | 4 | 4 | 0.80 | - |"
     assert tables.memory(res)[0] == "1 of 2 within 10%:"
