@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from claim_kit import Claim, Exact, Page, Stale
+from claim_kit import Claim, Exact, Page
+from claim_outputs import history
 
 __all__ = ["CLAIMS"]
 
@@ -17,18 +18,13 @@ CLAIMS = [
                                         r"computation, and HTA's own `get_comm_comp_overlap` reports ([\d.]+)%"),
           measured=lambda run: (run.json()["hta"]["overlap_pct"], run.json()["hta"]["hta_overlap_pct"]),
           compare=Exact()),
-    Claim(id="trace-cpu-loop", where="the CPU loop's per-type table, trace against profile",
-          command=CPU_LOOP,
-          figure=Page(path=_TI, pattern=r"^\*\*The CPU loop\.\*\* Run on (\d{4}-\d\d-\d\d) \d\d:\d\d UTC"),
-          stale=Stale(why="CPU timings of two processes on a shared two-core machine (about 2 min): the ratios move "
-                          "with the machine's load, the page gives the run's date and load",
-                      date=Page(path=_TI, pattern=r"^\*\*The CPU loop\.\*\* Run on (\d{4}-\d\d-\d\d) \d\d:\d\d UTC"))),
-    Claim(id="trace-cpu-loop-ep2", where="the pp 2 x ep 2 loop: hidden shares and fields within target",
-          command=CPU_LOOP + " --ep 2",
-          figure=Page(path=_TI, pattern=r"^With `--ep 2` \(pp 2 x ep 2, four processes on two cores; run on "
-                                        r"(\d{4}-\d\d-\d\d) \d\d:\d\d UTC"),
-          stale=Stale(why="CPU timings of four processes on a shared two-core machine (about 7 min for both "
-                          "schedules): the ratios move with the machine's load",
-                      date=Page(path=_TI, pattern=r"^With `--ep 2` \(pp 2 x ep 2, four processes on two cores; run "
-                                                  r"on (\d{4}-\d\d-\d\d) \d\d:\d\d UTC"))),
+    history("trace-cpu-loop", _TI, "the CPU loop's per-type table, trace against profile", "",
+            r"^\*\*The CPU loop\.\*\* Run on (\d{4}-\d\d-\d\d) \d\d:\d\d UTC", command=CPU_LOOP,
+            why="CPU timings of two processes on a shared two-core machine (about 2 min): the ratios move "
+                "with the machine's load, the page gives the run's date and load"),
+    history("trace-cpu-loop-ep2", _TI, "the pp 2 x ep 2 loop: hidden shares and fields within target", "",
+            r"^With `--ep 2` \(pp 2 x ep 2, four processes on two cores; run on (\d{4}-\d\d-\d\d) \d\d:\d\d UTC",
+            command=CPU_LOOP + " --ep 2",
+            why="CPU timings of four processes on a shared two-core machine (about 7 min for both schedules): "
+                "the ratios move with the machine's load"),
 ]

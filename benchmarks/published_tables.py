@@ -15,7 +15,6 @@ import json
 import sys
 from pathlib import Path
 
-SECTIONS = ("ways", "families", "spearman", "memory", "rows")
 WAY_ORDER = ("careful", "plain", "recipe", "held_out")
 WITHIN = 0.10
 """A peak counts as within target when its ratio is within 10% of 1 (the validation's memory target)."""
@@ -84,10 +83,14 @@ def rows(res: dict) -> list[str]:
     return out
 
 
+TABLES = {"ways": ways, "families": families, "spearman": spearman, "memory": memory, "rows": rows}
+"""Each section's table, by the name ``--section`` takes."""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run", type=Path, help="the JSON of published.py --json (with --fit for the held-out tables)")
-    ap.add_argument("--section", choices=SECTIONS, action="append", help="the tables to print (default: all)")
+    ap.add_argument("--section", choices=tuple(TABLES), action="append", help="the tables to print (default: all)")
     args = ap.parse_args()
     try:
         res = json.loads(args.run.read_text())
@@ -95,10 +98,10 @@ def main() -> None:
         print(f"run: cannot read {args.run} as published.py's JSON ({exc}); pass the file --json wrote",
               file=sys.stderr)
         sys.exit(2)
-    for name in args.section or SECTIONS:
+    for name in args.section or TABLES:
         if name == "families" and "families" not in res:
             continue
-        sys.stdout.write(f"<!-- {name} -->\n" + "\n".join(globals()[name](res)) + "\n\n")
+        sys.stdout.write(f"<!-- {name} -->\n" + "\n".join(TABLES[name](res)) + "\n\n")
 
 
 if __name__ == "__main__":
