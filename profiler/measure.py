@@ -181,7 +181,7 @@ def _median(values: tuple[float, ...]) -> float:
 def _a2a_bytes(module: nn.Module, run: LayerRun) -> int:
     total = 0
     for step in module.program():
-        if isinstance(step, Exchange):
+        if isinstance(step, Exchange) and step.differentiable:  # the payload, not the token counts
             in_splits = run.ctx[step.splits][0]
             me = group_rank(step.group)
             rows = sum(in_splits) - in_splits[me]

@@ -93,7 +93,8 @@ class LayerRun:
         if isinstance(step, Exchange):
             def start() -> _Pending:
                 in_s, out_s = self.ctx[step.splits]
-                out, work = all_to_all(self.state[step.src].detach(), in_s, out_s, step.group, async_op=True)
+                out, work = all_to_all(self.state[step.src].detach(), in_s, out_s, step.group, async_op=True,
+                                       name=step.name)
                 return _Pending(work, lambda: self.state.__setitem__(step.dst, out))
             return Task(name=step.name, comm=True, expert=False, run=start)
 
@@ -116,13 +117,15 @@ class LayerRun:
             self.grads["loss"] = torch.ones_like(self.state["loss"])
         else:
             self.grads["y"] = grad_y
-        return [self._input_task(k, step, full) for k, step in reversed(list(enumerate(self.steps)))]
+        return [self._input_task(k, step, full) for k, step in reversed(list(enumerate(self.steps)))
+                if not (isinstance(step, Exchange) and not step.differentiable)]
 
     def _input_task(self, k: int, step: Step, full: bool = False) -> Task:
         if isinstance(step, Exchange):
             def start() -> _Pending:
                 in_s, out_s = self.ctx[step.splits]
-                g, work = all_to_all(self.grads[step.dst], out_s, in_s, step.group, async_op=True)
+                g, work = all_to_all(self.grads[step.dst], out_s, in_s, step.group, async_op=True,
+                                     name=f"{step.name}.grad")
                 return _Pending(work, lambda: self.grads.__setitem__(step.src, g))
             return Task(name=step.name, comm=True, expert=False, run=start)
 

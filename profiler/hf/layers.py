@@ -25,7 +25,7 @@ from torch import nn
 
 from profiler.hf.moe import HfExperts
 from profiler.layers.blocks import Embedding, Head, ProgramModule
-from profiler.layers.program import Compute, Ctx, Exchange, State, Step
+from profiler.layers.program import Compute, Ctx, State, Step, moe_steps
 
 __all__ = ["HfDecoderLayer", "HfEmbedding", "HfHead"]
 
@@ -81,20 +81,12 @@ class HfDecoderLayer(ProgramModule):
             normed = self.layer.post_attention_layernorm(x1)
             c["shape"] = normed.shape
             send, weights = moe.route(normed.flatten(0, -2), c)
-            return {"x1": x1, "normed": normed, "send": send, "weights": weights}
+            counts = {"counts": c["tokens_per_expert"]} if "counts" in c else {}
+            return {"x1": x1, "normed": normed, "send": send, "weights": weights, **counts}
 
         def finish(s: State, c: Ctx) -> State:
             out = moe.finish(s["back"], s["weights"], s["normed"].flatten(0, -2), c)
             return {"y": s["x1"] + out.view(c["shape"])}
 
-        rows = "recv" if group is not None else "send"
-        out = "out" if group is not None else "back"
-        steps: list[Step] = [Compute(name="attn", fn=route, inputs=("x",))]
-        if group is not None:
-            steps.append(Exchange(name="dispatch", src="send", dst="recv", splits="dispatch", group=group))
-        steps.append(Compute(name="experts", fn=lambda s, c: {out: moe.experts(s[rows], c)},
-                             inputs=(rows,), expert=True))
-        if group is not None:
-            steps.append(Exchange(name="combine", src="out", dst="back", splits="combine", group=group))
-        steps.append(Compute(name="post", fn=finish, inputs=("x1", "normed", "back", "weights")))
-        return tuple(steps)
+        return moe_steps(route, moe.experts, finish, group, counts=True,
+                         finish_inputs=("x1", "normed", "back", "weights"))

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from planner.core.errors import InputError
-from profiler.layers.program import Ctx, exchange_counts, group_rank, group_size
+from profiler.layers.program import Ctx, group_rank, group_size, local_counts
 
 __all__ = ["HfExperts", "grouped_experts"]
 
@@ -107,7 +107,7 @@ class HfExperts:
 
     def route(self, x: torch.Tensor, ctx: Ctx) -> tuple[torch.Tensor, torch.Tensor]:
         """Router on x [N, H]; returns (token copies sorted by expert, their weights) and
-        writes ``tokens_per_expert``, ``token_of`` and, with a group, the splits."""
+        writes ``tokens_per_expert``, ``token_of`` and, with a group, the counts' splits (``moe_steps``)."""
         _, weights, idx = self.block.gate(x)
         expert_of = idx.flatten()
         order = torch.argsort(expert_of, stable=True)
@@ -116,7 +116,7 @@ class HfExperts:
         ctx["tokens_per_expert"] = counts
         ctx["token_of"] = token_of
         if self.group is not None:
-            exchange_counts(counts, self.group, self.ep, ctx)
+            local_counts(counts, self.ep, ctx)  # the counts step of moe_steps sends them
         return x.index_select(0, token_of), weights.flatten()[order].to(x.dtype)
 
     def experts(self, rows: torch.Tensor, ctx: Ctx) -> torch.Tensor:

@@ -29,7 +29,7 @@ from profiler.layers.attention import GQAttention, MLAttention
 from profiler.layers.common import RMSNorm, SwiGLU
 from profiler.layers.linear_attention import GatedLinearAttention
 from profiler.layers.moe import MoE
-from profiler.layers.program import Compute, Ctx, Exchange, State, Step, run_program
+from profiler.layers.program import Compute, Ctx, State, Step, moe_steps, run_program
 
 __all__ = ["Embedding", "DecoderLayer", "MtpLayer", "Head", "loss_fn", "ProgramModule"]
 
@@ -130,25 +130,17 @@ class DecoderLayer(ProgramModule):
             normed = self.norm2(x1)
             c["shape"] = normed.shape
             send, weights = moe.route(normed.flatten(0, -2), c)
-            return {"x1": x1, "normed": normed, "send": send, "weights": weights}
+            counts = {"counts": c["tokens_per_expert"]} if "counts" in c else {}
+            return {"x1": x1, "normed": normed, "send": send, "weights": weights, **counts}
 
         def finish(s: State, c: Ctx) -> State:
             normed = s["normed"]
             out = moe.finish(s["back"], s["weights"], normed.flatten(0, -2), c)
             return {"y": post(s["x1"] + out.view(c["shape"]), s)}
 
-        rows = "recv" if group is not None else "send"
-        out = "out" if group is not None else "back"
-        steps: list[Step] = [Compute(name="attn", fn=route, inputs=("x",))]
-        if group is not None:
-            steps.append(Exchange(name="dispatch", src="send", dst="recv", splits="dispatch", group=group))
-        steps.append(Compute(name="experts", fn=lambda s, c: {out: moe.experts(s[rows], c)},
-                             inputs=(rows,), expert=True))
-        if group is not None:
-            steps.append(Exchange(name="combine", src="out", dst="back", splits="combine", group=group))
-        steps.append(Compute(name="post", fn=finish,
-                             inputs=("x1", "normed", "back", "weights", *extra)))
-        return tuple(steps)
+        padded = moe.capacity is not None and moe.capacity.pad
+        return moe_steps(route, moe.experts, finish, group, counts=not padded,
+                         finish_inputs=("x1", "normed", "back", "weights", *extra))
 
 
 class _AttachLoss(torch.autograd.Function):

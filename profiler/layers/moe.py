@@ -25,7 +25,7 @@ from planner.core.model import MoeSpec
 from profiler.layers.common import SwiGLU, param_generator
 from profiler.layers.moe_capacity import (CapacityMode, batched_experts, expert_capacity, kept_copies,
                                           padded_slots)
-from profiler.layers.program import Ctx, exchange_counts, group_rank, group_size
+from profiler.layers.program import Ctx, group_rank, group_size, local_counts
 
 __all__ = ["MoE", "select_experts"]
 
@@ -89,7 +89,7 @@ class MoE(nn.Module):
 
         Writes ``tokens_per_expert`` (rows each expert gets from this rank's tokens),
         ``token_of`` (source token of each copy) and, with a group, the ``dispatch`` and
-        ``combine`` splits (and ``recv_counts`` unless padded)."""
+        ``combine`` splits when padded (else the counts' splits: ``moe_steps``)."""
         top, idx = select_experts(self.router(x), self.spec.top_k, sigmoid=self.sigmoid_scores)
         cap = self.capacity
         if cap is not None and cap.pad:
@@ -107,7 +107,7 @@ class MoE(nn.Module):
         ctx["tokens_per_expert"] = counts
         ctx["token_of"] = token_of
         if self.group is not None:
-            exchange_counts(counts, self.group, self.ep, ctx)
+            local_counts(counts, self.ep, ctx)  # the counts step of moe_steps sends them
         return x.index_select(0, token_of), top.flatten()[order].to(x.dtype)
 
     def _route_padded(self, x: torch.Tensor, top: torch.Tensor, idx: torch.Tensor,

@@ -31,7 +31,7 @@ import torch.distributed as dist
 from profiler.trace.record import a2a as trace_a2a
 
 __all__ = ["Compute", "Exchange", "Step", "Ctx", "State", "all_to_all", "run_program", "EmulatedLink", "SideStreamLink",
-           "group_size", "group_rank", "wait_for", "set_wait_hook", "exchange_counts"]
+           "group_size", "group_rank", "wait_for", "set_wait_hook", "moe_steps", "local_counts"]
 
 State = dict[str, torch.Tensor]
 """Named tensors flowing through a program."""
@@ -67,6 +67,8 @@ class Exchange:
     """``ctx`` key holding (input split sizes, output split sizes) in rows."""
     group: Any
     """The process group."""
+    differentiable: bool = True
+    """False for an integer payload (the token counts): no gradient goes back through it."""
 
 
 Step = Union[Compute, Exchange]
@@ -178,19 +180,54 @@ def wait_for(work: Any) -> None:
         hook(work)
 
 
-def exchange_counts(counts: torch.Tensor, group: Any, ep: int, ctx: "Ctx") -> None:
-    """Send each expert-parallel rank the token counts of its experts (``counts`` [experts],
-    ours, sorted by expert) and write ``recv_counts`` [ep, local experts] and the row splits
-    of ``dispatch`` and ``combine`` into ``ctx``. On an ``EmulatedLink`` every rank routes
-    alike, so the counts are our own; otherwise it is a comm point: an overlap runtime lets
-    the other microbatch compute while the counts travel."""
-    recv = counts.clone() if isinstance(group, EmulatedLink) else torch.empty_like(counts)
-    if not isinstance(group, EmulatedLink):
-        with trace_a2a("counts"):
-            wait_for(dist.all_to_all_single(recv, counts, group=group, async_op=True))
+def moe_steps(route: Callable[[State, Ctx], State], experts: Callable[[torch.Tensor, Ctx], torch.Tensor],
+              finish: Callable[[State, Ctx], State], group: Any, *, counts: bool,
+              finish_inputs: tuple[str, ...]) -> tuple[Step, ...]:
+    """The steps of an MoE layer, one owner for native and transformers modules.
+
+    ``route`` (segment ``attn``) writes ``send`` and, when ``counts``, the state tensor
+    ``counts`` (tokens per expert, ours, sorted by expert) and ``ctx["counts"]`` (its
+    splits: ``local_counts``); with a group, the token counts travel in an exchange step
+    of their own, then ``splits`` reads them into the dispatch and combine splits, then
+    dispatch, ``experts`` (on ``recv``), combine and ``finish`` (on ``back``). The counts
+    are a step, not a wait inside ``attn``: a wait for a peer inside a compute segment
+    is charged to compute, so a rank that arrived first (on a CPU, its peer descheduled)
+    timed its forward several times too slow; as a step it is a comm point the overlap
+    runtime can hide, and its time is all-to-all, as in a trace (``ppplan/a2a/counts``).
+    A padded capacity layer has static splits: ``counts`` False, no counts step."""
+    if group is None:
+        return (Compute(name="attn", fn=route, inputs=("x",)),
+                Compute(name="experts", fn=lambda s, c: {"back": experts(s["send"], c)}, inputs=("send",),
+                        expert=True),
+                Compute(name="post", fn=finish, inputs=finish_inputs))
+    steps: list[Step] = [Compute(name="attn", fn=route, inputs=("x",))]
+    if counts:
+        ep = group_size(group)
+        steps += [Exchange(name="counts", src="counts", dst="recv_counts", splits="counts", group=group,
+                           differentiable=False),
+                  Compute(name="splits", fn=lambda s, c: _splits_from(s["recv_counts"], ep, c),
+                          inputs=("recv_counts",))]
+    return (*steps,
+            Exchange(name="dispatch", src="send", dst="recv", splits="dispatch", group=group),
+            Compute(name="experts", fn=lambda s, c: {"out": experts(s["recv"], c)}, inputs=("recv",), expert=True),
+            Exchange(name="combine", src="out", dst="back", splits="combine", group=group),
+            Compute(name="post", fn=finish, inputs=finish_inputs))
+
+
+def local_counts(counts: torch.Tensor, ep: int, ctx: "Ctx") -> torch.Tensor:
+    """Record the splits of the counts exchange (each rank gets the counts of its experts)
+    and return ``counts`` [experts] for the state."""
+    ctx["counts"] = ([counts.numel() // ep] * ep,) * 2
+    return counts
+
+
+def _splits_from(recv: torch.Tensor, ep: int, ctx: "Ctx") -> State:
+    """``recv_counts`` [ep, local experts] and the row splits of dispatch and combine from
+    the received counts (on an ``EmulatedLink`` every rank routes alike: our own)."""
     ctx["recv_counts"] = recv.view(ep, -1)
-    ctx["dispatch"] = (counts.view(ep, -1).sum(1).tolist(), ctx["recv_counts"].sum(1).tolist())
+    ctx["dispatch"] = (ctx["tokens_per_expert"].view(ep, -1).sum(1).tolist(), ctx["recv_counts"].sum(1).tolist())
     ctx["combine"] = tuple(reversed(ctx["dispatch"]))
+    return {}
 
 
 def all_to_all(x: torch.Tensor, in_splits: list[int], out_splits: list[int], group: Any, *,
@@ -243,6 +280,13 @@ def run_program(steps: tuple[Step, ...], x: torch.Tensor) -> torch.Tensor:
     for step in steps:
         if isinstance(step, Compute):
             state.update(step.fn(state, ctx))
+        elif not step.differentiable:
+            in_splits, out_splits = ctx[step.splits]
+            with trace_a2a(step.name):
+                out, work = all_to_all(state[step.src], in_splits, out_splits, step.group, async_op=True,
+                                       name=step.name)
+                wait_for(work)
+            state[step.dst] = out
         else:
             in_splits, out_splits = ctx[step.splits]
             state[step.dst] = _AllToAll.apply(state[step.src], in_splits, out_splits, step.group, step.name)
