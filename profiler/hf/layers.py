@@ -81,8 +81,7 @@ class HfDecoderLayer(ProgramModule):
             normed = self.layer.post_attention_layernorm(x1)
             c["shape"] = normed.shape
             send, weights = moe.route(normed.flatten(0, -2), c)
-            counts = {"counts": c["tokens_per_expert"]} if "counts" in c else {}
-            return {"x1": x1, "normed": normed, "send": send, "weights": weights, **counts}
+            return {"x1": x1, "normed": normed, "send": send, "weights": weights}
 
         def finish(s: State, c: Ctx) -> State:
             out = moe.finish(s["back"], s["weights"], s["normed"].flatten(0, -2), c)

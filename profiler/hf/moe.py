@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from planner.core.errors import InputError
-from profiler.layers.program import Ctx, group_rank, group_size, local_counts
+from profiler.layers.program import Ctx, group_rank, group_size
 
 __all__ = ["HfExperts", "grouped_experts"]
 
@@ -107,7 +107,7 @@ class HfExperts:
 
     def route(self, x: torch.Tensor, ctx: Ctx) -> tuple[torch.Tensor, torch.Tensor]:
         """Router on x [N, H]; returns (token copies sorted by expert, their weights) and
-        writes ``tokens_per_expert``, ``token_of`` and, with a group, the counts' splits (``moe_steps``)."""
+        writes ``tokens_per_expert`` and ``token_of`` (``moe_steps``' counts step sends the counts)."""
         _, weights, idx = self.block.gate(x)
         expert_of = idx.flatten()
         order = torch.argsort(expert_of, stable=True)
@@ -115,8 +115,6 @@ class HfExperts:
         token_of = order // self.top_k
         ctx["tokens_per_expert"] = counts
         ctx["token_of"] = token_of
-        if self.group is not None:
-            local_counts(counts, self.ep, ctx)  # the counts step of moe_steps sends them
         return x.index_select(0, token_of), weights.flatten()[order].to(x.dtype)
 
     def experts(self, rows: torch.Tensor, ctx: Ctx) -> torch.Tensor:

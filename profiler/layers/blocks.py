@@ -130,8 +130,7 @@ class DecoderLayer(ProgramModule):
             normed = self.norm2(x1)
             c["shape"] = normed.shape
             send, weights = moe.route(normed.flatten(0, -2), c)
-            counts = {"counts": c["tokens_per_expert"]} if "counts" in c else {}
-            return {"x1": x1, "normed": normed, "send": send, "weights": weights, **counts}
+            return {"x1": x1, "normed": normed, "send": send, "weights": weights}
 
         def finish(s: State, c: Ctx) -> State:
             normed = s["normed"]

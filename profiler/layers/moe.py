@@ -25,7 +25,7 @@ from planner.core.model import MoeSpec
 from profiler.layers.common import SwiGLU, param_generator
 from profiler.layers.moe_capacity import (CapacityMode, batched_experts, expert_capacity, kept_copies,
                                           padded_slots)
-from profiler.layers.program import Ctx, group_rank, group_size, local_counts
+from profiler.layers.program import Ctx, group_rank, group_size
 
 __all__ = ["MoE", "select_experts"]
 
@@ -89,7 +89,7 @@ class MoE(nn.Module):
 
         Writes ``tokens_per_expert`` (rows each expert gets from this rank's tokens),
         ``token_of`` (source token of each copy) and, with a group, the ``dispatch`` and
-        ``combine`` splits when padded (else the counts' splits: ``moe_steps``)."""
+        ``combine`` splits when padded (else ``moe_steps``' counts step derives them)."""
         top, idx = select_experts(self.router(x), self.spec.top_k, sigmoid=self.sigmoid_scores)
         cap = self.capacity
         if cap is not None and cap.pad:
@@ -106,8 +106,6 @@ class MoE(nn.Module):
         token_of = order // self.spec.top_k
         ctx["tokens_per_expert"] = counts
         ctx["token_of"] = token_of
-        if self.group is not None:
-            local_counts(counts, self.ep, ctx)  # the counts step of moe_steps sends them
         return x.index_select(0, token_of), top.flatten()[order].to(x.dtype)
 
     def _route_padded(self, x: torch.Tensor, top: torch.Tensor, idx: torch.Tensor,

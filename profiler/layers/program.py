@@ -31,7 +31,7 @@ import torch.distributed as dist
 from profiler.trace.record import a2a as trace_a2a
 
 __all__ = ["Compute", "Exchange", "Step", "Ctx", "State", "all_to_all", "run_program", "EmulatedLink", "SideStreamLink",
-           "group_size", "group_rank", "wait_for", "set_wait_hook", "moe_steps", "local_counts"]
+           "group_size", "group_rank", "wait_for", "set_wait_hook", "moe_steps"]
 
 State = dict[str, torch.Tensor]
 """Named tensors flowing through a program."""
@@ -185,9 +185,8 @@ def moe_steps(route: Callable[[State, Ctx], State], experts: Callable[[torch.Ten
               finish_inputs: tuple[str, ...]) -> tuple[Step, ...]:
     """The steps of an MoE layer, one owner for native and transformers modules.
 
-    ``route`` (segment ``attn``) writes ``send`` and, when ``counts``, the state tensor
-    ``counts`` (tokens per expert, ours, sorted by expert) and ``ctx["counts"]`` (its
-    splits: ``local_counts``); with a group, the token counts travel in an exchange step
+    ``route`` (segment ``attn``) writes ``send`` and ``ctx["tokens_per_expert"]`` (ours,
+    sorted by expert); with a group and ``counts``, those counts travel in an exchange step
     of their own, then ``splits`` reads them into the dispatch and combine splits, then
     dispatch, ``experts`` (on ``recv``), combine and ``finish`` (on ``back``). The counts
     are a step, not a wait inside ``attn``: a wait for a peer inside a compute segment
@@ -200,9 +199,10 @@ def moe_steps(route: Callable[[State, Ctx], State], experts: Callable[[torch.Ten
                 Compute(name="experts", fn=lambda s, c: {"back": experts(s["send"], c)}, inputs=("send",),
                         expert=True),
                 Compute(name="post", fn=finish, inputs=finish_inputs))
-    steps: list[Step] = [Compute(name="attn", fn=route, inputs=("x",))]
+    ep = group_size(group)
+    attn = (lambda s, c: _with_counts(route(s, c), ep, c)) if counts else route
+    steps: list[Step] = [Compute(name="attn", fn=attn, inputs=("x",))]
     if counts:
-        ep = group_size(group)
         steps += [Exchange(name="counts", src="counts", dst="recv_counts", splits="counts", group=group,
                            differentiable=False),
                   Compute(name="splits", fn=lambda s, c: _splits_from(s["recv_counts"], ep, c),
@@ -214,11 +214,12 @@ def moe_steps(route: Callable[[State, Ctx], State], experts: Callable[[torch.Ten
             Compute(name="post", fn=finish, inputs=finish_inputs))
 
 
-def local_counts(counts: torch.Tensor, ep: int, ctx: "Ctx") -> torch.Tensor:
-    """Record the splits of the counts exchange (each rank gets the counts of its experts)
-    and return ``counts`` [experts] for the state."""
+def _with_counts(out: State, ep: int, ctx: "Ctx") -> State:
+    """``route``'s state plus ``counts`` [experts] to send, each rank getting the counts of
+    its own experts (the counts exchange's splits in ``ctx["counts"]``)."""
+    counts = ctx["tokens_per_expert"]
     ctx["counts"] = ([counts.numel() // ep] * ep,) * 2
-    return counts
+    return {**out, "counts": counts}
 
 
 def _splits_from(recv: torch.Tensor, ep: int, ctx: "Ctx") -> State:
@@ -253,24 +254,27 @@ def all_to_all(x: torch.Tensor, in_splits: list[int], out_splits: list[int], gro
     return out, work
 
 
+def _exchange(x: torch.Tensor, in_splits: list[int], out_splits: list[int], group: Any, name: str) -> torch.Tensor:
+    """One all-to-all at a comm point ([Note: comm points]), in a range a trace importer
+    reads (``profiler.trace.names``)."""
+    with trace_a2a(name):
+        out, work = all_to_all(x, in_splits, out_splits, group, async_op=True, name=name)
+        wait_for(work)
+    return out
+
+
 class _AllToAll(torch.autograd.Function):
     """Differentiable all-to-all: the backward sends gradients back along reversed splits."""
 
     @staticmethod
     def forward(ctx, x, in_splits, out_splits, group, name):  # noqa: D401 - autograd signature
         ctx.splits, ctx.group, ctx.name = (in_splits, out_splits), group, name
-        with trace_a2a(name):  # a range a trace importer reads (profiler.trace.names)
-            out, work = all_to_all(x, in_splits, out_splits, group, async_op=True, name=name)
-            wait_for(work)
-        return out
+        return _exchange(x, in_splits, out_splits, group, name)
 
     @staticmethod
     def backward(ctx, grad):
         in_splits, out_splits = ctx.splits
-        with trace_a2a(f"{ctx.name}.grad"):
-            out, work = all_to_all(grad, out_splits, in_splits, ctx.group, async_op=True, name=f"{ctx.name}.grad")
-            wait_for(work)
-        return out, None, None, None, None
+        return _exchange(grad, out_splits, in_splits, ctx.group, f"{ctx.name}.grad"), None, None, None, None
 
 
 def run_program(steps: tuple[Step, ...], x: torch.Tensor) -> torch.Tensor:
@@ -280,14 +284,8 @@ def run_program(steps: tuple[Step, ...], x: torch.Tensor) -> torch.Tensor:
     for step in steps:
         if isinstance(step, Compute):
             state.update(step.fn(state, ctx))
-        elif not step.differentiable:
-            in_splits, out_splits = ctx[step.splits]
-            with trace_a2a(step.name):
-                out, work = all_to_all(state[step.src], in_splits, out_splits, step.group, async_op=True,
-                                       name=step.name)
-                wait_for(work)
-            state[step.dst] = out
         else:
             in_splits, out_splits = ctx[step.splits]
-            state[step.dst] = _AllToAll.apply(state[step.src], in_splits, out_splits, step.group, step.name)
+            move = _AllToAll.apply if step.differentiable else _exchange
+            state[step.dst] = move(state[step.src], in_splits, out_splits, step.group, step.name)
     return state["y"]
