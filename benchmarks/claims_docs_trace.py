@@ -22,6 +22,11 @@ CLAIMS = [
             r"^\*\*The CPU loop\.\*\* Run on (\d{4}-\d\d-\d\d) \d\d:\d\d UTC", command=CPU_LOOP,
             why="CPU timings of two processes on a shared two-core machine (about 2 min): the ratios move "
                 "with the machine's load, the page gives the run's date and load"),
+    history("trace-cpu-loop-rounds", _TI, "the CPU loop in rounds: each side's spread and the medians' ratio", "",
+            r"Run on (\d{4}-\d\d-\d\d) 19:05 UTC and 20:11 UTC",
+            command=CPU_LOOP + " --rounds 3 --steps 4 --repeats 30",
+            why="CPU timings of two processes on a shared two-core machine, three rounds (about 9 min): the "
+                "ratios move with the machine's load, the page gives the runs' dates and load"),
     history("trace-cpu-loop-ep2", _TI, "the pp 2 x ep 2 loop: hidden shares and fields within target", "",
             r"^With `--ep 2` \(pp 2 x ep 2, four processes on two cores; run on (\d{4}-\d\d-\d\d) \d\d:\d\d UTC",
             command=CPU_LOOP + " --ep 2",

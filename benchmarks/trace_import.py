@@ -14,6 +14,7 @@
 
     python benchmarks/trace_import.py [--json] [--only hta|cpu] [--model M] [--scale F] [--ep N] [--steps N]
                                       [--schedule S] [--micro-batch N]
+                                      [--rounds K] [--repeats R]
 """
 
 from __future__ import annotations
@@ -87,50 +88,102 @@ def _busy_share(folder: Path, busy_s: list[float], steps: int, ep: int) -> dict:
     return out
 
 
+def _profile(work: Path, r: int, *, model: str, scale: float, ep: int, shape: list[str], micro_batch: int,
+             repeats: int) -> float:
+    """``ppplan profile --device cpu`` (the reference) to ``P<r>.json``; its wall."""
+    return _ppplan(work, "profile", model, "--device", "cpu", "--scale", str(scale), "--ep", str(ep), "--threads", "1",
+                   "--modules", "native", "--quiet", "--micro-batch", str(micro_batch), "--repeats", str(repeats),
+                   *shape, "--out", f"P{r}.json")
+
+
+def _loop_round(work: Path, r: int, *, ep: int, steps: int) -> tuple[dict, dict, dict]:
+    """The traced replay of the plan in ``work`` and ``profile --from-trace``, to files of round ``r``."""
+    walls = {
+        "replay": _ppplan(work, "replay", "plan.json", "--ep", str(ep), "--steps", str(steps), "--warmup", "1",
+                          "--threads", "1", "--no-grad-check", "--torch-profile", f"traces{r}", "--out", f"r{r}.json"),
+        "from_trace": _ppplan(work, "profile", "--from-trace", f"traces{r}", "--out", f"T{r}.json"),
+    }
+    replay = json.loads((work / f"r{r}.json").read_text())
+    busy = _busy_share(work / f"traces{r}", replay["measured"]["busy_s"], steps, ep)
+    return walls, {"replay_step_ms": round(1e3 * replay["measured"]["step_time_s"], 1), "trace_busy_share": busy}, \
+        json.loads((work / f"T{r}.json").read_text())["meta"]["trace"]
+
+
+def _spread(values: list[float]) -> float | None:
+    """Largest over smallest of a field's per-round values (None when one is 0): how far the
+    same command moves from one round to the next on this machine."""
+    return round(max(values) / min(values), 3) if min(values) > 0 else None
+
+
+def compare_rounds(gots: list[dict], refs: list[dict], provenance: dict) -> list[dict]:
+    """Per layer type and field, the median over rounds of the trace's value (``gots``, one
+    ``_per_type`` table per round) against the profile's (``refs``), their ratio and whether it
+    is within ``TARGET``; with two rounds or more also each round's values and each side's spread."""
+    rows = []
+    for t in gots[0]:
+        for k in _FIELDS:
+            tr, pr = [g[t][k] for g in gots], [p[t][k] for p in refs]
+            a, b = statistics.median(tr), statistics.median(pr)
+            row = {"type": t, "field": k, "trace_ms": round(1e3 * a, 3), "profile_ms": round(1e3 * b, 3),
+                   "ratio": round(a / b, 3) if b > 0 else None, "within_target": b > 0 and abs(a / b - 1) <= TARGET,
+                   "provenance": provenance[t][k]}
+            if len(gots) > 1:
+                row |= {"trace_rounds_ms": [round(1e3 * v, 3) for v in tr],
+                        "profile_rounds_ms": [round(1e3 * v, 3) for v in pr],
+                        "trace_spread": _spread(tr), "profile_spread": _spread(pr)}
+            rows.append(row)
+    return rows
+
+
 def cpu_figures(*, model: str, scale: float, ep: int, steps: int, seq_len: int, microbatches: int,
-                micro_batch: int, schedule: str = "zb-h1") -> dict:
+                micro_batch: int, schedule: str = "zb-h1", rounds: int = 1, repeats: int = 5) -> dict:
     """The CPU loop, every step through the CLI; walls in seconds. The profile measures the
     microbatch the plan runs (``micro_batch`` sequences, checked against the plan), so both
-    tables hold the same shape's times."""
+    tables hold the same shape's times. With ``rounds`` > 1 the profile and the traced replay
+    run alternately that many times on the same plan and each side's field is the median of
+    its rounds: a slow phase of the machine then falls on both sides, and each side's own
+    round-to-round spread (``spread``) says how close two runs of the same command come."""
     work = Path(tempfile.mkdtemp(prefix="ppplan-trace-"))
     shape = ["--seq-len", str(seq_len)]
-    walls = {
-        "profile": _ppplan(work, "profile", model, "--device", "cpu", "--scale", str(scale), "--ep", str(ep),
-                           "--threads", "1", "--modules", "native", "--quiet", "--micro-batch", str(micro_batch),
-                           *shape, "--out", "P.json"),
-        "plan": _ppplan(work, "plan", model, "--profile", "P.json", "--pp", "2", "--ep", str(ep), "--schedule",
-                        schedule, "--microbatches", str(microbatches), *shape, "--quiet", "--out", "plan.json"),
-        "replay": _ppplan(work, "replay", "plan.json", "--ep", str(ep), "--steps", str(steps), "--warmup", "1",
-                          "--threads", "1", "--no-grad-check", "--torch-profile", "traces", "--out", "r.json"),
-        "from_trace": _ppplan(work, "profile", "--from-trace", "traces", "--out", "T.json"),
-        "plan_from_trace": _ppplan(work, "plan", model, "--profile", "T.json", "--pp", "2", "--ep", str(ep),
-                                   "--microbatches", str(microbatches), *shape, "--quiet", "--out", "plan2.json"),
-    }
+    prof = dict(model=model, scale=scale, ep=ep, shape=shape, micro_batch=micro_batch, repeats=repeats)
+    walls = {"profile": _profile(work, 0, **prof),
+             "plan": _ppplan(work, "plan", model, "--profile", "P0.json", "--pp", "2", "--ep", str(ep), "--schedule",
+                             schedule, "--microbatches", str(microbatches), *shape, "--quiet", "--out", "plan.json")}
     size = json.loads((work / "plan.json").read_text())["microbatches"]["size"]
     if size != micro_batch:
         raise SystemExit(f"the plan runs microbatches of {size} sequences, the profile measured {micro_batch}: "
                          f"pass --micro-batch {size}")
-    ref, got = _per_type(work / "P.json"), _per_type(work / "T.json")
-    meta = json.loads((work / "T.json").read_text())["meta"]["trace"]
-    rows = []
-    for t in got:
-        for k in _FIELDS:
-            a, b = got[t][k], ref[t][k]
-            rows.append({"type": t, "field": k, "trace_ms": round(1e3 * a, 3), "profile_ms": round(1e3 * b, 3),
-                         "ratio": round(a / b, 3) if b > 0 else None,
-                         "within_target": b > 0 and abs(a / b - 1) <= TARGET,
-                         "provenance": meta["provenance"]["layers"][t][k]})
-    replay = json.loads((work / "r.json").read_text())
-    busy = _busy_share(work / "traces", replay["measured"]["busy_s"], steps, ep)
+    per_round, metas = [], []
+    for r in range(rounds):
+        w = {"profile": _profile(work, r, **prof)} if r else {}  # round 0's profile made the plan
+        more, facts, meta = _loop_round(work, r, ep=ep, steps=steps)
+        w |= more
+        per_round.append({"walls_s": w, **facts})
+        metas.append(meta)
+    walls["plan_from_trace"] = _ppplan(work, "plan", model, "--profile", "T0.json", "--pp", "2", "--ep", str(ep),
+                                       "--microbatches", str(microbatches), *shape, "--quiet", "--out", "plan2.json")
+    refs = [_per_type(work / f"P{r}.json") for r in range(rounds)]
+    gots = [_per_type(work / f"T{r}.json") for r in range(rounds)]
+    meta = metas[0]
+    rows = compare_rounds(gots, refs, meta["provenance"]["layers"])
     shutil.rmtree(work, ignore_errors=True)
-    return {"model": model, "scale": scale, "pp": 2, "ep": ep, "schedule": schedule, "steps": steps, "seq_len": seq_len,
-            "microbatches": microbatches, "micro_batch": micro_batch,
-            "profiler_overhead_us_per_event": {r: round(1e6 * v, 3) for r, v in
-                                               meta.get("profiler_overhead_s_per_event", {}).items()}, "walls_s": walls, "samples": meta["samples"],
-            "hidden_share": meta["hidden_share"], "rows": rows,
-            "replay_step_ms": round(1e3 * replay["measured"]["step_time_s"], 1), "trace_busy_share": busy,
-            "within_target": sum(r["within_target"] for r in rows if r["profile_ms"] > 0),
-            "compared": sum(1 for r in rows if r["profile_ms"] > 0)}
+    compared = [r for r in rows if r["profile_ms"] > 0]
+    out = {"model": model, "scale": scale, "pp": 2, "ep": ep, "schedule": schedule, "steps": steps, "seq_len": seq_len,
+           "microbatches": microbatches, "micro_batch": micro_batch, "rounds": rounds, "repeats": repeats,
+           "profiler_overhead_us_per_event": {r: round(1e6 * v, 3) for r, v in
+                                              meta.get("profiler_overhead_s_per_event", {}).items()},
+           "walls_s": walls, "samples": meta["samples"], "hidden_share": meta["hidden_share"], "rows": rows,
+           "replay_step_ms": per_round[0]["replay_step_ms"], "trace_busy_share": per_round[0]["trace_busy_share"],
+           "within_target": sum(r["within_target"] for r in compared), "compared": len(compared)}
+    if rounds > 1:
+        out["rounds_detail"] = per_round
+        out["hidden_share_rounds"] = [m["hidden_share"] for m in metas]
+        # the noise floor: fields whose own rounds stay within the target of each other, per side
+        out["profile_self_within_target"] = sum(1 for r in compared if r["profile_spread"] and
+                                                r["profile_spread"] <= 1 + TARGET)
+        out["trace_self_within_target"] = sum(1 for r in compared if r["trace_spread"] and
+                                              r["trace_spread"] <= 1 + TARGET)
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -148,14 +201,20 @@ def main(argv: list[str] | None = None) -> None:
                                                               "batch over dp and --microbatches).")
     ap.add_argument("--schedule", default="zb-h1", help="The plan's --schedule (1f1b-overlap: fused pairs, whose "
                                                         "other half runs beside each all-to-all).")
+    ap.add_argument("--rounds", type=int, default=1, help="Profile and traced replay run alternately this many times "
+                                                           "on one plan; each side's field is its rounds' median.")
+    ap.add_argument("--repeats", type=int, default=5, help="The profile's --repeats (timed runs per layer type).")
     args = ap.parse_args(argv)
+    if args.rounds < 1 or args.repeats < 1:
+        ap.error("--rounds and --repeats take a whole number of at least 1")
     out = {}
     if args.only in (None, "hta"):
         out["hta"] = hta_figures()
     if args.only in (None, "cpu"):
         out["cpu"] = cpu_figures(model=args.model, scale=args.scale, ep=args.ep, steps=args.steps,
                                  seq_len=args.seq_len, microbatches=args.microbatches,
-                                 micro_batch=args.micro_batch, schedule=args.schedule)
+                                 micro_batch=args.micro_batch, schedule=args.schedule, rounds=args.rounds,
+                                 repeats=args.repeats)
     if args.json:
         print(json.dumps(out, indent=1))
         return

@@ -209,3 +209,27 @@ def test_host_clock_takes_out_the_profilers_measured_cost():
     assert f.compute_s == pytest.approx((800 - 2 * 39) * 1e-6) and f.a2a_s == pytest.approx((200 - 2 * 11) * 1e-6)
     raw = rank_facts(RankTrace(path="t", rank=0, events=events, run=RUN))
     assert raw.overhead_s_per_event is None and raw.work[0].compute_s == pytest.approx(800e-6)
+
+
+def test_trace_import_benchmark_compares_the_median_of_its_rounds():
+    """``benchmarks/trace_import.py --rounds K``: each side's field is the median of its rounds
+    (one slow round on either side moves nothing), and each side's spread is largest / smallest."""
+    from tests.benchmark_modules import load_benchmark
+
+    bench = load_benchmark("trace_import", "trace_import_rounds")
+    zero = {k: 0.0 for k in bench._FIELDS}
+
+    def table(f: float) -> dict:
+        return {"gqa+moe": {**zero, "f": f}}
+
+    prov = {"gqa+moe": {k: "trace" for k in bench._FIELDS}}
+    rows = bench.compare_rounds([table(0.010), table(0.030), table(0.011)],
+                                [table(0.0105), table(0.0100), table(0.002)], prov)
+    f = next(r for r in rows if r["field"] == "f")
+    assert (f["trace_ms"], f["profile_ms"]) == (11.0, 10.0)
+    assert f["ratio"] == 1.1 and f["within_target"]
+    assert f["trace_spread"] == 3.0 and f["profile_spread"] == 5.25
+    assert f["trace_rounds_ms"] == [10.0, 30.0, 11.0]
+    one = bench.compare_rounds([table(0.012)], [table(0.010)], prov)
+    f1 = next(r for r in one if r["field"] == "f")
+    assert f1["ratio"] == 1.2 and not f1["within_target"] and "trace_spread" not in f1
