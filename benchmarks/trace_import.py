@@ -62,8 +62,8 @@ def _ppplan(cwd: Path, *args: str, timeout: float = 900) -> float:
     return round(time.monotonic() - t0, 1)
 
 
-def _per_type(path: Path) -> dict:
-    table = json.loads(path.read_text())
+def _per_type(table: dict) -> dict:
+    """Per layer type of a cost table, the median of each compared field over its layers."""
     rows: dict[str, list[dict]] = {}
     for lc in table["layers"]:
         rows.setdefault(lc["type"].split("@", 1)[0], []).append(lc)
@@ -96,17 +96,18 @@ def _profile(work: Path, r: int, *, model: str, scale: float, ep: int, shape: li
                    *shape, "--out", f"P{r}.json")
 
 
-def _loop_round(work: Path, r: int, *, ep: int, steps: int) -> tuple[dict, dict, dict]:
-    """The traced replay of the plan in ``work`` and ``profile --from-trace``, to files of round ``r``."""
+def _loop_round(work: Path, r: int, *, ep: int, steps: int) -> tuple[dict, dict]:
+    """The traced replay of the plan in ``work`` and ``profile --from-trace``, to files of round
+    ``r``: the round's walls and replay facts, and the cost table read from its traces."""
     walls = {
         "replay": _ppplan(work, "replay", "plan.json", "--ep", str(ep), "--steps", str(steps), "--warmup", "1",
                           "--threads", "1", "--no-grad-check", "--torch-profile", f"traces{r}", "--out", f"r{r}.json"),
         "from_trace": _ppplan(work, "profile", "--from-trace", f"traces{r}", "--out", f"T{r}.json"),
     }
     replay = json.loads((work / f"r{r}.json").read_text())
-    busy = _busy_share(work / f"traces{r}", replay["measured"]["busy_s"], steps, ep)
-    return walls, {"replay_step_ms": round(1e3 * replay["measured"]["step_time_s"], 1), "trace_busy_share": busy}, \
-        json.loads((work / f"T{r}.json").read_text())["meta"]["trace"]
+    facts = {"walls_s": walls, "replay_step_ms": round(1e3 * replay["measured"]["step_time_s"], 1),
+             "trace_busy_share": _busy_share(work / f"traces{r}", replay["measured"]["busy_s"], steps, ep)}
+    return facts, json.loads((work / f"T{r}.json").read_text())
 
 
 def _spread(values: list[float]) -> float | None:
@@ -153,19 +154,19 @@ def cpu_figures(*, model: str, scale: float, ep: int, steps: int, seq_len: int, 
     if size != micro_batch:
         raise SystemExit(f"the plan runs microbatches of {size} sequences, the profile measured {micro_batch}: "
                          f"pass --micro-batch {size}")
-    per_round, metas = [], []
+    per_round, tables = [], []
     for r in range(rounds):
-        w = {"profile": _profile(work, r, **prof)} if r else {}  # round 0's profile made the plan
-        more, facts, meta = _loop_round(work, r, ep=ep, steps=steps)
-        w |= more
-        per_round.append({"walls_s": w, **facts})
-        metas.append(meta)
+        profiled = {"profile": _profile(work, r, **prof)} if r else {}  # round 0's profile made the plan
+        facts, table = _loop_round(work, r, ep=ep, steps=steps)
+        facts["walls_s"] = profiled | facts["walls_s"]
+        per_round.append(facts)
+        tables.append(table)
     walls["plan_from_trace"] = _ppplan(work, "plan", model, "--profile", "T0.json", "--pp", "2", "--ep", str(ep),
                                        "--microbatches", str(microbatches), *shape, "--quiet", "--out", "plan2.json")
-    refs = [_per_type(work / f"P{r}.json") for r in range(rounds)]
-    gots = [_per_type(work / f"T{r}.json") for r in range(rounds)]
+    refs = [_per_type(json.loads((work / f"P{r}.json").read_text())) for r in range(rounds)]
+    metas = [t["meta"]["trace"] for t in tables]
     meta = metas[0]
-    rows = compare_rounds(gots, refs, meta["provenance"]["layers"])
+    rows = compare_rounds([_per_type(t) for t in tables], refs, meta["provenance"]["layers"])
     shutil.rmtree(work, ignore_errors=True)
     compared = [r for r in rows if r["profile_ms"] > 0]
     out = {"model": model, "scale": scale, "pp": 2, "ep": ep, "schedule": schedule, "steps": steps, "seq_len": seq_len,
