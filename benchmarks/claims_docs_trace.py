@@ -27,6 +27,11 @@ CLAIMS = [
             command=CPU_LOOP + " --rounds 3 --steps 4 --repeats 30",
             why="CPU timings of two processes on a shared two-core machine, three rounds (about 9 min): the "
                 "ratios move with the machine's load, the page gives the runs' dates and load"),
+    history("trace-cpu-loop-alone", _TI, "the CPU loop: the pooled profile and the --alone one against the trace", "",
+            r"Run on (\d{4}-\d\d-\d\d) 23:02 UTC and 23:16 UTC",
+            command=CPU_LOOP + " --rounds 3 --steps 4 --repeats 9 --also-alone",
+            why="CPU timings of two processes on a shared two-core machine, three rounds with two profiles each "
+                "(about 3.5 min): the ratios move with the machine's load, the page gives the runs' dates and load"),
     history("trace-cpu-loop-ep2", _TI, "the pp 2 x ep 2 loop: hidden shares and fields within target", "",
             r"^With `--ep 2` \(pp 2 x ep 2, four processes on two cores; run on (\d{4}-\d\d-\d\d) \d\d:\d\d UTC",
             command=CPU_LOOP + " --ep 2",

@@ -14,7 +14,12 @@
 
     python benchmarks/trace_import.py [--json] [--only hta|cpu] [--model M] [--scale F] [--ep N] [--steps N]
                                       [--schedule S] [--micro-batch N]
-                                      [--rounds K] [--repeats R]
+                                      [--rounds K] [--repeats R] [--also-alone]
+
+The profile measures on both of its processes at once (``profiler.measure_worker``,
+[Note: concurrent ranks]), as the replay's two ranks compute at once; ``--also-alone`` runs
+``ppplan profile --alone`` (one process times, the other idles) beside it in every round and
+compares the trace with both (``rows_alone``).
 """
 
 from __future__ import annotations
@@ -89,11 +94,11 @@ def _busy_share(folder: Path, busy_s: list[float], steps: int, ep: int) -> dict:
 
 
 def _profile(work: Path, r: int, *, model: str, scale: float, ep: int, shape: list[str], micro_batch: int,
-             repeats: int) -> float:
-    """``ppplan profile --device cpu`` (the reference) to ``P<r>.json``; its wall."""
+             repeats: int, alone: bool = False) -> float:
+    """``ppplan profile --device cpu`` (the reference) to ``P<r>.json`` (``--alone``: ``PA<r>.json``); its wall."""
     return _ppplan(work, "profile", model, "--device", "cpu", "--scale", str(scale), "--ep", str(ep), "--threads", "1",
                    "--modules", "native", "--quiet", "--micro-batch", str(micro_batch), "--repeats", str(repeats),
-                   *shape, "--out", f"P{r}.json")
+                   *shape, *(["--alone"] if alone else []), "--out", f"{'PA' if alone else 'P'}{r}.json")
 
 
 def _loop_round(work: Path, r: int, *, ep: int, steps: int) -> tuple[dict, dict]:
@@ -137,7 +142,8 @@ def compare_rounds(gots: list[dict], refs: list[dict], provenance: dict) -> list
 
 
 def cpu_figures(*, model: str, scale: float, ep: int, steps: int, seq_len: int, microbatches: int,
-                micro_batch: int, schedule: str = "zb-h1", rounds: int = 1, repeats: int = 5) -> dict:
+                micro_batch: int, schedule: str = "zb-h1", rounds: int = 1, repeats: int = 5,
+                also_alone: bool = False) -> dict:
     """The CPU loop, every step through the CLI; walls in seconds. The profile measures the
     microbatch the plan runs (``micro_batch`` sequences, checked against the plan), so both
     tables hold the same shape's times. With ``rounds`` > 1 the profile and the traced replay
@@ -157,6 +163,8 @@ def cpu_figures(*, model: str, scale: float, ep: int, steps: int, seq_len: int, 
     per_round, tables = [], []
     for r in range(rounds):
         profiled = {"profile": _profile(work, r, **prof)} if r else {}  # round 0's profile made the plan
+        if also_alone:
+            profiled["profile_alone"] = _profile(work, r, **prof, alone=True)
         facts, table = _loop_round(work, r, ep=ep, steps=steps)
         facts["walls_s"] = profiled | facts["walls_s"]
         per_round.append(facts)
@@ -166,7 +174,10 @@ def cpu_figures(*, model: str, scale: float, ep: int, steps: int, seq_len: int, 
     refs = [_per_type(json.loads((work / f"P{r}.json").read_text())) for r in range(rounds)]
     metas = [t["meta"]["trace"] for t in tables]
     meta = metas[0]
-    rows = compare_rounds([_per_type(t) for t in tables], refs, meta["provenance"]["layers"])
+    gots = [_per_type(t) for t in tables]
+    rows = compare_rounds(gots, refs, meta["provenance"]["layers"])
+    alone = (compare_rounds(gots, [_per_type(json.loads((work / f"PA{r}.json").read_text())) for r in range(rounds)],
+                            meta["provenance"]["layers"]) if also_alone else None)
     shutil.rmtree(work, ignore_errors=True)
     compared = [r for r in rows if r["profile_ms"] > 0]
     out = {"model": model, "scale": scale, "pp": 2, "ep": ep, "schedule": schedule, "steps": steps, "seq_len": seq_len,
@@ -176,6 +187,9 @@ def cpu_figures(*, model: str, scale: float, ep: int, steps: int, seq_len: int, 
            "walls_s": walls, "samples": meta["samples"], "hidden_share": meta["hidden_share"], "rows": rows,
            "replay_step_ms": per_round[0]["replay_step_ms"], "trace_busy_share": per_round[0]["trace_busy_share"],
            "within_target": sum(r["within_target"] for r in compared), "compared": len(compared)}
+    if alone is not None:
+        out["rows_alone"] = alone
+        out["within_target_alone"] = sum(r["within_target"] for r in alone if r["profile_ms"] > 0)
     if rounds > 1:
         out["rounds_detail"] = per_round
         out["hidden_share_rounds"] = [m["hidden_share"] for m in metas]
@@ -205,6 +219,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=1, help="Profile and traced replay run alternately this many times "
                                                            "on one plan; each side's field is its rounds' median.")
     ap.add_argument("--repeats", type=int, default=5, help="The profile's --repeats (timed runs per layer type).")
+    ap.add_argument("--also-alone", action="store_true", help="Every round also runs ppplan profile --alone (one "
+                                                               "process times, the other idles); rows_alone compares "
+                                                               "the trace with it.")
     args = ap.parse_args(argv)
     if args.rounds < 1 or args.repeats < 1:
         ap.error("--rounds and --repeats take a whole number of at least 1")
@@ -215,7 +232,7 @@ def main(argv: list[str] | None = None) -> None:
         out["cpu"] = cpu_figures(model=args.model, scale=args.scale, ep=args.ep, steps=args.steps,
                                  seq_len=args.seq_len, microbatches=args.microbatches,
                                  micro_batch=args.micro_batch, schedule=args.schedule, rounds=args.rounds,
-                                 repeats=args.repeats)
+                                 repeats=args.repeats, also_alone=args.also_alone)
     if args.json:
         print(json.dumps(out, indent=1))
         return

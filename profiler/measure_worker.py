@@ -3,8 +3,17 @@
 One process per rank (``profiler.measure_launch`` starts them). With an expert-parallel
 size ``ep > 1`` all ``ep`` ranks build their share of every MoE layer and measure in
 lockstep (the all-to-alls are real); results are gathered on rank 0, which keeps the
-slowest rank's numbers (the straggler sets the pace). With ``ep == 1`` rank 0
-measures alone and rank 1 only joins the point-to-point benchmark.
+slowest rank's numbers (the straggler sets the pace). With ``ep == 1`` every rank
+measures its own copy of every layer at the same time (``concurrent``, the default) and
+rank 0 pools their samples; with ``concurrent`` off rank 0 measures alone and rank 1
+only joins the point-to-point benchmark.
+
+[Note: concurrent ranks] A replay's ranks all compute at once, on a CPU on cores that
+share the memory bandwidth, the last-level cache and the clock. Measured alone, with the
+other core idle, the memory-bound layers of a pp 2 replay (the embedding's gradient, the
+head's logits) ran faster than the replay's trace of them round after round (figures:
+docs/trace-import.md, "Rounds"); so by default every profiling process measures, as
+every replay rank computes.
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ from profiler.layers import build_layer, layer_input, loss_fn
 from profiler.layers.moe_capacity import CapacityMode
 from profiler.measure import LayerSampler, LayerTiming, measure_layers
 from profiler.pairs import PairTiming, measure_pair
-from profiler.timing import Clock, Stat
+from profiler.timing import Clock, Stat, pooled
 
 __all__ = ["WorkerConfig", "WorkerResult", "BuiltTypes", "profile_rank", "measure_types", "representatives"]
 
@@ -62,6 +71,9 @@ class WorkerConfig:
     (``profiler.hf``)."""
     raw_config: dict[str, Any] | None = None
     """The model's config.json, parsed (needed when ``modules`` is transformers)."""
+    concurrent: bool = True
+    """With ``ep == 1``, every process measures at once ([Note: concurrent ranks]);
+    False: rank 0 alone."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,11 +124,12 @@ def profile_rank(rank: int, world: int, port: int, cfg: WorkerConfig,
         a2a = all_to_all_benchmark(device=device)
         report("comm")
     group = dist.group.WORLD if cfg.ep > 1 else None
-    mine = _measure(rank, cfg, device, group, report) if (cfg.ep > 1 or rank == 0) else None
+    measures = cfg.ep > 1 or rank == 0 or cfg.concurrent
+    mine = _measure(rank, cfg, device, group, report) if measures else None
     if world > 1:
         gathered: list[Any] = [None] * world
         dist.all_gather_object(gathered, mine)
-        mine = _merge([g for g in gathered if g is not None])
+        mine = _merge([g for g in gathered if g is not None], lockstep=cfg.ep > 1)
     if rank != 0:
         return None
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
@@ -184,10 +197,14 @@ def _slowest(stats: list[Stat]) -> Stat:
     return max(stats, key=lambda s: s.median)
 
 
-def _merge(results: list[tuple[dict[str, LayerTiming], dict]]):
-    """Slowest rank per timing, summed token counts, largest memory."""
+def _merge(results: list[tuple[dict[str, LayerTiming], dict]], *, lockstep: bool):
+    """``lockstep`` (one expert-parallel group): slowest rank per timing, summed token counts,
+    largest memory. Otherwise the ranks measured copies of the same layers side by side:
+    every timing pooled over the ranks (``pooled``), the rest rank 0's."""
     if len(results) == 1:
         return results[0]
+    if not lockstep:
+        return _pool(results)
     layers = {}
     for t, first in results[0][0].items():
         per = [r[0][t] for r in results]
@@ -201,4 +218,21 @@ def _merge(results: list[tuple[dict[str, LayerTiming], dict]]):
             act_bytes=max(p.act_bytes for p in per), act_w_bytes=max(p.act_w_bytes for p in per),
             param_bytes=max(p.param_bytes for p in per))
     pairs = {k: max((r[1][k] for r in results), key=lambda p: p.ov.median) for k in results[0][1]}
+    return layers, pairs
+
+
+def _pool(results: list[tuple[dict[str, LayerTiming], dict]]):
+    """Each timing's samples of every rank in one ``Stat``; memory and token counts rank 0's
+    (every rank ran the same shapes), the routed-expert medians averaged."""
+    timed = ("f", "i", "w", "b", "a2a_f", "a2a_b")
+    layers = {}
+    for t, first in results[0][0].items():
+        per = [r[0][t] for r in results]
+        layers[t] = replace(first, **{k: pooled([getattr(p, k) for p in per]) for k in timed},
+                            expert=tuple(sum(p.expert[k] for p in per) / len(per) for k in range(4)))
+    pairs = {}
+    for k, first in results[0][1].items():
+        per = [r[1][k] for r in results]
+        pairs[k] = replace(first, **{f: pooled([getattr(p, f) for p in per])
+                                     for f in ("ov", "serial", "ratio", "hidden")})
     return layers, pairs

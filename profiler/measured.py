@@ -81,6 +81,9 @@ class ProfileRequest:
     own classes, ``profiler.hf``)."""
     model_config: dict[str, Any] | None = None
     """The model's parsed config.json for transformers modules (None: the shipped file)."""
+    concurrent: bool = True
+    """With ``ep == 1`` and a second process, both measure at once and their samples are
+    pooled ([Note: concurrent ranks] in ``profiler.measure_worker``); False: rank 0 alone."""
 
     def moe_capacity(self) -> CapacityMode | None:
         """The MoE layers' capacity mode; ``InputError`` naming the flag on a bad value."""
@@ -153,7 +156,8 @@ def measured_costs(model: ModelSpec, req: ProfileRequest, *,
     cfg = WorkerConfig(model=model, scale=req.scale, ep=req.ep, device=req.device, seq_len=req.seq_len,
                        micro_batch=req.micro_batch, warmup=req.warmup, repeats=req.repeats,
                        seed=req.seed, threads=threads, timeout_s=req.timeout_s,
-                       moe_capacity=req.moe_capacity(), modules=req.modules, raw_config=_raw(model, req))
+                       moe_capacity=req.moe_capacity(), modules=req.modules, raw_config=_raw(model, req),
+                       concurrent=req.concurrent)
     # measured before the profiling processes start, the machine then as idle as this run finds it
     peak = measure_cpu_peak(threads) if req.device == "cpu" else None
     result = launch(cfg, world, timeout_s=req.timeout_s, progress=report)
@@ -161,7 +165,8 @@ def measured_costs(model: ModelSpec, req: ProfileRequest, *,
     meta = dict(table.meta, routing=source, wall_s=round(time.monotonic() - t0, 3), processes=world)
     if peak is not None:
         meta["cpu_peak"] = peak  # the replay's MFU denominator (profiler.cpu_peak)
-    meta["profiler"] = dict(meta["profiler"], threads=threads)
+    measuring = world if (req.ep > 1 or req.concurrent) else 1
+    meta["profiler"] = dict(meta["profiler"], threads=threads, measuring_processes=measuring)
     meta["modules"] = _sources(model, req, cfg.raw_config)
     return replace(table, meta=meta)
 

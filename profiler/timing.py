@@ -28,7 +28,7 @@ from typing import Any, Iterator
 
 import torch
 
-__all__ = ["Clock", "Stat", "summarize", "collector_off", "freeze_setup"]
+__all__ = ["Clock", "Stat", "summarize", "pooled", "collector_off", "freeze_setup"]
 
 
 class Clock:
@@ -71,13 +71,21 @@ class Stat:
     """Coefficient of variation: sample standard deviation / mean (0 for one sample)."""
     samples: int
     """Number of repeats."""
+    values: tuple[float, ...] = ()
+    """The timings themselves (what ``pooled`` joins across processes)."""
 
 
 def summarize(values: list[float]) -> Stat:
     """Median and coefficient of variation of repeated timings."""
     mean = statistics.fmean(values)
     cv = statistics.stdev(values) / mean if len(values) > 1 and mean > 0 else 0.0
-    return Stat(median=statistics.median(values), cv=cv, samples=len(values))
+    return Stat(median=statistics.median(values), cv=cv, samples=len(values), values=tuple(values))
+
+
+def pooled(stats: list[Stat]) -> Stat:
+    """One ``Stat`` of every sample of ``stats``: the median over all of them, the statistic
+    the trace importer takes over every sample of every rank (``profiler.trace``)."""
+    return summarize([v for s in stats for v in s.values])
 
 
 def freeze_setup() -> None:

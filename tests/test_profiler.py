@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 import json
 import os
 import subprocess
@@ -339,3 +340,45 @@ def test_layer_repeats_run_in_rounds(monkeypatch):
     out = measure_layers(samplers, clock=CPU, warmup=1, repeats=3)
     assert order == ["a", "b"] + ["a", "b"] * 3
     assert all(out[t].f.samples == 3 and out[t].f.median > 0 for t in "ab")
+
+
+def test_merge_pools_side_by_side_copies_and_keeps_the_slowest_of_a_lockstep_group():
+    """At ep 1 the ranks timed copies of the same layer: one median over all their samples
+    (the trace importer's statistic); an expert-parallel group waits for its slowest rank."""
+    from dataclasses import replace as _replace
+
+    from profiler.measure_worker import _merge
+
+    model = load_model(QWEN)
+    req = ProfileRequest(scale=TINY, seq_len=16, repeats=1, warmup=0, measure_links=False)
+    base = _worker_result(model, req).layers
+    t = next(iter(base))
+
+    def rank(values):
+        return {t: _replace(base[t], f=summarize(values))}, {}
+
+    a, b = rank([1.0, 2.0, 3.0]), rank([10.0, 11.0, 12.0])
+    assert _merge([a, b], lockstep=False)[0][t].f.median == 6.5
+    assert _merge([a, b], lockstep=False)[0][t].f.samples == 6
+    assert _merge([a, b], lockstep=True)[0][t].f.median == 11.0
+
+
+@pytest.mark.parametrize("flags, concurrent", [([], True), (["--alone"], False)])
+def test_cli_alone_times_on_one_process(tmp_path, monkeypatch, flags, concurrent):
+    """``ppplan profile`` measures on every process by default ([Note: concurrent ranks]);
+    ``--alone`` reaches the workers as ``concurrent=False``."""
+    import profiler.measured as measured
+
+    seen = []
+
+    def spy(cfg, world, **kwargs):
+        seen.append((cfg.concurrent, world))
+        return profile_rank(0, 1, 0, replace(cfg, pairs=False), lambda label: None)
+
+    monkeypatch.setattr(measured, "launch", spy)
+    out = tmp_path / "p.json"
+    argv = ["profile", QWEN, "--scale", str(TINY), "--seq-len", "16", "--repeats", "1", "--warmup", "0",
+            "--quiet", "--out", str(out), *flags]
+    assert _in_process(argv) == 0
+    assert seen == [(concurrent, 2)]
+    assert load_costs(out).meta["profiler"]["measuring_processes"] == (2 if concurrent else 1)

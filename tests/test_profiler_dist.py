@@ -96,3 +96,23 @@ def test_timeout_stops_every_process():
     with pytest.raises(ProfilingError, match="did not finish within 1 s"):
         measured_costs(load_model(QWEN), req)
     assert multiprocessing.active_children() == []
+
+
+def _launch(concurrent: bool):
+    from profiler.measure_launch import launch
+    from profiler.measure_worker import WorkerConfig
+
+    cfg = WorkerConfig(model=load_model(QWEN), scale=TINY, ep=1, device="cpu", seq_len=16, micro_batch=1,
+                       warmup=0, repeats=2, seed=0, threads=1, pairs=True, timeout_s=120, concurrent=concurrent)
+    return launch(cfg, 2, timeout_s=240)
+
+
+def test_both_processes_measure_at_ep_1_unless_alone():
+    """[Note: concurrent ranks]: at ep 1 the second process measures too and rank 0 returns
+    the samples of both (each timing holds 2 x 2 repeats); alone, rank 0's 2."""
+    together, alone = _launch(True), _launch(False)
+    assert multiprocessing.active_children() == []
+    for result, n in ((together, 4), (alone, 2)):
+        for t in result.layers.values():
+            assert t.f.samples == t.w.samples == t.b.samples == len(t.f.values) == n
+        assert all(p.ov.samples == p.ratio.samples == n for p in result.pairs.values())

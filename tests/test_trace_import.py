@@ -233,3 +233,19 @@ def test_trace_import_benchmark_compares_the_median_of_its_rounds():
     one = bench.compare_rounds([table(0.012)], [table(0.010)], prov)
     f1 = next(r for r in one if r["field"] == "f")
     assert f1["ratio"] == 1.2 and not f1["within_target"] and "trace_spread" not in f1
+
+
+def test_trace_import_benchmark_profiles_alone_beside_the_default(monkeypatch, tmp_path):
+    """``--also-alone``: the reference profile runs ``ppplan profile --alone`` to ``PA<r>.json``
+    beside the default (both processes measuring) to ``P<r>.json``."""
+    from tests.benchmark_modules import load_benchmark
+
+    bench = load_benchmark("trace_import", "trace_import_alone")
+    calls = []
+    monkeypatch.setattr(bench, "_ppplan", lambda cwd, *args, **kw: calls.append(args) or 0.0)
+    prof = dict(model="qwen3-30b-a3b", scale=0.03, ep=1, shape=["--seq-len", "64"], micro_batch=4, repeats=9)
+    bench._profile(tmp_path, 2, **prof)
+    bench._profile(tmp_path, 2, **prof, alone=True)
+    default, alone = calls
+    assert "--alone" not in default and default[-2:] == ("--out", "P2.json")
+    assert "--alone" in alone and alone[-2:] == ("--out", "PA2.json")

@@ -27,6 +27,7 @@ __all__ = ["COMMANDS"]
 @click.option("--repeats", type=click.IntRange(min=1, max=1000), default=5, show_default=True, help="Timed runs per measurement (median and spread).")
 @click.option("--no-links", is_flag=True, help="Skip the point-to-point / all-to-all benchmarks (no second process when --ep is 1).")
 @click.option("--threads", type=click.IntRange(min=0, max=1024), default=0, show_default=True, help="torch threads per process (0: automatic).")
+@click.option("--alone", is_flag=True, help="With --ep 1, time on one process while the other only joins the link benchmark (default: both measure at once and their samples are pooled, as a replay's ranks all compute at once).")
 @click.option("--seed", type=click.IntRange(min=0, max=SEED_MAX), default=0, show_default=True, help="Random seed of the sample weights, tokens and routers (0 .. 2^63-1).")
 @click.option("--moe-expert-capacity-factor", type=FiniteFloat(min=0, min_open=True, max=1e6), help="Measure in Megatron's capacity mode: each expert takes at most ceil(tokens x top_k / experts x C) copies of a rank's tokens, the rest dropped (default: dropless).")
 @click.option("--moe-pad-expert-input-to-capacity", is_flag=True, help="Pad every expert's buffer to capacity: static all-to-all splits, no host sync in a MoE layer (needs --moe-expert-capacity-factor).")
@@ -39,7 +40,7 @@ __all__ = ["COMMANDS"]
 @click.option("--out", type=click.Path(dir_okay=False), default="profile.json", show_default=True, help="Cost table JSON to write (read by ppplan plan --profile).")
 def profile_command(model: str | None, analytical: bool, cluster: str | None, device: str, scale: float,
                     ep: int, routing: tuple[str, ...], trace_ep: int | None, seq_len: int, micro_batch: int, warmup: int,
-                    repeats: int, no_links: bool, threads: int, seed: int, modules: str | None,
+                    repeats: int, no_links: bool, threads: int, alone: bool, seed: int, modules: str | None,
                     compare: tuple[str, str] | None, quiet: bool, out: str, from_trace: str | None,
                     model_opt: str | None, **moe_capacity) -> None:
     """Write MODEL's cost table (measured unless --analytical), or --compare A B, or --from-trace DIR."""
@@ -89,7 +90,7 @@ def profile_command(model: str | None, analytical: bool, cluster: str | None, de
     else:
         table = _measure(spec, device=device, scale=scale, ep=ep, routing=routing, trace_ep=trace_ep, seq_len=seq_len,
                          micro_batch=micro_batch, warmup=warmup, repeats=repeats, threads=threads,
-                         measure_links=not no_links, modules=modules or _default_modules(moe_capacity),
+                         concurrent=not alone, measure_links=not no_links, modules=modules or _default_modules(moe_capacity),
                          model_config=_config_of(model), seed=seed, quiet=quiet, **moe_capacity)
     save_costs(table, out)
     click.echo(f"wrote {out}: {table.num_layers} layers, {len(table.pairs)} pair costs "
