@@ -171,13 +171,15 @@ def cpu_figures(*, model: str, scale: float, ep: int, steps: int, seq_len: int, 
         tables.append(table)
     walls["plan_from_trace"] = _ppplan(work, "plan", model, "--profile", "T0.json", "--pp", "2", "--ep", str(ep),
                                        "--microbatches", str(microbatches), *shape, "--quiet", "--out", "plan2.json")
-    refs = [_per_type(json.loads((work / f"P{r}.json").read_text())) for r in range(rounds)]
+    def profiles(prefix: str) -> list[dict]:
+        return [_per_type(json.loads((work / f"{prefix}{r}.json").read_text())) for r in range(rounds)]
+
+    refs = profiles("P")
     metas = [t["meta"]["trace"] for t in tables]
     meta = metas[0]
     gots = [_per_type(t) for t in tables]
     rows = compare_rounds(gots, refs, meta["provenance"]["layers"])
-    alone = (compare_rounds(gots, [_per_type(json.loads((work / f"PA{r}.json").read_text())) for r in range(rounds)],
-                            meta["provenance"]["layers"]) if also_alone else None)
+    alone = compare_rounds(gots, profiles("PA"), meta["provenance"]["layers"]) if also_alone else None
     shutil.rmtree(work, ignore_errors=True)
     compared = [r for r in rows if r["profile_ms"] > 0]
     out = {"model": model, "scale": scale, "pp": 2, "ep": ep, "schedule": schedule, "steps": steps, "seq_len": seq_len,

@@ -33,7 +33,17 @@ from profiler.measure import LayerSampler, LayerTiming, measure_layers
 from profiler.pairs import PairTiming, measure_pair
 from profiler.timing import Clock, Stat, pooled
 
-__all__ = ["WorkerConfig", "WorkerResult", "BuiltTypes", "profile_rank", "measure_types", "representatives"]
+__all__ = ["WorkerConfig", "WorkerResult", "BuiltTypes", "profile_rank", "measure_types", "representatives",
+           "measuring_processes"]
+
+_TIMED = ("f", "i", "w", "b", "a2a_f", "a2a_b")
+"""The ``LayerTiming`` fields that are timings (merged per rank as ``Stat``)."""
+
+
+def measuring_processes(ep: int, concurrent: bool, world: int) -> int:
+    """How many of ``world`` processes measure (ranks 0..n-1): all of an expert-parallel
+    group, all with ``concurrent`` ([Note: concurrent ranks]), else rank 0 alone."""
+    return world if ep > 1 or concurrent else 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,7 +134,7 @@ def profile_rank(rank: int, world: int, port: int, cfg: WorkerConfig,
         a2a = all_to_all_benchmark(device=device)
         report("comm")
     group = dist.group.WORLD if cfg.ep > 1 else None
-    measures = cfg.ep > 1 or rank == 0 or cfg.concurrent
+    measures = rank < measuring_processes(cfg.ep, cfg.concurrent, world)
     mine = _measure(rank, cfg, device, group, report) if measures else None
     if world > 1:
         gathered: list[Any] = [None] * world
@@ -210,9 +220,7 @@ def _merge(results: list[tuple[dict[str, LayerTiming], dict]], *, lockstep: bool
         per = [r[0][t] for r in results]
         tpe = tuple(sum(c) for c in zip(*(p.tokens_per_expert for p in per)))
         layers[t] = replace(
-            first, f=_slowest([p.f for p in per]), i=_slowest([p.i for p in per]),
-            w=_slowest([p.w for p in per]), b=_slowest([p.b for p in per]),
-            a2a_f=_slowest([p.a2a_f for p in per]), a2a_b=_slowest([p.a2a_b for p in per]),
+            first, **{k: _slowest([getattr(p, k) for p in per]) for k in _TIMED},
             expert=tuple(max(p.expert[k] for p in per) for k in range(4)),
             a2a_bytes=max(p.a2a_bytes for p in per), tokens_per_expert=tpe,
             act_bytes=max(p.act_bytes for p in per), act_w_bytes=max(p.act_w_bytes for p in per),
@@ -224,11 +232,10 @@ def _merge(results: list[tuple[dict[str, LayerTiming], dict]], *, lockstep: bool
 def _pool(results: list[tuple[dict[str, LayerTiming], dict]]):
     """Each timing's samples of every rank in one ``Stat``; memory and token counts rank 0's
     (every rank ran the same shapes), the routed-expert medians averaged."""
-    timed = ("f", "i", "w", "b", "a2a_f", "a2a_b")
     layers = {}
     for t, first in results[0][0].items():
         per = [r[0][t] for r in results]
-        layers[t] = replace(first, **{k: pooled([getattr(p, k) for p in per]) for k in timed},
+        layers[t] = replace(first, **{k: pooled([getattr(p, k) for p in per]) for k in _TIMED},
                             expert=tuple(sum(p.expert[k] for p in per) / len(per) for k in range(4)))
     pairs = {}
     for k, first in results[0][1].items():

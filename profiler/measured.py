@@ -30,7 +30,7 @@ from profiler.layers.moe_capacity import CapacityMode, capacity_mode, describe
 from profiler.measure import LayerTiming
 from profiler.measure_launch import launch
 from profiler.measure_routing import sample_imbalance
-from profiler.measure_worker import WorkerConfig, WorkerResult
+from profiler.measure_worker import WorkerConfig, WorkerResult, measuring_processes
 from profiler.routing import rank_imbalance
 
 __all__ = ["ProfileRequest", "measured_costs", "check_request", "default_threads", "DEVICES"]
@@ -165,8 +165,8 @@ def measured_costs(model: ModelSpec, req: ProfileRequest, *,
     meta = dict(table.meta, routing=source, wall_s=round(time.monotonic() - t0, 3), processes=world)
     if peak is not None:
         meta["cpu_peak"] = peak  # the replay's MFU denominator (profiler.cpu_peak)
-    measuring = world if (req.ep > 1 or req.concurrent) else 1
-    meta["profiler"] = dict(meta["profiler"], threads=threads, measuring_processes=measuring)
+    meta["profiler"] = dict(meta["profiler"], threads=threads,
+                            measuring_processes=measuring_processes(req.ep, req.concurrent, world))
     meta["modules"] = _sources(model, req, cfg.raw_config)
     return replace(table, meta=meta)
 

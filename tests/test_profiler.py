@@ -345,8 +345,6 @@ def test_layer_repeats_run_in_rounds(monkeypatch):
 def test_merge_pools_side_by_side_copies_and_keeps_the_slowest_of_a_lockstep_group():
     """At ep 1 the ranks timed copies of the same layer: one median over all their samples
     (the trace importer's statistic); an expert-parallel group waits for its slowest rank."""
-    from dataclasses import replace as _replace
-
     from profiler.measure_worker import _merge
 
     model = load_model(QWEN)
@@ -355,7 +353,7 @@ def test_merge_pools_side_by_side_copies_and_keeps_the_slowest_of_a_lockstep_gro
     t = next(iter(base))
 
     def rank(values):
-        return {t: _replace(base[t], f=summarize(values))}, {}
+        return {t: replace(base[t], f=summarize(values))}, {}
 
     a, b = rank([1.0, 2.0, 3.0]), rank([10.0, 11.0, 12.0])
     assert _merge([a, b], lockstep=False)[0][t].f.median == 6.5
