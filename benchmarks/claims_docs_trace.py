@@ -37,4 +37,10 @@ CLAIMS = [
             command=CPU_LOOP + " --ep 2",
             why="CPU timings of four processes on a shared two-core machine (about 7 min for both schedules): "
                 "the ratios move with the machine's load"),
+    history("trace-cpu-loop-ep2-groups", _TI, "the pp 2 x ep 2 loop: the --groups 2 profile and the one-group one", "",
+            r"Run on\s+(\d{4}-\d\d-\d\d) 02:08-02:17 UTC",
+            command=CPU_LOOP + " --rounds 3 --steps 4 --repeats 9 --ep 2 --also-one-group",
+            why="CPU timings of four processes and then two on a shared two-core machine, three rounds with two "
+                "profiles each (about 9 min): the ratios move with the machine's load, the page gives the run's "
+                "date and load"),
 ]

@@ -14,12 +14,15 @@
 
     python benchmarks/trace_import.py [--json] [--only hta|cpu] [--model M] [--scale F] [--ep N] [--steps N]
                                       [--schedule S] [--micro-batch N]
-                                      [--rounds K] [--repeats R] [--also-alone]
+                                      [--rounds K] [--repeats R] [--also-alone] [--also-one-group]
 
 The profile measures on both of its processes at once (``profiler.measure_worker``,
 [Note: concurrent ranks]), as the replay's two ranks compute at once; ``--also-alone`` runs
 ``ppplan profile --alone`` (one process times, the other idles) beside it in every round and
-compares the trace with both (``rows_alone``).
+compares the trace with both (``rows_alone``). At ``--ep`` above 1 the profile runs one
+expert-parallel group per pipeline stage (``--groups 2``: the replay's ``2 x ep`` processes at
+once, ``profile_groups``); ``--also-one-group`` runs the one-group profile (``ep`` processes)
+beside it and compares the trace with both (``rows_one_group``).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 HTA_TRACE = ROOT / "tests" / "data" / "trace" / "hta_sampled_rank-0.json.gz"
 TARGET = 0.15
 """Largest relative difference per field the importer aims for on the CPU loop."""
+PP = 2
+"""Pipeline stages of the loop's plan and replay."""
 _FIELDS = ("f", "i", "w", "b", "a2a_f", "a2a_b")
 
 
@@ -93,12 +98,32 @@ def _busy_share(folder: Path, busy_s: list[float], steps: int, ep: int) -> dict:
     return out
 
 
+def profile_groups(ep: int) -> int:
+    """The reference profile's ``--groups``: at ``ep > 1`` one expert-parallel group per pipeline
+    stage, so that it runs the replay's ``PP x ep`` processes at once, as the replay's stages
+    each run their own group; 1 at ``ep == 1``, whose two processes already measure at once as
+    the replay's two ranks compute ([Note: concurrent ranks])."""
+    return PP if ep > 1 else 1
+
+
+def _extra_profiles(*, also_alone: bool, also_one_group: bool) -> dict[str, dict]:
+    """The profiles each round runs beside the reference: name -> ``_profile`` overrides."""
+    extra: dict[str, dict] = {}
+    if also_alone:
+        extra["alone"] = {"alone": True, "out": "PA"}
+    if also_one_group:
+        extra["one_group"] = {"groups": 1, "out": "PG"}
+    return extra
+
+
 def _profile(work: Path, r: int, *, model: str, scale: float, ep: int, shape: list[str], micro_batch: int,
-             repeats: int, alone: bool = False) -> float:
-    """``ppplan profile --device cpu`` (the reference) to ``P<r>.json`` (``--alone``: ``PA<r>.json``); its wall."""
+             repeats: int, groups: int = 1, alone: bool = False, out: str = "P") -> float:
+    """``ppplan profile --device cpu`` (the reference) to ``<out><r>.json``; its wall. ``--groups``
+    is passed only above 1, so that a one-group profile runs the command it ran before."""
     return _ppplan(work, "profile", model, "--device", "cpu", "--scale", str(scale), "--ep", str(ep), "--threads", "1",
                    "--modules", "native", "--quiet", "--micro-batch", str(micro_batch), "--repeats", str(repeats),
-                   *shape, *(["--alone"] if alone else []), "--out", f"{'PA' if alone else 'P'}{r}.json")
+                   *shape, *(["--groups", str(groups)] if groups > 1 else []), *(["--alone"] if alone else []),
+                   "--out", f"{out}{r}.json")
 
 
 def _loop_round(work: Path, r: int, *, ep: int, steps: int) -> tuple[dict, dict]:
@@ -143,7 +168,7 @@ def compare_rounds(gots: list[dict], refs: list[dict], provenance: dict) -> list
 
 def cpu_figures(*, model: str, scale: float, ep: int, steps: int, seq_len: int, microbatches: int,
                 micro_batch: int, schedule: str = "zb-h1", rounds: int = 1, repeats: int = 5,
-                also_alone: bool = False) -> dict:
+                also_alone: bool = False, also_one_group: bool = False) -> dict:
     """The CPU loop, every step through the CLI; walls in seconds. The profile measures the
     microbatch the plan runs (``micro_batch`` sequences, checked against the plan), so both
     tables hold the same shape's times. With ``rounds`` > 1 the profile and the traced replay
@@ -152,9 +177,11 @@ def cpu_figures(*, model: str, scale: float, ep: int, steps: int, seq_len: int, 
     round-to-round spread (``spread``) says how close two runs of the same command come."""
     work = Path(tempfile.mkdtemp(prefix="ppplan-trace-"))
     shape = ["--seq-len", str(seq_len)]
-    prof = dict(model=model, scale=scale, ep=ep, shape=shape, micro_batch=micro_batch, repeats=repeats)
+    groups = profile_groups(ep)
+    prof = dict(model=model, scale=scale, ep=ep, shape=shape, micro_batch=micro_batch, repeats=repeats, groups=groups)
+    extra = _extra_profiles(also_alone=also_alone, also_one_group=also_one_group)
     walls = {"profile": _profile(work, 0, **prof),
-             "plan": _ppplan(work, "plan", model, "--profile", "P0.json", "--pp", "2", "--ep", str(ep), "--schedule",
+             "plan": _ppplan(work, "plan", model, "--profile", "P0.json", "--pp", str(PP), "--ep", str(ep), "--schedule",
                              schedule, "--microbatches", str(microbatches), *shape, "--quiet", "--out", "plan.json")}
     size = json.loads((work / "plan.json").read_text())["microbatches"]["size"]
     if size != micro_batch:
@@ -163,13 +190,13 @@ def cpu_figures(*, model: str, scale: float, ep: int, steps: int, seq_len: int, 
     per_round, tables = [], []
     for r in range(rounds):
         profiled = {"profile": _profile(work, r, **prof)} if r else {}  # round 0's profile made the plan
-        if also_alone:
-            profiled["profile_alone"] = _profile(work, r, **prof, alone=True)
+        for name, overrides in extra.items():
+            profiled[f"profile_{name}"] = _profile(work, r, **(prof | overrides))
         facts, table = _loop_round(work, r, ep=ep, steps=steps)
         facts["walls_s"] = profiled | facts["walls_s"]
         per_round.append(facts)
         tables.append(table)
-    walls["plan_from_trace"] = _ppplan(work, "plan", model, "--profile", "T0.json", "--pp", "2", "--ep", str(ep),
+    walls["plan_from_trace"] = _ppplan(work, "plan", model, "--profile", "T0.json", "--pp", str(PP), "--ep", str(ep),
                                        "--microbatches", str(microbatches), *shape, "--quiet", "--out", "plan2.json")
     def profiles(prefix: str) -> list[dict]:
         return [_per_type(json.loads((work / f"{prefix}{r}.json").read_text())) for r in range(rounds)]
@@ -179,19 +206,20 @@ def cpu_figures(*, model: str, scale: float, ep: int, steps: int, seq_len: int, 
     meta = metas[0]
     gots = [_per_type(t) for t in tables]
     rows = compare_rounds(gots, refs, meta["provenance"]["layers"])
-    alone = compare_rounds(gots, profiles("PA"), meta["provenance"]["layers"]) if also_alone else None
+    beside = {name: compare_rounds(gots, profiles(o["out"]), meta["provenance"]["layers"]) for name, o in extra.items()}
     shutil.rmtree(work, ignore_errors=True)
     compared = [r for r in rows if r["profile_ms"] > 0]
-    out = {"model": model, "scale": scale, "pp": 2, "ep": ep, "schedule": schedule, "steps": steps, "seq_len": seq_len,
+    out = {"model": model, "scale": scale, "pp": PP, "ep": ep, "groups": groups, "schedule": schedule, "steps": steps,
+           "seq_len": seq_len,
            "microbatches": microbatches, "micro_batch": micro_batch, "rounds": rounds, "repeats": repeats,
            "profiler_overhead_us_per_event": {r: round(1e6 * v, 3) for r, v in
                                               meta.get("profiler_overhead_s_per_event", {}).items()},
            "walls_s": walls, "samples": meta["samples"], "hidden_share": meta["hidden_share"], "rows": rows,
            "replay_step_ms": per_round[0]["replay_step_ms"], "trace_busy_share": per_round[0]["trace_busy_share"],
            "within_target": sum(r["within_target"] for r in compared), "compared": len(compared)}
-    if alone is not None:
-        out["rows_alone"] = alone
-        out["within_target_alone"] = sum(r["within_target"] for r in alone if r["profile_ms"] > 0)
+    for name, other in beside.items():
+        out[f"rows_{name}"] = other
+        out[f"within_target_{name}"] = sum(r["within_target"] for r in other if r["profile_ms"] > 0)
     if rounds > 1:
         out["rounds_detail"] = per_round
         out["hidden_share_rounds"] = [m["hidden_share"] for m in metas]
@@ -224,9 +252,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--also-alone", action="store_true", help="Every round also runs ppplan profile --alone (one "
                                                                "process times, the other idles); rows_alone compares "
                                                                "the trace with it.")
+    ap.add_argument("--also-one-group", action="store_true", help="With --ep above 1, every round also runs the "
+                                                                   "profile with one expert-parallel group (ep "
+                                                                   "processes, no --groups); rows_one_group compares "
+                                                                   "the trace with it.")
     args = ap.parse_args(argv)
     if args.rounds < 1 or args.repeats < 1:
         ap.error("--rounds and --repeats take a whole number of at least 1")
+    if args.ep > 1 and args.also_alone:
+        ap.error("--also-alone compares the --ep 1 profile's two processes; at --ep above 1 every process of a "
+                 "group measures (use --also-one-group)")
+    if args.ep == 1 and args.also_one_group:
+        ap.error("--also-one-group needs --ep above 1: at --ep 1 the profile runs no --groups already")
     out = {}
     if args.only in (None, "hta"):
         out["hta"] = hta_figures()
@@ -234,7 +271,8 @@ def main(argv: list[str] | None = None) -> None:
         out["cpu"] = cpu_figures(model=args.model, scale=args.scale, ep=args.ep, steps=args.steps,
                                  seq_len=args.seq_len, microbatches=args.microbatches,
                                  micro_batch=args.micro_batch, schedule=args.schedule, rounds=args.rounds,
-                                 repeats=args.repeats, also_alone=args.also_alone)
+                                 repeats=args.repeats, also_alone=args.also_alone,
+                                 also_one_group=args.also_one_group)
     if args.json:
         print(json.dumps(out, indent=1))
         return

@@ -1,12 +1,15 @@
 """What each profiling process runs: comm benchmarks, one layer per type, every type pair.
 
-One process per rank (``profiler.measure_launch`` starts them). With an expert-parallel
-size ``ep > 1`` all ``ep`` ranks build their share of every MoE layer and measure in
-lockstep (the all-to-alls are real); results are gathered on rank 0, which keeps the
-slowest rank's numbers (the straggler sets the pace). With ``ep == 1`` every rank
-measures its own copy of every layer at the same time (``concurrent``, the default) and
-rank 0 pools their samples; with ``concurrent`` off rank 0 measures alone and rank 1
-only joins the point-to-point benchmark.
+One process per rank (``profiler.measure_launch`` starts them). The ranks form
+expert-parallel groups of ``ep`` (``ep_groups``: ranks [g*ep, (g+1)*ep) are group g; one
+process each at ``ep == 1``, all experts local). Inside a group the ranks build their share
+of every MoE layer and measure in lockstep (the all-to-alls are real); every group measures
+its own copy of the same layers at the same time. Results are gathered on rank 0, which
+keeps the slowest rank's numbers inside a group (the straggler sets the pace) and pools the
+samples across groups (``_merge_groups``). With ``ep == 1`` every rank measures at once
+(``concurrent``, the default); with ``concurrent`` off rank 0 measures alone and rank 1
+only joins the point-to-point benchmark. The link benchmarks run on the first
+``link_ranks`` ranks whatever the number of groups, so their fits keep one group's meaning.
 
 [Note: concurrent ranks] A replay's ranks all compute at once, on a CPU on cores that
 share the memory bandwidth, the last-level cache and the clock. Measured alone, with the
@@ -34,7 +37,7 @@ from profiler.pairs import PairTiming, measure_pair
 from profiler.timing import Clock, Stat, pooled
 
 __all__ = ["WorkerConfig", "WorkerResult", "BuiltTypes", "profile_rank", "measure_types", "representatives",
-           "measuring_processes"]
+           "measuring_processes", "ep_groups", "link_ranks"]
 
 _TIMED = ("f", "i", "w", "b", "a2a_f", "a2a_b")
 """The ``LayerTiming`` fields that are timings (merged per rank as ``Stat``)."""
@@ -46,6 +49,20 @@ def measuring_processes(ep: int, concurrent: bool, world: int) -> int:
     return world if ep > 1 or concurrent else 1
 
 
+def ep_groups(ep: int, world: int) -> list[list[int]]:
+    """The expert-parallel groups of ``world`` ranks: ranks [g*ep, (g+1)*ep) form group g (at
+    ``ep == 1`` one process each, all experts local). The one owner of group membership: the
+    workers build their process groups and rank 0 merges their results by it."""
+    return [list(range(g, min(g + ep, world))) for g in range(0, world, ep)]
+
+
+def link_ranks(ep: int, world: int) -> int:
+    """How many ranks (0..n-1) run the link benchmarks: the first expert-parallel group, at
+    least the two the point-to-point ping-pong needs, so that the all-to-all fit is one
+    group's of ``ep`` ranks however many groups measure."""
+    return min(world, max(ep, 2))
+
+
 @dataclass(frozen=True, kw_only=True)
 class WorkerConfig:
     """Settings every profiling process receives."""
@@ -55,7 +72,7 @@ class WorkerConfig:
     scale: float
     """Width scale of the modules."""
     ep: int
-    """Expert-parallel group size (number of measuring processes when > 1)."""
+    """Expert-parallel group size (ranks per group; the groups are ``ep_groups``)."""
     device: str
     """cpu or cuda."""
     seq_len: int
@@ -91,13 +108,13 @@ class WorkerResult:
     """What rank 0 returns."""
 
     layers: dict[str, LayerTiming]
-    """Timing per layer type (slowest rank)."""
+    """Timing per layer type (slowest rank of a group, pooled over the groups)."""
     pairs: dict[tuple[str, str], PairTiming] = field(default_factory=dict)
-    """Overlapped and serial time per (forward type, backward type), slowest rank."""
+    """Overlapped and serial time per (forward type, backward type), merged as ``layers``."""
     p2p: LinkFit | None = None
     """Point-to-point fit (None with one process)."""
     a2a: LinkFit | None = None
-    """All-to-all fit over the whole group (None with one process)."""
+    """All-to-all fit over the first ``link_ranks`` ranks, one group (None with one process)."""
     device_name: str = ""
     """What measured (cpu or the GPU's name)."""
 
@@ -130,20 +147,45 @@ def profile_rank(rank: int, world: int, port: int, cfg: WorkerConfig,
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
                                 init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=cfg.timeout_s))
-        p2p = p2p_benchmark(device=device)
-        a2a = all_to_all_benchmark(device=device)
+        p2p, a2a = _links(rank, world, cfg.ep, device)
         report("comm")
-    group = dist.group.WORLD if cfg.ep > 1 else None
+    group = _ep_group(rank, cfg.ep, world)
     measures = rank < measuring_processes(cfg.ep, cfg.concurrent, world)
     mine = _measure(rank, cfg, device, group, report) if measures else None
     if world > 1:
         gathered: list[Any] = [None] * world
         dist.all_gather_object(gathered, mine)
-        mine = _merge([g for g in gathered if g is not None], lockstep=cfg.ep > 1)
+        mine = _merge_groups(gathered, ep_groups(cfg.ep, world))
     if rank != 0:
         return None
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     return WorkerResult(layers=mine[0], pairs=mine[1], p2p=p2p, a2a=a2a, device_name=name)
+
+
+def _subgroup(ranks: list[int], world: int) -> Any:
+    """A process group of ``ranks``: the default group when it is every rank, else a new one
+    (every rank of the default group must make it, in the same order)."""
+    return dist.group.WORLD if len(ranks) == world else dist.new_group(ranks)
+
+
+def _links(rank: int, world: int, ep: int, device: torch.device) -> tuple[LinkFit | None, LinkFit | None]:
+    """The point-to-point fit (ranks 0 and 1) and the all-to-all fit on the first
+    ``link_ranks`` ranks, the others waiting; then every rank meets at a barrier, so that all
+    groups start measuring together."""
+    n = link_ranks(ep, world)
+    group = _subgroup(list(range(n)), world)
+    p2p = p2p_benchmark(device=device)
+    a2a = all_to_all_benchmark(device=device, group=group) if rank < n else None
+    dist.barrier()
+    return p2p, a2a
+
+
+def _ep_group(rank: int, ep: int, world: int) -> Any:
+    """This rank's expert-parallel process group (None at ``ep == 1``: all experts local)."""
+    if ep == 1:
+        return None
+    handles = [(ranks, _subgroup(ranks, world)) for ranks in ep_groups(ep, world)]
+    return next(h for ranks, h in handles if rank in ranks)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -227,6 +269,14 @@ def _merge(results: list[tuple[dict[str, LayerTiming], dict]], *, lockstep: bool
             param_bytes=max(p.param_bytes for p in per))
     pairs = {k: max((r[1][k] for r in results), key=lambda p: p.ov.median) for k in results[0][1]}
     return layers, pairs
+
+
+def _merge_groups(gathered: list, groups: list[list[int]]):
+    """Each expert-parallel group's ranks merged in lockstep, then the groups pooled (they
+    measured copies of the same layers side by side). ``gathered``: per rank its
+    measurement, None where the rank did not measure."""
+    per_group = [[gathered[r] for r in ranks if gathered[r] is not None] for ranks in groups]
+    return _merge([_merge(g, lockstep=True) for g in per_group if g], lockstep=False)
 
 
 def _pool(results: list[tuple[dict[str, LayerTiming], dict]]):

@@ -37,6 +37,8 @@ __all__ = ["ProfileRequest", "measured_costs", "check_request", "default_threads
 
 DEVICES = ("cpu", "cuda")
 """Devices the profiler measures on."""
+MAX_PROCESSES = 1024
+"""Most profiling processes one run starts (``--ep`` x ``--groups``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +51,9 @@ class ProfileRequest:
     """Width scale of the layer modules (1 = full size)."""
     ep: int = 1
     """Expert-parallel group size (processes exchanging tokens)."""
+    groups: int = 1
+    """Expert-parallel groups measuring their own copies of the layers at once (``ep x groups``
+    processes), as a replay's pipeline stages each run their own group at the same time."""
     seq_len: int = 256
     """Tokens per sequence."""
     micro_batch: int = 1
@@ -99,11 +104,14 @@ def check_request(model: ModelSpec, req: ProfileRequest) -> None:
         raise InputError("--device", f"unknown device {req.device!r}", f"use one of {', '.join(DEVICES)}")
     if req.device == "cuda" and not torch.cuda.is_available():
         raise InputError("--device", "cuda requested but no CUDA device is available", "use --device cpu")
-    if req.device == "cuda" and req.ep > torch.cuda.device_count():
-        raise InputError("--ep", f"{req.ep} ranks need {req.ep} GPUs, found {torch.cuda.device_count()}",
-                         "lower --ep or profile on the CPU")
     if req.ep < 1:
         raise InputError("--ep", f"must be >= 1, got {req.ep}")
+    _check_groups(req)
+    ranks = req.ep * req.groups
+    if req.device == "cuda" and ranks > torch.cuda.device_count():
+        knob = "--ep" if req.groups == 1 else "--groups"
+        raise InputError(knob, f"{ranks} ranks need {ranks} GPUs, found {torch.cuda.device_count()}",
+                         f"lower {knob} or profile on the CPU")
     if req.ep > 1 and model.moe is None:
         raise InputError("--ep", f"{model.name} has no experts", "use --ep 1 for a dense model")
     spec = scaled_model(model, req.scale)
@@ -121,14 +129,28 @@ def check_request(model: ModelSpec, req: ProfileRequest) -> None:
         raise InputError("--seq-len/--micro-batch/--repeats", "must be positive")
 
 
+def _check_groups(req: ProfileRequest) -> None:
+    """One-line ``InputError`` for a ``groups`` the run cannot take."""
+    if req.groups < 1:
+        raise InputError("--groups", f"must be >= 1, got {req.groups}", "use --groups 1 for one group")
+    if req.ep * req.groups > MAX_PROCESSES:
+        raise InputError("--groups", f"--ep {req.ep} x --groups {req.groups} is {req.ep * req.groups} processes, "
+                                     f"over {MAX_PROCESSES}", "lower --groups")
+    if req.groups > 1 and not req.concurrent:
+        raise InputError("--alone", f"times on one process, but --groups {req.groups} has every group measure",
+                         "drop --alone or use --groups 1")
+
+
 def _world(req: ProfileRequest) -> int:
+    """Processes to start: ``ep x groups``, at least the two a link benchmark needs when it runs."""
+    ranks = req.ep * req.groups
     if not req.measure_links:
-        return req.ep
+        return ranks
     if req.device == "cuda":
         import torch
 
-        return max(req.ep, 2) if torch.cuda.device_count() >= 2 else req.ep
-    return max(req.ep, 2)
+        return max(ranks, 2) if torch.cuda.device_count() >= 2 else ranks
+    return max(ranks, 2)
 
 
 def measured_costs(model: ModelSpec, req: ProfileRequest, *,
@@ -152,7 +174,7 @@ def measured_costs(model: ModelSpec, req: ProfileRequest, *,
         if progress:
             progress(label, done[0], total)
 
-    threads = req.threads or default_threads(req.device, req.ep)
+    threads = req.threads or default_threads(req.device, req.ep * req.groups)
     cfg = WorkerConfig(model=model, scale=req.scale, ep=req.ep, device=req.device, seq_len=req.seq_len,
                        micro_batch=req.micro_batch, warmup=req.warmup, repeats=req.repeats,
                        seed=req.seed, threads=threads, timeout_s=req.timeout_s,
@@ -166,7 +188,8 @@ def measured_costs(model: ModelSpec, req: ProfileRequest, *,
     if peak is not None:
         meta["cpu_peak"] = peak  # the replay's MFU denominator (profiler.cpu_peak)
     meta["profiler"] = dict(meta["profiler"], threads=threads,
-                            measuring_processes=measuring_processes(req.ep, req.concurrent, world))
+                            measuring_processes=measuring_processes(req.ep, req.concurrent, world),
+                            groups=req.groups)
     meta["modules"] = _sources(model, req, cfg.raw_config)
     return replace(table, meta=meta)
 
@@ -189,13 +212,14 @@ def _sources(model: ModelSpec, req: ProfileRequest, raw: dict[str, Any] | None) 
                        for t, layer in representatives(model).items()}}
 
 
-def default_threads(device: str, ep: int) -> int:
+def default_threads(device: str, processes: int) -> int:
     """torch threads per profiling process when ``--threads`` is 0.
 
     [Note: CPU threads] On the CPU a pipeline rank's "device" is its share of the cores:
     ``ppplan replay`` gives each of its ranks ``cores // ranks`` threads, and every rank
     computes at once. The profiler measures with the share a rank of a two-rank replay
-    gets (``cores // 2``, at least 1; ``cores // ep`` with ``ep`` measuring processes),
+    gets (``cores // 2``, at least 1; ``cores // n`` with ``n`` measuring processes,
+    ``--ep`` x ``--groups``),
     not torch's default of every core: on the user's path (2 cores, pp 2) the profile
     was taken with 2 threads and replayed with 1, and with other jobs on the machine
     a 2-thread process waits for its descheduled thread at every parallel region
@@ -209,7 +233,7 @@ def default_threads(device: str, ep: int) -> int:
 
     if device == "cuda":
         return torch.get_num_threads()
-    return max(1, (os.cpu_count() or 1) // max(2, ep))
+    return max(1, (os.cpu_count() or 1) // max(2, processes))
 
 
 def _capacity_imbalance(imbalance: dict[int, float], mode: CapacityMode | None) -> dict[int, float]:

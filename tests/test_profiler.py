@@ -221,10 +221,15 @@ def test_cli_bad_device_exits_2_with_one_line(tmp_path):
     assert not (tmp_path / "p.json").exists()
 
 
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("args,message", [
     (["--ep", "3"], "error: --ep: 3 does not divide"),
     (["--scale", "2"], "error: Invalid value for '--scale': 2.0 is not in the range 0<x<=1"),
     (["--routing", "missing.jsonl", "--ep", "2"], "error: "),
+    (["--groups", "0"], "error: Invalid value for '--groups': 0 is not in the range 1<=x<=1024"),
+    (["--groups", "2", "--alone"], "error: --alone: times on one process, but --groups 2 has every group measure "
+                                   "(drop --alone or use --groups 1)"),
+    (["--groups", "600", "--ep", "2"], "error: --groups: --ep 2 x --groups 600 is 1200 processes, over 1024"),
 ])
 def test_cli_bad_input_is_one_line(tmp_path, capsys, args, message):
     out = tmp_path / "p.json"
@@ -380,3 +385,62 @@ def test_cli_alone_times_on_one_process(tmp_path, monkeypatch, flags, concurrent
     assert _in_process(argv) == 0
     assert seen == [(concurrent, 2)]
     assert load_costs(out).meta["profiler"]["measuring_processes"] == (2 if concurrent else 1)
+
+
+@pytest.mark.timeout(60)
+def test_groups_merge_in_lockstep_inside_a_group_and_pool_across_groups():
+    """``--groups``: ranks [g*ep, (g+1)*ep) are group g; a group keeps its slowest rank's
+    timings, summed token counts and largest memory (lockstep), and the groups' results are
+    pooled (every sample in one ``Stat``, rank 0's group's counts and memory, the routed-expert
+    medians averaged). Four ranks of ep 2, numbers by hand."""
+    from profiler.measure import LayerTiming
+    from profiler.measure_worker import _merge_groups, ep_groups
+    from profiler.pairs import PairTiming
+
+    def rank(f, tokens, act, expert, ov):
+        s, p = summarize(f), summarize(ov)
+        layer = LayerTiming(f=s, i=s, w=s, b=s, a2a_f=s, a2a_b=s, expert=(expert,) * 4, a2a_bytes=act // 10,
+                            tokens_per_expert=tokens, act_bytes=act, act_w_bytes=act, param_bytes=act, out_bytes=8)
+        return {"moe": layer}, {("moe", "moe"): PairTiming(ov=p, serial=p, ratio=p, hidden=p)}
+
+    gathered = [rank([1.0, 2.0, 3.0], (1, 2), 100, 1.0, [5.0]), rank([4.0, 5.0, 6.0], (3, 4), 300, 3.0, [2.0]),
+                rank([10.0, 11.0, 12.0], (10, 0), 900, 5.0, [1.0]), rank([7.0, 8.0, 9.0], (0, 10), 50, 9.0, [6.0])]
+    assert ep_groups(2, 4) == [[0, 1], [2, 3]] and ep_groups(1, 2) == [[0], [1]]
+    layers, pairs = _merge_groups(gathered, ep_groups(2, 4))
+    moe = layers["moe"]
+    # slowest of group 0 is rank 1 (median 5 > 2), of group 1 rank 2 (11 > 8): pooled, median (6 + 10) / 2
+    assert moe.f.values == moe.w.values == (4.0, 5.0, 6.0, 10.0, 11.0, 12.0)
+    assert moe.f.median == 8.0 and moe.f.samples == 6
+    assert moe.tokens_per_expert == (4, 6) and moe.act_bytes == moe.param_bytes == 300 and moe.a2a_bytes == 30
+    assert moe.expert == (6.0,) * 4                                   # (3 + 9) / 2
+    pair = pairs[("moe", "moe")]                                      # rank 0's (5 > 2), rank 3's (6 > 1)
+    assert pair.ov.values == (5.0, 6.0) and pair.ov.median == 5.5
+    # ep 1: one process per group, all pooled (the ep 1 default); a rank that did not measure is skipped
+    solo = _merge_groups(gathered[:2], ep_groups(1, 2))[0]["moe"]
+    assert solo.f.values == (1.0, 2.0, 3.0, 4.0, 5.0, 6.0) and solo.tokens_per_expert == (1, 2)
+    assert _merge_groups([gathered[0], None], ep_groups(1, 2)) == gathered[0]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("flags, world, measuring, groups", [
+    ([], 2, 2, 1), (["--ep", "2"], 2, 2, 1), (["--ep", "2", "--groups", "2"], 4, 4, 2), (["--groups", "3"], 3, 3, 3)])
+def test_cli_groups_reach_the_launch_and_the_meta(tmp_path, monkeypatch, flags, world, measuring, groups):
+    """``--groups G`` launches ``ep x G`` processes (at least the link benchmark's two) and the
+    table's ``meta.profiler`` records ``groups`` beside ``measuring_processes``."""
+    import profiler.measured as measured
+
+    seen = []
+
+    def spy(cfg, world, **kwargs):
+        seen.append(world)
+        return profile_rank(0, 1, 0, replace(cfg, pairs=False, ep=1), lambda label: None)
+
+    monkeypatch.setattr(measured, "launch", spy)
+    out = tmp_path / "p.json"
+    argv = ["profile", QWEN, "--scale", str(TINY), "--seq-len", "16", "--repeats", "1", "--warmup", "0",
+            "--quiet", "--out", str(out), *flags]
+    assert _in_process(argv) == 0
+    assert seen == [world]
+    meta = load_costs(out).meta
+    assert meta["processes"] == world
+    assert (meta["profiler"]["measuring_processes"], meta["profiler"]["groups"]) == (measuring, groups)

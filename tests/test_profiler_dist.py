@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+from dataclasses import replace
 
 import pytest
 import torch
@@ -116,3 +117,43 @@ def test_both_processes_measure_at_ep_1_unless_alone():
         for t in result.layers.values():
             assert t.f.samples == t.w.samples == t.b.samples == len(t.f.values) == n
         assert all(p.ov.samples == p.ratio.samples == n for p in result.pairs.values())
+
+
+def _grouped(monkeypatch, groups: int):
+    """``measured_costs`` at ep 2 with ``groups`` groups (no pairs, to be quick): the table and
+    rank 0's merged ``WorkerResult``."""
+    import profiler.measured as measured
+
+    seen = []
+    real = measured.launch
+
+    def spy(cfg, world, **kwargs):
+        seen.append(real(replace(cfg, pairs=False), world, **kwargs))
+        return seen[-1]
+
+    monkeypatch.setattr(measured, "launch", spy)
+    req = ProfileRequest(scale=TINY, ep=2, groups=groups, seq_len=16, repeats=2, warmup=0, timeout_s=240)
+    table = measured_costs(load_model("qwen3-30b-a3b"), req)
+    return table, seen[0]
+
+
+@pytest.mark.timeout(300)
+def test_groups_measure_side_by_side_and_pool_their_lockstep_timings(monkeypatch):
+    """``--ep 2 --groups 2``: four processes, two expert-parallel groups each timing its own
+    copy in lockstep; rank 0's merged timings hold both groups' samples (2 x 2 repeats against
+    2 with one group), the meta records both, and the all-to-all fit stays one group's of 2
+    ranks (each size's bytes leave a rank as (P - 1) / P of it: 1/2, not 3/4)."""
+    from profiler.comm import DEFAULT_SIZES
+
+    tables = {g: _grouped(monkeypatch, g) for g in (1, 2)}
+    assert multiprocessing.active_children() == []
+    for g, n in ((1, 2), (2, 4)):
+        table, result = tables[g]
+        assert table.meta["processes"] == n
+        assert table.meta["profiler"]["groups"] == g and table.meta["profiler"]["measuring_processes"] == n
+        for t in result.layers.values():
+            assert t.f.samples == t.i.samples == t.b.samples == t.a2a_f.samples == len(t.f.values) == 2 * g
+        assert [b for b, _ in table.meta["a2a_fit"]["points"]] == [s // 2 for s in DEFAULT_SIZES]
+        assert table.p2p.bandwidth > 0
+    moe = [lc for lc in tables[2][0].layers if lc.role == "decoder"]
+    assert all(lc.a2a_f > 0 and lc.a2a_b > 0 for lc in moe)

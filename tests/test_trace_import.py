@@ -245,7 +245,70 @@ def test_trace_import_benchmark_profiles_alone_beside_the_default(monkeypatch, t
     monkeypatch.setattr(bench, "_ppplan", lambda cwd, *args, **kw: calls.append(args) or 0.0)
     prof = dict(model="qwen3-30b-a3b", scale=0.03, ep=1, shape=["--seq-len", "64"], micro_batch=4, repeats=9)
     bench._profile(tmp_path, 2, **prof)
-    bench._profile(tmp_path, 2, **prof, alone=True)
+    bench._profile(tmp_path, 2, **prof, alone=True, out="PA")
     default, alone = calls
     assert "--alone" not in default and default[-2:] == ("--out", "P2.json")
     assert "--alone" in alone and alone[-2:] == ("--out", "PA2.json")
+
+
+def _fake_loop(bench, monkeypatch, calls: list) -> None:
+    """``cpu_figures`` without processes: each ``ppplan`` call recorded, the profiles and the
+    plan written as the files the loop reads, each round's replay a fixed trace table equal to
+    the reference profile (the one-group profile's F is twice as long)."""
+    fields = {k: 1e-3 for k in bench._FIELDS}
+    table = {"layers": [{"type": "gqa+moe", **fields}]}
+
+    def ppplan(cwd, *args, **kwargs):
+        calls.append(args)
+        name = args[args.index("--out") + 1]
+        one_group = {"layers": [dict(table["layers"][0], f=2e-3)]}  # the one-group profile's F twice the trace's
+        (Path(cwd) / name).write_text(json.dumps({"microbatches": {"size": 4}} if args[0] == "plan" else
+                                                 one_group if name.startswith("PG") else table))
+        return 0.0
+
+    trace = dict(table, meta={"trace": {"provenance": {"layers": {"gqa+moe": {k: "trace" for k in fields}}},
+                                        "samples": {}, "hidden_share": {}}})
+    facts = {"walls_s": {}, "replay_step_ms": 1.0, "trace_busy_share": {}}
+    monkeypatch.setattr(bench, "_ppplan", ppplan)
+    monkeypatch.setattr(bench, "_loop_round", lambda work, r, **kw: (dict(facts), trace))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("ep, groups", [(1, 1), (2, 2)])
+def test_trace_import_benchmark_profiles_one_group_per_stage_at_ep_above_1(monkeypatch, ep, groups):
+    """At pp 2 x ep 2 the reference profile runs ``--groups 2`` (the replay's four processes at
+    once); at ep 1 the command it ran before (no ``--groups``: its two processes already
+    measure at once). The JSON records the groups; ``--also-one-group`` adds the one-group
+    profile to ``PG<r>.json`` each round and compares the trace with it (``rows_one_group``)."""
+    from tests.benchmark_modules import load_benchmark
+
+    bench = load_benchmark("trace_import", "trace_import_groups")
+    calls: list = []
+    _fake_loop(bench, monkeypatch, calls)
+    out = bench.cpu_figures(model="qwen3-30b-a3b", scale=0.03, ep=ep, steps=1, seq_len=64, microbatches=4,
+                            micro_batch=4, rounds=2, also_one_group=ep > 1)
+    assert bench.profile_groups(ep) == groups and out["groups"] == groups
+    profiles = [a for a in calls if a[0] == "profile"]
+    reference = [a for a in profiles if a[-1][1].isdigit()]
+    assert [a[-1] for a in reference] == ["P0.json", "P1.json"]
+    if ep == 1:
+        assert all("--groups" not in a for a in profiles) and "rows_one_group" not in out
+    else:
+        assert all(a[a.index("--groups") + 1] == "2" for a in reference)
+        one = [a for a in profiles if a[-1].startswith("PG")]
+        assert [a[-1] for a in one] == ["PG0.json", "PG1.json"] and all("--groups" not in a for a in one)
+        f = next(r for r in out["rows_one_group"] if r["field"] == "f")
+        assert f["ratio"] == 0.5 and (out["within_target"], out["within_target_one_group"]) == (6, 5)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("argv", [["--ep", "2", "--also-alone"], ["--also-one-group"]])
+def test_trace_import_benchmark_refuses_a_second_profile_that_means_nothing(argv, capsys):
+    """``--alone`` has no meaning where every rank of a group measures, and at ep 1 there is no
+    one-group profile to add: both refused before anything runs."""
+    from tests.benchmark_modules import load_benchmark
+
+    bench = load_benchmark("trace_import", "trace_import_refuse")
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["--only", "cpu", *argv])
+    assert exc.value.code == 2 and "--also-" in capsys.readouterr().err

@@ -19,6 +19,7 @@ __all__ = ["COMMANDS"]
 @click.option("--device", default="cpu", show_default=True, help="Where to measure: cpu or cuda.")
 @click.option("--scale", type=FiniteFloat(min=0, max=1, min_open=True), default=1 / 16, show_default=True, help="Width of the measured layers relative to the model (0 < F <= 1).")
 @click.option("--ep", type=click.IntRange(min=1, max=1024), default=1, show_default=True, help="Expert-parallel processes exchanging tokens with real all-to-alls.")
+@click.option("--groups", type=click.IntRange(min=1, max=1024), default=1, show_default=True, help="Expert-parallel groups of --ep processes measuring their own copies of the layers at once, samples pooled across groups (--ep x --groups processes; e.g. --groups 2 at --pp 2, as a replay's stages each run their own group at the same time).")
 @click.option("--routing", "routing", multiple=True, type=click.Path(dir_okay=False), help="Tokens-per-expert trace(s) for the routing imbalance (default: the routers on sample tokens).")
 @click.option("--trace-ep", type=click.IntRange(min=1, max=1 << 16), help="Expert-parallel size the --routing trace was recorded with (default: --ep); its busiest-rank factors are applied.")
 @click.option("--seq-len", type=click.IntRange(min=1, max=1 << 20), default=256, show_default=True, help="Tokens per sequence.")
@@ -27,7 +28,7 @@ __all__ = ["COMMANDS"]
 @click.option("--repeats", type=click.IntRange(min=1, max=1000), default=5, show_default=True, help="Timed runs per measurement (median and spread).")
 @click.option("--no-links", is_flag=True, help="Skip the point-to-point / all-to-all benchmarks (no second process when --ep is 1).")
 @click.option("--threads", type=click.IntRange(min=0, max=1024), default=0, show_default=True, help="torch threads per process (0: automatic).")
-@click.option("--alone", is_flag=True, help="With --ep 1, time on one process while the other only joins the link benchmark (default: both measure at once and their samples are pooled, as a replay's ranks all compute at once).")
+@click.option("--alone", is_flag=True, help="With --ep 1, time on one process while the other only joins the link benchmark (default: both measure at once and their samples are pooled, as a replay's ranks all compute at once; not with --groups above 1).")
 @click.option("--seed", type=click.IntRange(min=0, max=SEED_MAX), default=0, show_default=True, help="Random seed of the sample weights, tokens and routers (0 .. 2^63-1).")
 @click.option("--moe-expert-capacity-factor", type=FiniteFloat(min=0, min_open=True, max=1e6), help="Measure in Megatron's capacity mode: each expert takes at most ceil(tokens x top_k / experts x C) copies of a rank's tokens, the rest dropped (default: dropless).")
 @click.option("--moe-pad-expert-input-to-capacity", is_flag=True, help="Pad every expert's buffer to capacity: static all-to-all splits, no host sync in a MoE layer (needs --moe-expert-capacity-factor).")
@@ -39,7 +40,7 @@ __all__ = ["COMMANDS"]
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--out", type=click.Path(dir_okay=False), default="profile.json", show_default=True, help="Cost table JSON to write (read by ppplan plan --profile).")
 def profile_command(model: str | None, analytical: bool, cluster: str | None, device: str, scale: float,
-                    ep: int, routing: tuple[str, ...], trace_ep: int | None, seq_len: int, micro_batch: int, warmup: int,
+                    ep: int, groups: int, routing: tuple[str, ...], trace_ep: int | None, seq_len: int, micro_batch: int, warmup: int,
                     repeats: int, no_links: bool, threads: int, alone: bool, seed: int, modules: str | None,
                     compare: tuple[str, str] | None, quiet: bool, out: str, from_trace: str | None,
                     model_opt: str | None, **moe_capacity) -> None:
@@ -88,7 +89,7 @@ def profile_command(model: str | None, analytical: bool, cluster: str | None, de
                                               moe_pad_expert_input_to_capacity=mode.pad)).check()
         table = analytical_costs(spec, cl, imbalance=_trace_factors(routing, spec, trace_ep or cl.parallel.ep))
     else:
-        table = _measure(spec, device=device, scale=scale, ep=ep, routing=routing, trace_ep=trace_ep, seq_len=seq_len,
+        table = _measure(spec, device=device, scale=scale, ep=ep, groups=groups, routing=routing, trace_ep=trace_ep, seq_len=seq_len,
                          micro_batch=micro_batch, warmup=warmup, repeats=repeats, threads=threads,
                          concurrent=not alone, measure_links=not no_links, modules=modules or _default_modules(moe_capacity),
                          model_config=_config_of(model), seed=seed, quiet=quiet, **moe_capacity)
