@@ -272,6 +272,25 @@ GEMM_SHAPES = (
     (4096, 151936, 2048, "Qwen3 output head"),
 )
 """(m, n, k, what): GEMM shapes of the shipped models, timed in BF16 by ``_gemms``."""
+LAUNCH_BOUND_SHAPES = {(320, 1024, 2048)}
+"""Shapes ``shape_curves`` leaves out: 23-27 us on the H200, the kernel launch's floor, not
+the tiles' fill."""
+
+
+def shape_curves(gemms: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per precision, the shape curve (scale, D) ``gemm.fit_shape_curve`` fits to the measured
+    shares of peak (``LAUNCH_BOUND_SHAPES`` left out): where the cost model's measured GEMM
+    constants come from (``profiler.cost_model.fitted.GEMM_DIM_HALF`` and its FP8 peers)."""
+    from profiler.cost_model.gemm import fit_shape_curve
+
+    out = {}
+    for kind in ("bf16", "fp8"):
+        points = [(g["m"], g["n"], g["k"], g[kind]["share_of_peak"]) for g in gemms
+                  if isinstance(g.get(kind), dict) and (g["m"], g["n"], g["k"]) not in LAUNCH_BOUND_SHAPES]
+        if points:
+            scale, dim_half = fit_shape_curve(points)
+            out[kind] = {"scale": scale, "dim_half": dim_half, "shapes": len(points)}
+    return out
 
 
 def _gemms(settings: Settings) -> list[dict[str, Any]]:
@@ -290,7 +309,8 @@ def _gemms(settings: Settings) -> list[dict[str, Any]]:
     for m, n, k, what in GEMM_SHAPES:
         m, n, k = max(16, m // div), max(16, n // div), max(16, k // div)
         row: dict[str, Any] = {"m": m, "n": n, "k": k, "what": what,
-                               "model_efficiency": gemm_efficiency(m, n, k, FITTED)}
+                               "model_efficiency": gemm_efficiency(m, n, k, FITTED),
+                               "model_efficiency_fp8": gemm_efficiency(m, n, k, FITTED, fp8=True)}
         a = torch.randn(m, k, device=device, dtype=torch.bfloat16)
         b = torch.randn(n, k, device=device, dtype=torch.bfloat16)
         runs = {"bf16": lambda: a @ b.t()}
@@ -425,6 +445,7 @@ def main(argv: list[str] | None = None) -> int:
                            "link": LINK_LABEL, "models": {}}
     try:
         out["gemms"] = _gemms(settings)
+        out["gemm_shape_curves"] = shape_curves(out["gemms"])
     except Exception as exc:
         out["gemms"] = f"failed: {type(exc).__name__}: {exc}"
     _write(out, args.out)

@@ -108,7 +108,7 @@ class CostContext:
         bf16 = gemm_seconds(flops, m, n, k, peak=gpu.peak_flops * share, cal=self.cal)
         if block and self.fp8 and gpu.fp8_peak_flops:
             recipe = self.cluster.training.fp8_recipe
-            fp8 = gemm_seconds(flops, m, n, k, peak=gpu.fp8_peak_flops * share, cal=self.cal,
+            fp8 = gemm_seconds(flops, m, n, k, peak=gpu.fp8_peak_flops * share, cal=self.cal, fp8=True,
                                cast_seconds_per_byte=1.0 / (gpu.hbm_bandwidth * HBM_EFF),
                                cast_bytes=FP8_CAST_BYTES[recipe])
             return self.compute_scale * (rowwise_seconds(bf16, fp8) if recipe == "torchao_rowwise" else fp8)

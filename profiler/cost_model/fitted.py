@@ -15,7 +15,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from typing import Iterator
 
-__all__ = ["FittedConstants", "FITTED", "BOUNDS", "GEMM_DIM_HALF", "active_constants", "using_constants"]
+__all__ = ["FittedConstants", "FITTED", "BOUNDS", "GEMM_DIM_HALF", "GEMM_FP8_DIM_HALF", "GEMM_FP8_SCALE",
+           "active_constants", "using_constants"]
 
 GEMM_DIM_HALF = 443.0
 """``gemm_dim_half`` measured, not fitted to training runs: the least-squares fit (in log,
@@ -23,7 +24,18 @@ the overall scale free) of ``prod_d d / (d + D)`` to the BF16 GEMM rates of the 
 models' shapes that ``benchmarks/gpu_check.py`` measured on an H200 (Hopper tensor cores
 and clocks as the H100 SXM: ``benchmarks/results/gpu_check_h200.json``, 8 shapes from
 128 x 4096 x 7168 to 4096 x 151936 x 2048; the 320 x 1024 x 2048 GEMM, 25 us and
-launch-bound, left out)."""
+launch-bound, left out): ``gemm.fit_shape_curve`` gives D = 443 at scale 1.018."""
+GEMM_FP8_DIM_HALF = 904.0
+"""The same fit of the same run's FP8 rates (``torch._scaled_mm``, tensor-scaled E4M3 inputs,
+BF16 output; the same 8 shapes): D = 904, scale 1.077. FP8 loses more than BF16 on narrow
+GEMMs: its math takes half the time at the same shape while a kernel's prologue, epilogue
+(the BF16 output is as wide) and partial last wave do not, so they weigh twice as much. Taken
+for every GPU, as the BF16 curve is: no other GPU's FP8 rates were measured."""
+GEMM_FP8_SCALE = round(1.0772 / 1.0184, 3)
+"""The FP8 curve's scale over the BF16 curve's (1.058), both fitted on the H200 rates above:
+an FP8 GEMM's efficiency is ``gemm_eff_max x GEMM_FP8_SCALE x`` its FP8 shape factor, so the
+fitted ``gemm_eff_max`` (the share of the measured rate a training step keeps) is one
+constant for both precisions."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,7 +83,10 @@ torchtitan Dec 2024 and June 2025, NeMo AutoModel, the Megatron-MoE ModelZoo, ML
 Training v5.0, the DeepSeek-V3 report; ``benchmarks/data/published*``), L1 loss in
 ln(predicted / published tokens/s/GPU), each row's cluster file as its source states it.
 Three constants on 91 rows: one per 30. Two rounds of the fit (each linearised at the
-constants the round before gave; the second moved them by under 5%). The benchmark also plans
+constants the round before gave; the second moved them by under 5%). They were fitted while FP8 GEMMs
+took the BF16 shape curve; with FP8 on its own (``GEMM_FP8_DIM_HALF``, 2026-12-07) the same fit
+on every row gives 0.588, 1.0 and 1.29 ms (docs/published-validation.md), not shipped yet: a
+refit moves every analytical figure on every page. The benchmark also plans
 every source family with constants fitted without it (leave one source out;
 docs/published-validation.md).
 
