@@ -51,16 +51,18 @@ change between the three runs, so the saving is the GEMMs' and their casts' (the
 tensorwise run's float8 FSDP all-gather also moves half the bytes, counted in here too)."""
 
 
-def shape_factor(m: float, n: float, k: float, dim_half: float) -> float:
-    """``prod_d d / (d + dim_half)`` over the GEMM's three dimensions: the curve's shape."""
-    return (m / (m + dim_half)) * (n / (n + dim_half)) * (k / (k + dim_half))
+def shape_factor(m: float, n: float, k: float, dim_half: float, scale: float = 1.0) -> float:
+    """``scale x prod_d d / (d + dim_half)`` over the GEMM's three dimensions: the curve.
+    Multiplied left to right from the scale, as the cost model always has: a changed last bit
+    moves the search's ties, and with them the golden plans."""
+    return scale * (m / (m + dim_half)) * (n / (n + dim_half)) * (k / (k + dim_half))
 
 
 def gemm_efficiency(m: float, n: float, k: float, cal: FittedConstants, *, fp8: bool = False) -> float:
     """Share of the precision's peak a GEMM of shape (m x k) @ (k x n) reaches."""
     if fp8:
-        return cal.gemm_eff_max * GEMM_FP8_SCALE * shape_factor(m, n, k, GEMM_FP8_DIM_HALF)
-    return cal.gemm_eff_max * shape_factor(m, n, k, cal.gemm_dim_half)
+        return shape_factor(m, n, k, GEMM_FP8_DIM_HALF, cal.gemm_eff_max * GEMM_FP8_SCALE)
+    return shape_factor(m, n, k, cal.gemm_dim_half, cal.gemm_eff_max)
 
 
 def fit_shape_curve(points: list[tuple[float, float, float, float]]) -> tuple[float, float]:
