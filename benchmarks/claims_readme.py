@@ -234,7 +234,7 @@ HEADLINE = [
                          r"at CP 8 and 256k tokens \(([\d.]+):[\s\S]*?"
                          r"Llama3-70B at CP 2 \(([\d.]+):[\s\S]*?Llama 3\.1\s+405B \(([\d.]+):[\s\S]*?"
                          r"Megatron-FSDP \(([\d.]+);[\s\S]*?AutoModel Qwen3-30B-A3B \(([\d.]+);[\s\S]*?"
-                         r"DeepSeek-V3 in MXFP8 \(([\d.]+),"),
+                         r"DeepSeek-V3 in MXFP8 \(([\d.]+)[,)]"),
           measured=lambda run: tuple(f"{by(run.json()['rows'], id=i)['careful']['ratio']:.2f}" for i in _MISSES),
           stale=Stale(why="4-9 min of planning 101 rows",
                       date=_date("docs/published-validation.md", r"^Run on (\d{4}-\d\d-\d\d) 01:54"))),

@@ -10,7 +10,7 @@ rows, ``benchmarks/published_fit.py``). docs/published-user-path.md and
 docs/published-validation.md give the method and the figures.
 
     python benchmarks/published.py [--json] [--work W] [--rows ID,ID] [--ways careful,plain,recipe]
-                                   [--no-held-out] [--fit] [--jobs N]
+                                   [--no-held-out] [--fit] [--jobs N] [--change a2a-nvlink4|no-a2a]
 """
 
 from __future__ import annotations
@@ -56,11 +56,12 @@ def row_model(row: dict) -> str:
     return str(DATA.parent / row["model_config"]) if "model_config" in row else row["model"]
 
 
-def cluster_data(row: dict, way: str) -> dict:
-    """The cluster mapping of ``row`` for ``way`` (see the module doc)."""
+def cluster_data(row: dict, way: str, change: str | None = None) -> dict:
+    """The cluster mapping of ``row`` for ``way`` (see the module doc), under one of
+    ``published_whatif.py``'s cluster-file changes when ``change`` names one (careful way)."""
     data = read_yaml(DATA.parent / row["cluster"], what="cluster file")
     if way == "careful":
-        return data
+        return _sibling("published_whatif").cluster_change(change, data) if change else data
     plain = {k: data[k] for k in ("gpu", "num_gpus", "gpus_per_node", "parallel") if k in data}
     plain["training"] = {k: v for k, v in data["training"].items() if k in PLAIN_TRAINING}
     if way == "recipe":  # the precision the user trains in, the rest from the framework's recipe
@@ -81,11 +82,13 @@ def figures(result) -> dict:
             "recompute": result.cluster.get("training", {}).get("recompute", "")}
 
 
-def plan_row(row: dict, way: str, *, work: float, folder: Path, calibration: FittedConstants | None = None) -> dict:
+def plan_row(row: dict, way: str, *, work: float, folder: Path, calibration: FittedConstants | None = None,
+             change: str | None = None) -> dict:
     """Plan ``row`` the ``way`` way from a cluster file, as ``ppplan plan`` does (with the
-    cost model's ``calibration``: the shipped constants unless a held-out fold gives others)."""
+    cost model's ``calibration``: the shipped constants unless a held-out fold gives others;
+    ``change``: see ``cluster_data``)."""
     path = folder / f"{row['id']}.{way}.yaml"
-    path.write_text(json.dumps(cluster_data(row, way), indent=1))  # JSON is YAML
+    path.write_text(json.dumps(cluster_data(row, way, change), indent=1))  # JSON is YAML
     try:
         with using_constants(calibration):
             result = plan(row_model(row), cluster=str(path), target=row["target"], work=work,
@@ -99,16 +102,17 @@ def plan_row(row: dict, way: str, *, work: float, folder: Path, calibration: Fit
 
 
 def _plan_task(task: tuple) -> tuple[str, str, dict]:
-    row, way, work, cal = task
+    row, way, work, cal, change = task
     with tempfile.TemporaryDirectory() as tmp:
-        return row["id"], way, plan_row(row, way, work=work, folder=Path(tmp),
+        return row["id"], way, plan_row(row, way, work=work, folder=Path(tmp), change=change,
                                         calibration=None if cal is None else FittedConstants.from_tuple(cal))
 
 
-def plan_many(tasks: list[tuple[dict, str, FittedConstants | None]], *, work: float, jobs: int) -> list[dict]:
+def plan_many(tasks: list[tuple[dict, str, FittedConstants | None]], *, work: float, jobs: int,
+              change: str | None = None) -> list[dict]:
     """``plan_row`` for each (row, way, constants), in order, on ``jobs`` processes (the plans
     are deterministic: the same figures on any number)."""
-    packed = [(row, way, work, None if cal is None else cal.as_tuple()) for row, way, cal in tasks]
+    packed = [(row, way, work, None if cal is None else cal.as_tuple(), change) for row, way, cal in tasks]
     if jobs <= 1 or len(packed) <= 1:
         done = [_plan_task(t) for t in packed]
     else:
@@ -121,13 +125,14 @@ def _ln(got: dict) -> float | None:
     return math.log(got["ratio"]) if "ratio" in got else None
 
 
-def held_out(rows: list[dict], careful: dict[str, dict], *, work: float, jobs: int) -> dict:
+def held_out(rows: list[dict], careful: dict[str, dict], *, work: float, jobs: int, change: str | None = None) -> dict:
     """Leave-one-source-out: per family, constants fitted on the other families' rows, the
     family's rows planned again with them. The fit's surrogate slopes come from planning each
     row with each constant moved by ``published_fit.STEP`` from ``FITTED``."""
     planned = [r for r in rows if _ln(careful[r["id"]]) is not None]
     moves = [(name, r) for name in fit_mod.FIT_NAMES for r in planned]
-    got = plan_many([(r, "careful", fit_mod.moved(FITTED, name)) for name, r in moves], work=work, jobs=jobs)
+    got = plan_many([(r, "careful", fit_mod.moved(FITTED, name)) for name, r in moves], work=work, jobs=jobs,
+                    change=change)
     ln0 = {r["id"]: _ln(careful[r["id"]]) for r in planned}
     slope = {r["id"]: {} for r in planned}
     for (name, row), g in zip(moves, got):
@@ -140,7 +145,7 @@ def held_out(rows: list[dict], careful: dict[str, dict], *, work: float, jobs: i
         cal = fit_mod.fit_l1(FITTED, ln0, slope, train)
         folds[fam] = {"constants": {n: getattr(cal, n) for n in fit_mod.FIT_NAMES}, "train_rows": len(train)}
         tasks += [(r, "careful", cal) for r in rows if rows_mod.row_family(r) == fam]
-    got = plan_many(tasks, work=work, jobs=jobs)
+    got = plan_many(tasks, work=work, jobs=jobs, change=change)
     out = {row["id"]: g for (row, _, _), g in zip(tasks, got)}
     everything = fit_mod.fit_l1(FITTED, ln0, slope, list(ln0))
     return {"rows": out, "folds": folds, "slopes": slope,
@@ -196,11 +201,11 @@ def _memory(rows: list[dict], careful: dict[str, dict]) -> list[dict]:
 
 
 def run(*, work: float, ways: tuple[str, ...] = WAYS, only: set[str] | None = None,
-        with_held_out: bool = True, jobs: int = 1) -> dict:
+        with_held_out: bool = True, jobs: int = 1, change: str | None = None) -> dict:
     rows = [r for r in rows_mod.load_rows() if only is None or r["id"] in only]
     memory_only = [r for r in rows_mod.load_memory_only_rows() if only is None or r["id"] in only]
     tasks = [(r, w, None) for r in rows for w in ways] + [(r, "careful", None) for r in memory_only]
-    got = iter(plan_many(tasks, work=work, jobs=jobs))
+    got = iter(plan_many(tasks, work=work, jobs=jobs, change=change))
     out, careful = [], {}
     for row in rows:
         entry = {"id": row["id"], "model": row["model"], "family": rows_mod.row_family(row),
@@ -214,12 +219,12 @@ def run(*, work: float, ways: tuple[str, ...] = WAYS, only: set[str] | None = No
     for row in memory_only:
         careful[row["id"]] = next(got)
     summary = {way: _way_summary([e[way] for e in out]) for way in ways}
-    res = {"benchmark": "published-user-path", "work": work, "rows": out, "summary": summary,
+    res = {"benchmark": "published-user-path", "work": work, "change": change, "rows": out, "summary": summary,
            "spearman": {way: _spearman(out, way) for way in ways},
            "memory": _memory(rows + memory_only, careful),
            "constants": {n: getattr(FITTED, n) for n in fit_mod.FIT_NAMES}}
     if with_held_out and "careful" in ways:
-        ho = held_out(rows, careful, work=work, jobs=jobs)
+        ho = held_out(rows, careful, work=work, jobs=jobs, change=change)
         for e in out:
             e["held_out"] = ho["rows"][e["id"]]
         res["summary"]["held_out"] = _way_summary([e["held_out"] for e in out])
@@ -245,10 +250,15 @@ def main() -> None:
     ap.add_argument("--no-held-out", action="store_true", help="skip the leave-one-source-out validation")
     ap.add_argument("--fit", action="store_true", help="print the constants fitted on every row")
     ap.add_argument("--jobs", type=int, default=1, help="processes planning rows side by side (same figures)")
+    changes = _sibling("published_whatif").CLUSTER_CHANGES
+    ap.add_argument("--change", choices=changes, help="plan every row's careful file under this change of "
+                    "benchmarks/published_whatif.py (the constants still fitted and held out as without it)")
     args = ap.parse_args()
     ways = tuple(w for w in args.ways.split(",") if w)
+    if args.change and "careful" not in ways:
+        ap.exit(2, "error: --change: applies to the careful way only (add careful to --ways)\n")
     res = run(work=args.work, ways=ways, only=set(args.rows.split(",")) if args.rows else None,
-              with_held_out=not args.no_held_out or args.fit, jobs=args.jobs)
+              with_held_out=not args.no_held_out or args.fit, jobs=args.jobs, change=args.change)
     if args.json:
         print(json.dumps(res, indent=1))
         return

@@ -63,9 +63,9 @@ def test_held_out_rows_are_planned_again_with_their_folds_constants(monkeypatch)
     seen = []
     real = bench.plan_row
 
-    def recording(row, way, *, work, folder, calibration=None):
+    def recording(row, way, *, work, folder, calibration=None, change=None):
         seen.append((row["id"], calibration))
-        return real(row, way, work=work, folder=folder, calibration=calibration)
+        return real(row, way, work=work, folder=folder, calibration=calibration, change=change)
 
     monkeypatch.setattr(bench, "plan_row", recording)
     pick = {"mb-26.04-qwen3-30b-a3b", "torchtitan-8gpu-eager-llama3-8b"}

@@ -4,7 +4,11 @@ Numbers are from vendor datasheets (NVIDIA A100/H100/H200/B200/GB200 datasheets:
 peaks are half the "with sparsity" figures) and DeepEP's published measurements
 (https://github.com/deepseek-ai/DeepEP README: intranode EP8 dispatch 153 GB/s,
 internode EP16-64 43-58 GB/s on H800 with CX7 400 Gb/s NICs). Bandwidths are one
-direction, per GPU, in bytes per second.
+direction, per GPU, in bytes per second. The H800's NVLink peaks near 160 GB/s, so its 153 GB/s
+is the link's; the H100, H200 and H100-HBM2e presets keep it although their NVLink is 2.8x
+the H800's (an H20, with the same NVLink, ran DeepEP's intranode test at 337 GB/s: DeepEP issue
+#16). ``benchmarks/published_whatif.py`` plans the published runs at that figure; the presets
+are not changed until every H100 figure is re-derived with them.
 
 Blackwell presets (b200: HGX/DGX B200, 8 GPUs per NVLink domain; gb200: GB200 NVL72, an
 NVLink domain of 72 GPUs, so its cluster files say ``gpus_per_node: 72``): BF16 2.25 /
