@@ -51,7 +51,7 @@ A2A_FREE = 1e15
 """The ``no-a2a`` bound's all-to-all bandwidth, both links (bytes/s)."""
 CHANGES = ("shipped", "a2a-nvlink4", "gemm-measured", "both", "no-a2a")
 OUTSIDE = (0.67, 1.5)
-"""The ratio range of issue 39's target."""
+"""The ratio range the published-runs validation targets (docs/published-validation.md)."""
 
 
 def _sibling(name: str):
