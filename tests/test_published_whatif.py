@@ -4,6 +4,9 @@ loader accepts, and nothing else: ``benchmarks/published_whatif.py``."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +14,7 @@ from benchmark_modules import load_benchmark
 from planner.core.cluster import cluster_from_dict
 from planner.core.hardware import GPU_PRESETS
 
+ROOT = Path(__file__).resolve().parents[1]
 PP1_ROW = "automodel-20251008-h100-qwen3-30b-a3b-8gpu"
 """No pipeline, EP 8 inside one H100 node: its step holds every all-to-all."""
 B200_ROW = "mb-25.09-b200-llama3-8b-8gpu"
@@ -67,3 +71,10 @@ def test_a_faster_all_to_all_speeds_up_a_row_whose_step_holds_its_all_to_alls(wh
     assert free["ratio"] > faster["ratio"]
     # published.py --change plans the same changed file (the refit's path)
     assert published.plan_many([(row, "careful", None)], work=1, jobs=1, change="a2a-nvlink4") == [faster]
+
+
+def test_published_refuses_a_change_without_the_careful_way():
+    done = subprocess.run([sys.executable, "benchmarks/published.py", "--change", "no-a2a", "--ways", "plain"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "error: --change: applies to the careful way only (add careful to --ways)"]
