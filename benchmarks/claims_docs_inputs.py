@@ -189,7 +189,7 @@ RELIABILITY_CLAIMS = [
                               r"\n`simulate` and `export`, (\d+) each for `replan`'s plan and trace\)"),
           measured=lambda run: tuple(_fuzz_counts(run.file_json("fuzz.json")))),
     Claim(id="reliability-fuzz-wall", where="result: the fuzz run's wall time", command=FUZZ,
-          figure=Page(path=_REL, section=_RR, pattern=r"\(2026-12-01, 14:16 UTC, ([\d.]+) s, load"),
+          figure=Page(path=_REL, section=_RR, pattern=r"re-measured on 2026-12-07, 07:44 UTC: ([\d.]+) s, load"),
           measured=lambda run: run.wall_s, compare=WALL),
     history("reliability-by-hand", _REL, "the matrix / rows split, the slowest input, the guards removed one at a "
             "time, the 512-layer config", "", r"^174 hostile inputs, 174 met the contract \((\d{4}-\d\d-\d\d)",
