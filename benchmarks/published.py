@@ -46,6 +46,9 @@ DATA = rows_mod.FIRST
 WAYS = ("careful", "plain", "recipe")
 PLAIN_TRAINING = ("global_batch", "seq_len", "micro_batch_size")
 """The training fields a plain cluster file keeps."""
+TARGET_RANGE = (0.67, 1.5)
+"""The predicted / published ratios the validation targets (docs/published-validation.md): a row
+outside them is a miss the README names."""
 MIN_SPEARMAN_ROWS = 4
 """Models with at least this many rows get a within-model rank correlation."""
 
@@ -156,7 +159,8 @@ def _way_summary(results: list[dict]) -> dict:
     ln = [abs(math.log(r["ratio"])) for r in results if "ratio" in r]
     ratios = [r["ratio"] for r in results if "ratio" in r]
     return {"median_abs_ln": fit_mod.median(ln), "planned": len(ln), "refused": len(results) - len(ln),
-            "ratio_min": min(ratios, default=None), "ratio_max": max(ratios, default=None)}
+            "ratio_min": min(ratios, default=None), "ratio_max": max(ratios, default=None),
+            "outside": sum(1 for r in ratios if not TARGET_RANGE[0] <= r <= TARGET_RANGE[1])}
 
 
 def _spearman(entries: list[dict], way: str) -> dict:

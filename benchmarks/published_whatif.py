@@ -31,10 +31,10 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import math
 import sys
 import tempfile
 from dataclasses import replace
+from functools import cache
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -50,8 +50,6 @@ H200_RESULTS = HERE / "results" / "gpu_check_h200.json"
 A2A_FREE = 1e15
 """The ``no-a2a`` bound's all-to-all bandwidth, both links (bytes/s)."""
 CHANGES = ("shipped", "a2a-nvlink4", "gemm-measured", "both", "no-a2a")
-OUTSIDE = (0.67, 1.5)
-"""The ratio range the published-runs validation targets (docs/published-validation.md)."""
 
 
 def _sibling(name: str):
@@ -64,6 +62,7 @@ def _sibling(name: str):
     return module
 
 
+@cache
 def measured_gemm_scale() -> float:
     """The BF16 shape curve's scale fitted to the H200's measured GEMM rates."""
     gemms = json.loads(H200_RESULTS.read_text())["gemms"]
@@ -100,11 +99,9 @@ def plan_changed(task: tuple[dict, str, float]) -> dict:
 
 
 def summary(entries: list[dict], change: str) -> dict:
-    """Median |ln(pred/meas)|, rows outside ``OUTSIDE`` and refused rows under ``change``."""
-    ratios = [e[change]["ratio"] for e in entries if "ratio" in e[change]]
-    med = _sibling("published_fit").median([abs(math.log(r)) for r in ratios])
-    return {"median_abs_ln": med, "planned": len(ratios), "refused": len(entries) - len(ratios),
-            "outside": sum(1 for r in ratios if not OUTSIDE[0] <= r <= OUTSIDE[1])}
+    """``published.py``'s summary of one way (median |ln|, refused, ratio range, rows outside
+    its target range) for the plans under ``change``."""
+    return _sibling("published")._way_summary([e[change] for e in entries])
 
 
 def run(*, work: float, changes: tuple[str, ...], only: set[str] | None, jobs: int) -> dict:
@@ -143,10 +140,11 @@ def main() -> None:
     for e in res["rows"]:
         cells = ["refused" if "refused" in e[c] else f"{e[c]['ratio']:.2f}" for c in changes]
         print(f"{e['id']:64} " + " ".join(f"{x:>14}" for x in cells))
+    lo, hi = _sibling("published").TARGET_RANGE
     for c, s in res["summary"].items():
         med = "-" if s["median_abs_ln"] is None else f"{s['median_abs_ln']:.3f}"
         print(f"{c}: median |ln(pred/meas)| {med} over {s['planned']} rows ({s['refused']} refused), "
-              f"{s['outside']} outside {OUTSIDE[0]}-{OUTSIDE[1]}")
+              f"{s['outside']} outside {lo}-{hi}")
 
 
 if __name__ == "__main__":
