@@ -36,7 +36,7 @@ ROOT = HERE.parent
 REGISTRY = ("claims_readme", "claims_docs_search", "claims_docs_models", "claims_docs_inputs", "claims_docs_layout",
             "claims_docs_fleet", "claims_docs_trace", "claims_docs_sites", "claims_docs_published",
             "claims_docs_offload", "claims_docs_graphfp8", "claims_docs_cpalloc", "claims_docs_fsdpexp",
-            "claims_docs_whatif")
+            "claims_docs_whatif", "claims_docs_op")
 """Modules of this folder that hold the claims (each defines ``CLAIMS``)."""
 TIMEOUT_S = 1800.0
 """Longest one command may run before its claims count as differing."""

@@ -23,6 +23,7 @@ from planner.core.errors import InputError
 from planner.core.layer_math import ParamCount, layer_forward_flops, layer_params
 from planner.core.model import LayerSpec, ModelSpec
 from planner.core.offload import CHOICE_SEP, offload_modules
+from planner.core.op_sac import OP, op_layer, shapes
 from planner.core.recompute import is_module_set, modules_of
 from profiler.cost_model.fitted import FittedConstants, active_constants
 from profiler.cost_model.context import CostContext
@@ -113,6 +114,9 @@ def _decoder_tasks(ctx: CostContext, layer: LayerSpec, imbalance: float):
         tasks = replace(tasks, attn_b=attn_b + mix.core_f_s + elementwise)
         saved -= (saved - w_in) * 0.5
     work = 0.0
+    if recompute == OP:
+        tasks, kept = _op_recompute(ctx, layer, tasks, elementwise)
+        return tasks, w, kept, w_in, max(saved - kept, 0.0) * ctx.bpe
     if is_module_set(recompute):
         tasks, saved, w_in, work = apply_modules(modules_of(recompute), LayerPieces(**pieces), tasks, saved, w_in)
         return tasks, w, saved, w_in, work
@@ -124,6 +128,29 @@ def _decoder_tasks(ctx: CostContext, layer: LayerSpec, imbalance: float):
         work = saved * ctx.bpe
         saved, w_in = T * h / tp, T * h / tp
     return tasks, w, saved, w_in, work
+
+
+def _op_recompute(ctx: CostContext, layer: LayerSpec, tasks: LayerTasks, elementwise: float):
+    """torchtitan's per-op checkpointing (``planner.core.op_sac``): the tasks with the
+    recomputed matmuls, element-wise work and (tensor parallel) all-gathers added to the
+    input-gradient halves, and the elements kept. The recomputed rest of one layer is
+    re-materialised for as long as its backward runs, as under full recomputation."""
+    m, T, tp = ctx.model, ctx.tokens, ctx.tp
+    a = m.attention
+    q, kv = a.num_heads * a.head_dim, a.num_kv_heads * a.head_dim
+    op = op_layer(hidden=m.hidden, q=q, kv=kv, heads=a.num_heads, ffn=m.intermediate, tp=tp)
+    dims = shapes(hidden=m.hidden, q=q, kv=kv, ffn=m.intermediate)
+
+    def again(name: str) -> float:
+        n_out, n_in, row = dims[name]
+        n, k = (n_out, n_in / tp) if row else (n_out / tp, n_in)
+        return ctx.gemm(2 * T * n * k, T, n, k)
+
+    gather = ctx.tp_comm() / 4 if op.gathers_again else 0.0  # one of the layer's two all-gathers each
+    attn = sum(again(n) for n in op.recomputed if n in ("wq", "wk", "wv", "wo")) + elementwise + gather
+    mlp = (sum(again(n) for n in op.recomputed if n in ("w1", "w3", "w2"))
+           + ctx.mem(3 * T * m.intermediate * ctx.bpe / tp) + gather)
+    return replace(tasks, attn_b=tasks.attn_b + attn, mlp_b=tasks.mlp_b + mlp), T * op.kept_per_token
 
 
 def _end_tasks(ctx: CostContext, layer: LayerSpec):

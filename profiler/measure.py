@@ -229,21 +229,30 @@ def _saved_once(module: nn.Module, x: torch.Tensor, params: list[nn.Parameter],
 
 
 def time_layer_calls(module: nn.Module, forward: Sample, clock: Clock, *, repeats: int,
-                     warmup: int = 2) -> tuple[float, float, float, float]:
+                     warmup: int = 2, whole_only: bool = False) -> tuple[float, float, float, float]:
     """Median (F, I, W, B) seconds of one microbatch through ``module`` called whole, as
     torch's pipeline runtime calls a stage (``torch.distributed.pipelining._backward``:
     ``stage_backward_input`` for I, ``stage_backward_weight`` for W, ``autograd.backward``
     for B), with the collector held off ([Note: manual gc] in ``profiler.timing``); ``forward``
-    runs it."""
+    runs it. ``whole_only`` times F and B alone (I and W 0): a module under torch's selective
+    checkpointing runs one backward per forward, so I and W cannot be taken apart."""
     accumulate_into(list(module.parameters()))  # as microbatches 2..M of a step do
     with collector_off():
-        rows = [_call_sample(module, forward, clock) for _ in range(warmup + repeats)][warmup:]
+        rows = [_call_sample(module, forward, clock, whole_only) for _ in range(warmup + repeats)][warmup:]
     module.zero_grad(set_to_none=True)
     return tuple(statistics.median(r[j] for r in rows) for j in range(4))  # type: ignore[return-value]
 
 
-def _call_sample(module: nn.Module, forward: Sample, clock: Clock) -> tuple[float, float, float, float]:
-    """One (F, I, W, B) sample: F, then I and W on that forward's graph; B on a fresh one."""
+def _call_sample(module: nn.Module, forward: Sample, clock: Clock,
+                 whole_only: bool = False) -> tuple[float, float, float, float]:
+    """One (F, I, W, B) sample: F, then I and W on that forward's graph; B on a fresh one
+    (``whole_only``: F and B of one forward)."""
+    if whole_only:
+        t0 = clock.mark()
+        _, out, grads = forward()
+        t1 = clock.mark()
+        torch.autograd.backward([out], grads)
+        return clock.seconds(t0, t1), 0.0, 0.0, clock.seconds(t1, clock.mark())
     t0 = clock.mark()
     x, out, grads = forward()
     t1 = clock.mark()

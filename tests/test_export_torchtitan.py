@@ -59,14 +59,15 @@ def _read_back(config, form: dict) -> dict:
 
 @pytest.mark.parametrize("model, vpp, recompute, ac", [
     ("llama3-8b", 1, "full", "FullAC"),
-    ("qwen3-30b-a3b", 2, "selective", "SelectiveAC"),
+    ("llama3-8b", 2, "op", "SelectiveAC"),
+    ("qwen3-30b-a3b", 2, "full", "FullAC"),
     ("qwen3-235b-a22b", 1, "none", None),
-    ("deepseek-v3", 1, "selective", "SelectiveAC"),
+    ("deepseek-v3", 1, "full", "FullAC"),
 ])
 def test_export_loads_with_torchtitan_0_3_config_manager(tmp_path, monkeypatch, model, vpp, recompute, ac):
     source = _no_mtp_config(tmp_path, model) if model == "deepseek-v3" else model
     plan = api_plan(source, target="torchtitan", vpp=vpp, recompute=recompute, work=2.0)
-    module = f"tt_{model.replace('-', '_')}"
+    module = f"tt_{model.replace('-', '_')}_{vpp}_{recompute}"  # one import name per case: Python caches modules
     out = _export(plan, tmp_path, module)
     config = _load(monkeypatch, tmp_path, module)
     want = out.summary["fields"]["0.3"]

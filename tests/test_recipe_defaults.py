@@ -39,10 +39,10 @@ def test_megatron_recipe_for_deepseek_v3_recomputes_selectively_over_hybridep():
     assert c.training.recompute == "selective" and c.network.dispatcher == "hybridep"
 
 
-def test_torchtitan_recipe_is_fsdp_eager_selective_for_llama3_8b():
+def test_torchtitan_recipe_is_fsdp_eager_per_op_for_llama3_8b():
     data = {**PLAIN, "num_gpus": 8, "parallel": {"pp": 1, "dp": 8}, "recipe": "torchtitan"}
     c = cluster_from_dict(data).check_against(load_model("llama3-8b"))
-    assert c.training.fsdp and c.training.kernels == "eager" and c.training.recompute == "selective"
+    assert c.training.fsdp and c.training.kernels == "eager" and c.training.recompute == "op"
 
 
 def test_without_a_recipe_the_schema_defaults_stay():
@@ -92,7 +92,7 @@ def test_plan_records_the_recipe_values(tmp_path):
     path.write_text(json.dumps({"gpu": "h100", "num_gpus": 8, "parallel": {"pp": 2, "dp": 4},
                                 "training": {"global_batch": 16, "seq_len": 2048}, "recipe": "torchtitan"}))
     training = plan("llama3-8b", cluster=str(path), work=1).cluster.settings
-    assert training["fsdp"] is True and training["kernels"] == "eager" and training["recompute"] == "selective"
+    assert training["fsdp"] is True and training["kernels"] == "eager" and training["recompute"] == "op"
 
 
 @pytest.mark.parametrize("value", ["nemo", 3, ["megatron"]])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from planner.api import plan
-from planner.core.cluster import RECOMPUTE_MODES
+from planner.core.cluster import AUTO_RECOMPUTE
 from planner.core.costs import CostTable, LayerCost
 from planner.core.errors import InputError
 from planner.planning import PlanRequest, make_plan
@@ -43,8 +43,8 @@ def test_recomputation_wins_when_memory_binds():
 @pytest.mark.slow
 def test_auto_is_never_slower_than_a_fixed_mode():
     auto = plan("llama3-8b", pp=4, work=1.0)
-    assert auto.cluster.settings.recompute in RECOMPUTE_MODES
-    for mode in RECOMPUTE_MODES:
+    assert auto.cluster.settings.recompute in AUTO_RECOMPUTE
+    for mode in AUTO_RECOMPUTE:
         fixed = plan("llama3-8b", pp=4, work=1.0, recompute=mode)
         assert fixed.cluster.settings.recompute == mode
         assert auto.predicted.step_time_s <= fixed.predicted.step_time_s * (1 + 1e-9)

@@ -58,7 +58,8 @@ class MicrobatchCount(click.ParamType):
 @click.option("--seq-len", type=click.IntRange(min=1, max=BATCH_LIMITS["seq_len"]), help="Tokens per sequence.")
 @click.option("--recompute", type=click.Choice(RECOMPUTE_CHOICES),
               help="Activation recomputation (default: the cluster's, auto unless it says; auto plans "
-                   "with each mode and keeps the fastest plan that fits memory).")
+                   "with none, selective and full and keeps the fastest plan that fits memory; op is "
+                   "torchtitan's per-op selective checkpointing, planned when named).")
 @click.option("--recompute-modules", metavar="M1,M2", multiple=True,
               help="Megatron's selective recomputation modules instead: some of core_attn, moe_act, layernorm, "
                    "mla_up_proj, mlp, moe, shared_experts, comma separated (e.g. moe_act,layernorm); repeated: "

@@ -25,21 +25,26 @@ from planner.core.network import NetworkSpec, network_from_config
 from planner.core.paths import CLUSTERS_DIR
 from planner.core.recipes import RECIPE_CHOICES, apply_recipe
 from planner.core.offload import NONE as NO_OFFLOAD, offload_choices, offload_layers, offload_mode, offload_modules
+from planner.core.op_sac import OP, op_supported
 from planner.core.recompute import MODULES, choice_of, is_module_set, module_sets_in, modules_of
 from planner.core.sites import SitesSpec, sites_from_config
 
 __all__ = ["ParallelSpec", "TrainingSpec", "ClusterSpec", "load_cluster", "default_cluster_path",
-           "cluster_from_dict", "RECOMPUTE_MODES", "RECOMPUTE_CHOICES", "KERNEL_CHOICES",
+           "cluster_from_dict", "AUTO_RECOMPUTE", "RECOMPUTE_MODES", "RECOMPUTE_CHOICES", "KERNEL_CHOICES",
            "ATTENTION_CHOICES", "LOSS_CHOICES", "FP8_RECIPES", "CP_COMM_TYPES", "TORCH_RING", "PARAM_DTYPES",
            "FSDP_EXPERT_MODES"]
 
 PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 """Bytes per activation/weight element for the supported training precisions."""
-RECOMPUTE_MODES = ("none", "selective", "full")
-"""Activation recomputation modes a cost table is computed for."""
+AUTO_RECOMPUTE = ("none", "selective", "full")
+"""The recomputation modes ``auto`` plans with (cheapest first)."""
+RECOMPUTE_MODES = (*AUTO_RECOMPUTE, OP)
+"""Activation recomputation modes a cost table is computed for: ``auto``'s, and torchtitan's
+per-op selective checkpointing (``planner.core.op_sac``), planned when named."""
 RECOMPUTE_CHOICES = ("auto", *RECOMPUTE_MODES)
 """What a cluster file or ``--recompute`` may say: a mode, or ``auto`` (the planner tries
-each mode and keeps the fastest plan that fits memory; the plan records the mode chosen)."""
+each of ``AUTO_RECOMPUTE`` and keeps the fastest plan that fits memory; the plan records the
+mode chosen)."""
 KERNEL_CHOICES = ("fused", "eager")
 """``training.kernels``: fused element-wise kernels, or PyTorch eager mode."""
 ATTENTION_CHOICES = ("auto", "cudnn", "flash2")
@@ -174,16 +179,17 @@ class TrainingSpec:
     recompute: str = "auto"
     """Activation recomputation: none, selective (attention core and element-wise work, Megatron's
     selective with ``core_attn moe_act layernorm``), full (keep only each layer's input; the
-    forward runs again before backward), auto (the planner chooses; ``recompute_modes``), a
+    forward runs again before backward), op (torchtitan's per-op selective checkpointing:
+    every second matmul's output and the attention's kept, ``planner.core.op_sac``), auto (the planner chooses; ``recompute_modes``), a
     list of Megatron's recompute modules (``[moe_act, layernorm]``; ``planner.core.recompute``), or
     a list of such lists (the planner plans with each and keeps the fastest that fits)."""
 
     def recompute_modes(self) -> tuple[str, ...]:
-        """The modes to plan with: the one given, all three for auto (cheapest first), or each
-        module set of a choice."""
+        """The modes to plan with: the one given, ``AUTO_RECOMPUTE`` for auto, or each module
+        set of a choice."""
         if is_module_set(self.recompute):
             return module_sets_in(self.recompute)
-        return RECOMPUTE_MODES if self.recompute == "auto" else (self.recompute,)
+        return AUTO_RECOMPUTE if self.recompute == "auto" else (self.recompute,)
 
     offload: str = NO_OFFLOAD
     """Activation offloading (``planner.core.offload``): none, a number of layers (Megatron's
@@ -383,6 +389,8 @@ class ClusterSpec:
                              "pick an ep that divides the expert count")
         for mode in module_sets_in(self.training.recompute):
             _check_modules(modules_of(mode), model)
+        if self.training.recompute == OP:
+            _check_op(model)
         for mode in offload_choices(self.training.offload):
             _check_offload(mode, model)
         decoders = [layer for layer in model.layers if layer.role == "decoder"]
@@ -429,6 +437,17 @@ def _check_modules(names: tuple[str, ...], model: ModelSpec) -> None:
     if missing:
         raise InputError("training.recompute", f"{model.name} has no {missing[0]} module to recompute",
                          f"drop {missing[0]} from the module list")
+
+
+def _check_op(model: ModelSpec) -> None:
+    """``recompute: op`` is refused for a layer kind whose matmul order ppplan does not
+    describe (``planner.core.op_sac``): its kept bytes would be a guess."""
+    for layer in model.layers:
+        if layer.role == "decoder" and not op_supported(layer.mixer, layer.ffn, gated=model.linear is not None):
+            kind = f"{layer.mixer}{' (gated)' if model.linear is not None and layer.mixer == 'gqa' else ''} + {layer.ffn}"
+            raise InputError("training.recompute", f"op (torchtitan's per-op checkpointing) is described for GQA "
+                             f"attention with a dense MLP; {model.name} has {kind} layers",
+                             "use selective or full recomputation")
 
 
 def _check_layer_offload(t: "TrainingSpec", p: ParallelSpec) -> None:

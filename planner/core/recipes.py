@@ -61,7 +61,7 @@ RECIPES: dict[tuple[str, str], Recipe] = {
         source=f"{_BRIDGE}/deepseek/deepseek_workload_base_configs.py DEEPSEEK_V3_PRETRAIN_CONFIG_H100_V1"),
     ("torchtitan", "*"): Recipe(values=_TORCHTITAN, source="torchtitan job config defaults"),
     ("torchtitan", "llama3-8b"): Recipe(
-        values={**_TORCHTITAN, "training.recompute": "selective"},
+        values={**_TORCHTITAN, "training.recompute": "op"},
         source="torchtitan/models/llama3/train_configs/llama3_8b.toml"),
 }
 """(target, model id) -> recipe; ``"*"`` is the framework's default for models without one.
@@ -79,7 +79,8 @@ Sources (read at the commits named):
 - torchtitan: ``torchtitan/models/llama3/train_configs/llama3_8b.toml``
   (https://github.com/pytorch/torchtitan/blob/f3534d77b3876a3c042b60b18785272576d91e59/torchtitan/models/llama3/train_configs/llama3_8b.toml:
   ``compile = false``: eager; ``data_parallel_shard_degree = -1``: FSDP2 over every
-  data-parallel rank; ``activation_checkpoint.mode = "selective"``) and torchtitan's job
+  data-parallel rank; ``activation_checkpoint.mode = "selective"`` with
+  ``selective_ac_option = "op"``: the per-op policy, ``op`` in ppplan, ``planner.core.op_sac``) and torchtitan's job
   config defaults for other models (no ``torch.compile``, FSDP2 sharding over the
   data-parallel ranks, MoE all-to-all through NCCL, no CUDA graphs: torchtitan refuses
   CUDA graphs with pipeline parallelism), and FlashAttention-2 for the attention core

@@ -22,6 +22,7 @@ __all__ = [
     "Key",
     "COMPUTE_KINDS",
     "parse_action",
+    "whole_backward",
     "format_schedule",
     "parse_schedule",
     "provides",
@@ -173,6 +174,24 @@ def parse_schedule(data: dict[str, list[str]]) -> Schedule:
                 raise ValueError(f"schedule[{rank_text}][{pos}]: {exc}") from None
         sched[rank] = parsed
     return dict(sorted(sched.items()))
+
+
+def whole_backward(schedule: Schedule) -> Schedule | None:
+    """``schedule`` with each I followed at once by the same stage and microbatch's W (on one
+    rank) written as one B, or None when some W is not right after its I."""
+    out: Schedule = {}
+    for rank, acts in schedule.items():
+        row: list[Action] = []
+        for a in acts:
+            if a.kind == ActionKind.W:
+                prev = row[-1] if row else None
+                if prev is None or prev.kind != ActionKind.I or (prev.stage, prev.microbatch) != (a.stage, a.microbatch):
+                    return None
+                row[-1] = Action(a.stage, ActionKind.B, a.microbatch)
+            else:
+                row.append(a)
+        out[rank] = row
+    return out
 
 
 def format_schedule(schedule: Schedule) -> dict[str, list[str]]:

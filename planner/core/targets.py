@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from planner.core.cluster import CP_COMM_TYPES, TORCH_RING
 from planner.core.errors import InputError
 from planner.core.recompute import is_module_set
+from planner.core.op_sac import OP
 
 __all__ = ["Target", "TARGETS", "TARGET_NAMES", "DEFAULT_TARGET", "get_target", "target_of", "target_for_format"]
 
@@ -80,14 +81,14 @@ class Target:
 
 TARGETS: dict[str, Target] = {
     "torch": Target(name="torch", export_format="torch-csv", families=None, any_order=True,
-                    fused_pairs=True),
+                    fused_pairs=True, recompute=("none", "selective", "full", OP)),
     "megatron": Target(name="megatron", export_format="megatron", other_formats=("megatron-bridge",),
                        families=("1f1b", "interleaved", "1f1b-overlap", "interleaved-overlap"),
                        any_order=False, fused_pairs=True, fused_needs_vpp=True, fused_needs_ep=True,
                        fused_recompute=("none", "selective"), placements=("loop",), mtp="last-chunk",
                        module_sets=True, offload=True, cp_comm_types=("auto", "p2p")),
     "torchtitan": Target(name="torchtitan", export_format="torchtitan", families=None, any_order=True,
-                         fused_pairs=False, mtp="none", min_pp=2, moe_capacity=False,
+                         fused_pairs=False, mtp="none", min_pp=2, moe_capacity=False, recompute=("none", OP, "full"),
                          cp_comm_types=("auto", *TORCH_RING)),
     "deepspeed": Target(name="deepspeed", export_format="deepspeed", families=("1f1b",), any_order=False,
                         fused_pairs=False, placements=("loop",), max_vpp=1, recompute=("none", "full"),
@@ -100,7 +101,8 @@ TARGETS: dict[str, Target] = {
   ``ScheduleZBVZeroBubble``, ``ScheduleDualPipeV`` and ``_PipelineScheduleRuntime``
   (``_load_csv``: any per-rank order and stage-to-rank map; ``register_custom_function``
   runs ``OVERLAP_F_B`` pairs, ppplan's runtime in ``planner/runtime/``). Recomputation is
-  the user's ``torch.utils.checkpoint`` around the stage modules: every mode.
+  the user's ``torch.utils.checkpoint`` around the stage modules: every mode, torchtitan's
+  per-op policy (``op``) through ``create_selective_checkpoint_contexts``.
 - megatron: ``megatron/core/pipeline_parallel/schedules.py``
   (``get_forward_backward_func``: no pipelining, 1F1B without interleaving, interleaved
   1F1B with virtual stages; ``forward_backward_pipelining_with_interleaving`` switches to
@@ -117,7 +119,9 @@ TARGETS: dict[str, Target] = {
   of F, I, W and B runs, W moved included; ``_get_pp_rank_to_stage_indices_mapping``:
   "v" placement only for ZBVZeroBubble/DualPipeV, "loop" otherwise; no OVERLAP_F_B
   function is registered for the CSV runtime); ``torchtitan/distributed/
-  activation_checkpoint.py``: ``SelectiveAC``, ``FullAC``; the decoder
+  activation_checkpoint.py``: ``SelectiveAC`` (per-op: every second matmul's output kept, which
+  ppplan costs as ``op``, not Megatron's attention-core ``selective``; ``auto`` under this
+  target so plans none and full, and ``--recompute op`` asks for it), ``FullAC``; the decoder
   (``torchtitan/models/common/decoder.py``) has ``tok_embeddings``, ``layers``,
   ``norm``, ``lm_head`` and no MTP module.
 - deepspeed: ``deepspeed/runtime/pipe/engine.py`` (``_exec_schedule`` always builds

@@ -12,6 +12,7 @@ full recomputation); a selectively recomputing plan is refused.
 from __future__ import annotations
 
 from planner.core.plan import Plan
+from planner.core.op_sac import OP
 from planner.core.recompute import is_module_set
 from planner.export.schedule import (ExportError, check_exportable, first_difference, has_fused,
                                      moved_w, placement_style)
@@ -112,7 +113,7 @@ def checkpoint_interval(plan: Plan) -> int:
     and none, but no selective mode.
     """
     mode = plan.cluster.settings.recompute or "none"
-    if mode == "selective" or is_module_set(mode):
+    if mode in ("selective", OP) or is_module_set(mode):
         raise ExportError(_FMT, "the plan recomputes selectively (attention core, activations); DeepSpeed's "
                           "PipelineModule only checkpoints whole layers", "plan with --recompute full or none")
     return 1 if mode == "full" else 0

@@ -11,7 +11,9 @@ from typing import Any
 from planner.core.cuda_graphs import graph_impl, scopes_of
 from planner.core.plan import Plan
 from planner.core.offload import offload_layers, offload_modules
+from planner.core.op_sac import OP
 from planner.core.recompute import is_module_set, modules_of
+from planner.export.schedule import ExportError
 
 __all__ = ["Companions", "companion_flags", "cuda_graph_settings", "recompute_args", "recompute_settings",
            "offload_settings", "render", "is_moe", "RECOMPUTE_MODULES"]
@@ -59,6 +61,9 @@ def recompute_settings(plan: Plan) -> dict[str, Any]:
     """All four recomputation fields for the plan's mode (None where the mode sets none); a
     module set is ``--recompute-granularity selective --recompute-modules`` with its modules."""
     mode = plan.cluster.settings.recompute or "none"
+    if mode == OP:
+        raise ExportError("megatron", "the plan recomputes with torchtitan's per-op policy (recompute op), "
+                          "which Megatron-Core has no flag for", "plan with --recompute selective, full or none")
     out: dict[str, Any] = {"recompute_granularity": None, "recompute_method": None, "recompute_num_layers": None,
                            "recompute_modules": None}
     if mode == "selective":

@@ -31,6 +31,7 @@ import pprint
 from typing import Any
 
 from planner.core.plan import Plan
+from planner.core.op_sac import OP
 from planner.core.recompute import is_module_set, modules_of
 from planner.export.schedule import ExportError
 from planner.export.pipelining import torchtitan_options
@@ -56,7 +57,8 @@ made from the model's config with ``num_nextn_predict_layers: 0``."""
 FIELD_FORMS = ("0.3", "main")
 """torchtitan field-name generations the module carries (see [Note: torchtitan field names])."""
 
-_AC = {"selective": "SelectiveAC", "full": "FullAC", "none": None}
+_AC = {OP: "SelectiveAC", "full": "FullAC", "none": None}
+"""ppplan's modes torchtitan runs: its ``SelectiveAC`` is the per-op policy (``planner.core.op_sac``)."""
 
 _MODULE = '''"""torchtitan config from ppplan plan {name!r}: {stages} stages on {pp} pipeline ranks,
 schedule {schedule} read from {csv!r}, activation checkpointing {ac}.
@@ -122,13 +124,18 @@ _FLAVOR_LINE = '''
 
 
 def activation_checkpoint(plan: Plan) -> str | None:
-    """torchtitan's activation-checkpoint class for the plan's recomputation mode; a Megatron
-    module list has none (torchtitan's ``ActivationCheckpoint`` modes are selective and full)."""
+    """torchtitan's activation-checkpoint class for the plan's recomputation mode. A Megatron
+    module list and Megatron's selective mode (the attention core) have none: torchtitan's
+    ``SelectiveAC`` keeps every second matmul's output instead, which the plan's ``op`` costs."""
     mode = plan.cluster.settings.recompute or "none"
     if is_module_set(mode):
         raise ExportError("torchtitan", f"the plan recomputes Megatron's modules {', '.join(modules_of(mode))}, "
                           "which torchtitan's activation checkpointing cannot name",
-                          "export --format megatron, or plan with --recompute selective, full or none")
+                          "export --format megatron, or plan with --recompute op, full or none")
+    if mode == "selective":
+        raise ExportError("torchtitan", f"the plan recomputes {mode} (the attention core, Megatron's selective), "
+                          "which torchtitan's SelectiveAC does not run: it recomputes every second matmul",
+                          "plan with --recompute op (torchtitan's per-op policy), full or none")
     return _AC.get(mode)
 
 

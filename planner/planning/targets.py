@@ -23,11 +23,13 @@ from dataclasses import dataclass, replace
 from planner.core.costs import CostTable
 from planner.core.errors import InfeasibleError, InputError
 from planner.core.plan import Plan
+from planner.core.op_sac import OP, WHOLE_BACKWARD_FAMILIES
+from planner.core.schedule import format_schedule, whole_backward
 from planner.core.recompute import is_module_set
 from planner.core.targets import Target
 from planner.planning import make_plan
 from planner.planning.records import PlanRequest
-from solvers.schedule.families.registry import SCHEDULES, candidate_schedules
+from solvers.schedule.families.registry import SCHEDULES, applies, candidate_schedules
 
 __all__ = ["TargetRun", "check_shape", "target_runs", "plan_for_target"]
 
@@ -76,6 +78,10 @@ def check_shape(target: Target, *, pp: int, vpp: int, placement: str, schedule: 
                          f"(it has {', '.join(target.recompute)})",
                          f"use --target megatron, which runs Megatron's --recompute-modules, or --recompute "
                          f"{target.recompute[-1]}")
+    if user_recompute == "selective" and OP in target.recompute and not target.runs_recompute(user_recompute):
+        raise InputError("--recompute", f"{target.name}'s SelectiveAC is its per-op policy (every second matmul's "
+                         "output kept), not the attention-core recomputation selective costs",
+                         f"use --recompute {OP} (GQA with a dense MLP), full or none, {fix}")
     if user_recompute != "auto" and not target.runs_recompute(user_recompute):
         raise InputError("--recompute", f"{target.name} has no {user_recompute} recomputation "
                          f"(it has {', '.join(target.recompute)})",
@@ -88,6 +94,8 @@ def target_runs(target: Target, table: CostTable, *, schedule: str, pp: int, vpp
                 placement: str, modes: Sequence[str]) -> list[TargetRun]:
     """The planning runs the target's menu asks for (see the module docstring)."""
     modes = tuple(m for m in modes if target.runs_recompute(m))
+    if OP in modes:
+        return _whole_backward_runs(table, schedule=schedule, vpp=vpp, placement=placement)
     if target.families is None:
         return [TargetRun(schedule=schedule, modes=modes)]
     names = [schedule] if schedule not in ("auto", "cpsat") else \
@@ -109,6 +117,23 @@ def target_runs(target: Target, table: CostTable, *, schedule: str, pp: int, vpp
         raise InputError("--target", f"{target.name} runs no schedule for pp {pp} vpp {vpp} "
                          f"placement {placement}", "change --vpp/--placement or use --target torch")
     return runs
+
+
+def _whole_backward_runs(table: CostTable, *, schedule: str, vpp: int, placement: str) -> list[TargetRun]:
+    """``op`` runs each backward whole (``planner.core.op_sac.WHOLE_BACKWARD_FAMILIES``): one
+    run per such family that fits the shape, its order as drawn (W right after I)."""
+    if schedule not in ("auto", "cpsat"):
+        if schedule not in WHOLE_BACKWARD_FAMILIES:
+            raise InputError("--schedule", f"{schedule} splits or moves the weight gradient, and recompute op "
+                             "(torch's selective checkpointing) runs each backward once, whole",
+                             f"use --schedule {' or '.join(WHOLE_BACKWARD_FAMILIES)}, or another --recompute")
+        return [TargetRun(schedule=schedule, modes=(OP,))]
+    names = [n for n in WHOLE_BACKWARD_FAMILIES if applies(SCHEDULES[n], vpp, placement)]
+    if not names:
+        raise InputError("--recompute", f"op runs each backward whole, in {', '.join(WHOLE_BACKWARD_FAMILIES)}, "
+                         f"none of which runs vpp {vpp} with placement {placement}",
+                         "use --placement loop, or another --recompute")
+    return [TargetRun(schedule=n, modes=(OP,)) for n in names]
 
 
 def _fused_blocker(target: Target, *, pp: int, vpp: int, ep: int) -> str | None:
@@ -144,6 +169,8 @@ def plan_for_target(target: Target, tables: ModeTables, req: PlanRequest,
         first, *rest = [(t, replace(request_for(m, t), schedule=run.schedule)) for m, t in chosen]
         try:
             plan = make_plan(first[0], first[1], variants=rest)
+            if plan.cluster.settings.recompute == OP:
+                plan = _with_whole_backward(plan)
             _check_exports(target, plan)
         except InfeasibleError as exc:
             record.append({"schedule": run.schedule, "recompute": list(run.modes), "status": str(exc)})
@@ -161,6 +188,15 @@ def plan_for_target(target: Target, tables: ModeTables, req: PlanRequest,
     if target.families is not None:
         best.solver = replace(best.solver, target_runs=record)
     return best
+
+
+def _with_whole_backward(plan: Plan) -> Plan:
+    """``plan`` with each I and the W right after it written as one B (what ``op`` runs; the
+    step is the same, B lasting I + W)."""
+    whole = whole_backward(plan.parsed_schedule())
+    if whole is None:  # the families of _whole_backward_runs keep W after I
+        raise InfeasibleError("recompute op needs each W right after its I; this order moves one")
+    return replace(plan, schedule=format_schedule(whole))
 
 
 def _check_exports(target: Target, plan: Plan) -> None:

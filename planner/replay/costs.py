@@ -14,6 +14,7 @@ from torch.distributed.pipelining._backward import stage_backward_input
 
 from planner.core.costs import CostTable, LayerCost
 from planner.core.layer_math import layer_forward_flops
+from planner.core.op_sac import OP
 from planner.core.plan import Plan
 from planner.core.schedule import OVERLAP, ActionKind
 from planner.replay.lowering import ReplayModel, build_stage, loss_fn
@@ -115,9 +116,16 @@ def _rank_mean(values: list[Any], device: torch.device) -> torch.Tensor:
 
 def _time_layer(rm: ReplayModel, k: int, device: torch.device, clock: Clock, reps: int, recompute: str,
                 ep_group: Any) -> tuple[float, float, float, float]:
-    """Median (F, I, W, B) seconds of layer ``k`` built as the replay builds it."""
+    """Median (F, I, W, B) seconds of layer ``k`` built as the replay builds it. Under ``op``
+    (torch's selective checkpointing: one backward per forward) I and W are the layer's
+    without recomputation and B its own: an ``op`` plan runs whole Bs only."""
     module = layer_module(rm, k, device, recompute, ep_group)
-    return time_layer_calls(module, sampler(rm, k, module, device), clock, repeats=reps)
+    if recompute != OP:
+        return time_layer_calls(module, sampler(rm, k, module, device), clock, repeats=reps)
+    plain = layer_module(rm, k, device, "none", ep_group)
+    f, i, w, _ = time_layer_calls(plain, sampler(rm, k, plain, device), clock, repeats=reps)
+    b = time_layer_calls(module, sampler(rm, k, module, device), clock, repeats=reps, whole_only=True)[3]
+    return f, i, w, b
 
 
 def measure_layer_costs(rm: ReplayModel, device: torch.device, clock: Clock, *,

@@ -46,7 +46,7 @@ def check_plan(plan: Plan, *, world_size: int) -> None:
     if is_module_set(mode):  # planner.runtime recomputes whole layers or mixers only
         raise InputError("plan.cluster.training.recompute", f"the plan recomputes Megatron's modules "
                          f"{', '.join(modules_of(mode))}, which the replay's layers cannot",
-                         "replay a plan made with --recompute none, selective or full")
+                         "replay a plan made with --recompute none, selective, full or op")
     schedule = plan.parsed_schedule()
     missing = [r for r in range(plan.pp) if not schedule.get(r)]
     if missing:
