@@ -23,7 +23,7 @@ from planner.core.errors import InputError
 from planner.core.layer_math import ParamCount, layer_forward_flops, layer_params
 from planner.core.model import LayerSpec, ModelSpec
 from planner.core.offload import CHOICE_SEP, offload_modules
-from planner.core.op_sac import OP, op_layer, shapes
+from planner.core.op_sac import ATTENTION_MATMULS, OP, op_layer, shapes
 from planner.core.recompute import is_module_set, modules_of
 from profiler.cost_model.fitted import FittedConstants, active_constants
 from profiler.cost_model.context import CostContext
@@ -147,8 +147,8 @@ def _op_recompute(ctx: CostContext, layer: LayerSpec, tasks: LayerTasks, element
         return ctx.gemm(2 * T * n * k, T, n, k)
 
     gather = ctx.tp_comm() / 4 if op.gathers_again else 0.0  # one of the layer's two all-gathers each
-    attn = sum(again(n) for n in op.recomputed if n in ("wq", "wk", "wv", "wo")) + elementwise + gather
-    mlp = (sum(again(n) for n in op.recomputed if n in ("w1", "w3", "w2"))
+    attn = sum(again(n) for n in op.recomputed if n in ATTENTION_MATMULS) + elementwise + gather
+    mlp = (sum(again(n) for n in op.recomputed if n not in ATTENTION_MATMULS)
            + ctx.mem(3 * T * m.intermediate * ctx.bpe / tp) + gather)
     return replace(tasks, attn_b=tasks.attn_b + attn, mlp_b=tasks.mlp_b + mlp), T * op.kept_per_token
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["OP", "WHOLE_BACKWARD_FAMILIES", "MATMULS", "KEPT", "keeps_matmul", "OpLayer", "op_layer", "op_supported", "shapes"]
+__all__ = ["OP", "WHOLE_BACKWARD_FAMILIES", "MATMULS", "ATTENTION_MATMULS", "KEPT", "keeps_matmul", "OpLayer", "op_layer", "op_supported", "shapes"]
 
 OP = "op"
 """The ``training.recompute`` value of torchtitan's per-op selective checkpointing."""
@@ -51,6 +51,9 @@ def keeps_matmul(count: int) -> bool:
     second mm" is recomputed."""
     return count % 2 == 1
 
+
+ATTENTION_MATMULS = MATMULS[:4]
+"""The attention's matmuls (``Attention.forward``); the rest are the MLP's (``FeedForward``)."""
 
 KEPT = tuple(name for i, name in enumerate(MATMULS, start=1) if keeps_matmul(i))
 """The matmuls whose outputs the policy keeps: the odd ones of ``MATMULS`` (wq, wv, w1, w2)."""
