@@ -95,7 +95,7 @@ def target_runs(target: Target, table: CostTable, *, schedule: str, pp: int, vpp
     """The planning runs the target's menu asks for (see the module docstring)."""
     modes = tuple(m for m in modes if target.runs_recompute(m))
     if OP in modes:
-        return _whole_backward_runs(table, schedule=schedule, vpp=vpp, placement=placement)
+        return _whole_backward_runs(schedule=schedule, vpp=vpp, placement=placement)
     if target.families is None:
         return [TargetRun(schedule=schedule, modes=modes)]
     names = [schedule] if schedule not in ("auto", "cpsat") else \
@@ -119,7 +119,7 @@ def target_runs(target: Target, table: CostTable, *, schedule: str, pp: int, vpp
     return runs
 
 
-def _whole_backward_runs(table: CostTable, *, schedule: str, vpp: int, placement: str) -> list[TargetRun]:
+def _whole_backward_runs(*, schedule: str, vpp: int, placement: str) -> list[TargetRun]:
     """``op`` runs each backward whole (``planner.core.op_sac.WHOLE_BACKWARD_FAMILIES``): one
     run per such family that fits the shape, its order as drawn (W right after I)."""
     if schedule not in ("auto", "cpsat"):
