@@ -7,7 +7,8 @@ objective, all within the memory limit (exact per-rank peaks, see
 - ``overlap``: the step estimate of ``solvers.partition.model`` with post-overlap
   costs; one stage per rank: exact DP (lexicographic: min estimate, then min sum of
   squared stage terms) plus the k best splits by estimate; several: CP-SAT
-  (``solvers.partition.virtual``) warm-started from the chunk-sequence DP.
+  (``solvers.partition.virtual``) warm-started from the chunk-sequence DP, repaired to fit
+  every rank's memory (``solvers.partition.memory_repair``) when it does not.
 - ``serial``: min-max of each stage's serial F + I + W (overlap ignored), the
   serially balanced ablation.
 - ``flops``: min-max of model FLOPs per stage (DeepSpeed-style).
@@ -33,6 +34,7 @@ from planner.core.schedule import Schedule
 from planner.core.units import format_bytes
 from solvers.partition.ranges import (RangeTest, k_best_partitions, minmax_partition, prefix_sums,
                                range_table, uniform_partition)
+from solvers.partition.memory_repair import repair_memory
 from solvers.partition.model import StepModel
 from solvers.partition.pins import StagePins, pinned_cuts, pins_allow
 from solvers.partition.virtual import vpp_partition
@@ -52,7 +54,7 @@ class PartitionResult:
     estimate_s: float
     """Step estimate of ``candidates[0]`` (``StepModel.estimate``)."""
     solver: str
-    """dp, cp-sat or fixed."""
+    """dp, cp-sat, repair (``solvers.partition.memory_repair``) or fixed."""
     status: str
     """OPTIMAL (for the method's objective), FEASIBLE or FIXED."""
     gap: float | None
@@ -151,17 +153,24 @@ def _solve(model: StepModel, table: CostTable, method: str, limit: tuple[int, ..
                                 tie_break=lambda s, a, b: terms[s][a][b] ** 2)
         others = [b for _, b in k_best_partitions(n, S, model.term, k, feasible, table=terms)]
         return _result(model, _unique([best] + others), "dp", "OPTIMAL", None)
-    hint = _chunk_hint(model, feasible, allowed)
+    hint, hint_from = _chunk_hint(model, feasible, allowed), "dp"
     hint_fits = _fits(model, hint, limit)
+    if not hint_fits and limit is not None:  # CP-SAT starts from a split that fits when one is near
+        if (fixed := repair_memory(model, hint, limit, frozenset(cuts))) is not None:
+            hint, hint_from, hint_fits = fixed, "repair", True
     try:
         res = vpp_partition(model, memory_limit_bytes=limit, hint=hint, cuts=cuts,
                             time_limit_s=time_limit_s, seed=seed)
     except TimeoutError:
         if hint_fits:
-            return _result(model, [hint], "dp", "FEASIBLE", None)
+            return _result(model, [hint], hint_from, "FEASIBLE", None)
         lean = minmax_partition(n, S, model.stage_memory, allowed)  # the memory-balanced split may fit
-        if limit is not None and _fits(model, lean, limit):
+        if limit is None:
+            raise
+        if _fits(model, lean, limit):
             return _result(model, [lean], "dp", "FEASIBLE", None)
+        if (fixed := repair_memory(model, lean, limit, frozenset(cuts))) is not None:
+            return _result(model, [fixed], "repair", "FEASIBLE", None)
         raise
     pool = [res.bounds, hint] if hint_fits else [res.bounds]
     return _result(model, _unique(pool), "cp-sat", res.status, res.gap)
@@ -209,7 +218,8 @@ def _memory_proven_short(model: StepModel, caps: tuple[int, ...], allowed: Range
 
     [Note: unproven] A solver that runs out of budget before it finds a partition proves
     nothing. Its caller first falls back to a feasible split (the warm start, or the
-    memory-balanced split when that fits); failing both, this bound decides between a
+    memory-balanced split when that fits, then to that split repaired for the ranks' sums,
+    ``solvers.partition.memory_repair``); failing those, this bound decides between a
     proven shortfall (``InfeasibleError`` with the numbers and the knobs) and
     ``BudgetExhausted`` (not proven; raise the budget)."""
     n, S = model.num_layers, model.num_stages
