@@ -13,8 +13,8 @@ memory-balanced split repaired, before it says the budget ran out ([Note: unprov
 
 Descent on the ranks' overshoot: from a start, pass one layer from a stage to a neighbouring
 one (one boundary moves), or when no such pass helps from a stage to any farther one (the
-boundaries between them shift by one layer each); stages stay non-empty and pinned boundaries
-stay. Each step keeps the pass that most lowers ``(bytes over the caps, largest peak / cap)``,
+boundaries between them shift by one layer each: ``virtual_moves.pass_layer``, the joint
+search's move); stages stay non-empty and pinned boundaries stay. Each step keeps the pass that most lowers ``(bytes over the caps, largest peak / cap)``,
 until every rank fits or no pass lowers it. A step costs ``2 (S - 1)`` evaluations of
 ``StepModel.rank_memory`` (prefix sums, no simulation), ``S (S - 1)`` when it reaches farther.
 """
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from planner.core.placement import Bounds
 from solvers.partition.model import StepModel
+from solvers.partition.virtual_moves import pass_layer
 
 __all__ = ["repair_memory"]
 
@@ -32,33 +33,19 @@ answer): at pp 16 x vpp 4 a step to neighbours is 126 of them, one reaching ever
 The descent ends as soon as a split fits."""
 
 
-def _overshoot(model: StepModel, ends: list[int], caps: tuple[int, ...]) -> tuple[int, float]:
+def _overshoot(model: StepModel, bounds: Bounds, caps: tuple[int, ...]) -> tuple[int, float]:
     """(total bytes above the caps, largest peak / cap over ranks): a zero first term fits."""
-    mem = model.rank_memory(_bounds(ends))
+    mem = model.rank_memory(bounds)
     return sum(max(0, mem[r] - caps[r]) for r in mem), max(mem[r] / caps[r] for r in mem)
 
 
-def _bounds(ends: list[int]) -> Bounds:
-    return [(0 if k == 0 else ends[k - 1], ends[k]) for k in range(len(ends))]
-
-
-def _moves(ends: list[int], pinned: frozenset[int], near: bool):
-    """Partitions that pass one layer from a stage to another, the boundaries between them
-    shifted by one layer each, pins kept: to a neighbouring stage (``near``, one boundary moved)
-    or to any farther one."""
-    S = len(ends)
+def _moves(bounds: Bounds, pinned: frozenset[int], near: bool):
+    """Every ``pass_layer`` move: to a neighbouring stage (``near``) or to any farther one."""
+    S = len(bounds)
     for c in range(S):
-        for d in ((c - 1, c + 1) if near else [d for d in range(S) if abs(d - c) > 1]):
-            if not 0 <= d < S:
-                continue
-            step, span = (1, range(c, d)) if d > c else (-1, range(d, c))  # boundaries ends[k], k in span
-            if any(k + 1 in pinned for k in span):
-                continue
-            trial = list(ends)
-            for k in span:
-                trial[k] -= step  # stage c gives its last (d > c) or first (d < c) layer
-            if all((trial[k] > (trial[k - 1] if k else 0)) for k in range(S)):
-                yield trial
+        for t in ((c - 1, c + 1) if near else [t for t in range(S) if abs(t - c) > 1]):
+            if 0 <= t < S and (moved := pass_layer(bounds, c, t, pinned)) is not None:
+                yield moved
 
 
 def repair_memory(model: StepModel, start: Bounds, caps: tuple[int, ...],
@@ -66,12 +53,12 @@ def repair_memory(model: StepModel, start: Bounds, caps: tuple[int, ...],
     """A partition near ``start`` within ``caps`` on every rank, or None when the descent stops
     above them (which proves nothing: the caller then reports an unproven shortfall).
     ``pinned``: boundary indices k (stage k's first layer) that may not move."""
-    ends = [b for _, b in start]  # ends[k] = first layer after stage k
-    score, spent = _overshoot(model, ends, caps), 1
+    bounds = list(start)
+    score, spent = _overshoot(model, bounds, caps), 1
     while score[0] > 0 and spent < MAX_EVALUATIONS:
         best = None
         for near in (True, False):  # a neighbour first; farther stages only when none helps
-            for trial in _moves(ends, pinned, near):
+            for trial in _moves(bounds, pinned, near):
                 got, spent = _overshoot(model, trial, caps), spent + 1
                 if best is None or got < best[0]:
                     best = (got, trial)
@@ -79,5 +66,5 @@ def repair_memory(model: StepModel, start: Bounds, caps: tuple[int, ...],
                 break
         if best is None or best[0] >= score:
             return None
-        score, ends = best
-    return _bounds(ends) if score[0] == 0 else None
+        score, bounds = best
+    return bounds if score[0] == 0 else None

@@ -164,9 +164,9 @@ def _solve(model: StepModel, table: CostTable, method: str, limit: tuple[int, ..
     except TimeoutError:
         if hint_fits:
             return _result(model, [hint], hint_from, "FEASIBLE", None)
-        lean = minmax_partition(n, S, model.stage_memory, allowed)  # the memory-balanced split may fit
         if limit is None:
             raise
+        lean = minmax_partition(n, S, model.stage_memory, allowed)  # the memory-balanced split may fit
         if _fits(model, lean, limit):
             return _result(model, [lean], "dp", "FEASIBLE", None)
         if (fixed := repair_memory(model, lean, limit, frozenset(cuts))) is not None:

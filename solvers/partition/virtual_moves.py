@@ -28,7 +28,7 @@ partition.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +40,8 @@ from planner.core.meter import WorkMeter
 from planner.core.simulate import Compiled, SimResult, simulate_compiled
 from planner.core.stage_costs import StageCosts, stage_costs
 
-__all__ = ["MAX_EVALUATIONS", "MAX_ACTIONS", "JointResult", "balanced_split", "critical_stage", "stage_moves", "joint_moves"]
+__all__ = ["MAX_EVALUATIONS", "MAX_ACTIONS", "JointResult", "balanced_split", "critical_stage", "pass_layer", "stage_moves",
+           "joint_moves"]
 
 MAX_EVALUATIONS = 400
 """Simulations one joint search may spend (each re-times one compiled order)."""
@@ -127,6 +128,21 @@ def balanced_split(prefix: Sequence[float], lo: int, hi: int, first: int, count:
     return out[::-1]
 
 
+def pass_layer(bounds: Bounds, c: int, t: int, fixed: Collection[int]) -> Bounds | None:
+    """``bounds`` with one layer of stage ``c`` passed to stage ``t`` (its last layer when t > c,
+    its first when t < c) and every boundary between them shifted by one layer, so the stages
+    between keep their sizes; None when ``c`` would be empty or a boundary in ``fixed`` (stage k
+    starts at boundary k) would move."""
+    span = range(c + 1, t + 1) if t > c else range(t + 1, c + 1)
+    a, b = bounds[c]
+    if b - a < 2 or t == c or any(k in fixed for k in span):
+        return None
+    cuts = [lo for lo, _ in bounds] + [bounds[-1][1]]
+    shift = -1 if t > c else 1
+    cuts = [x + shift if k in span else x for k, x in enumerate(cuts)]
+    return [(cuts[k], cuts[k + 1]) for k in range(len(bounds))]
+
+
 def stage_moves(bounds: Bounds, c: int, prefix: Sequence[float], fixed: dict[int, int]) -> list[Bounds]:
     """Distinct partitions one move around stage ``c`` (module doc), in a fixed order."""
     S, out = len(bounds), []
@@ -156,14 +172,9 @@ def stage_moves(bounds: Bounds, c: int, prefix: Sequence[float], fixed: dict[int
                 new = list(bounds)
                 new[k - 1], new[k] = (bounds[k - 1][0], cut), (cut, bounds[k][1])
                 out.append(new)
-    if b - a > 1:  # a layer of c passed to a farther stage, the boundaries between shifted by one
-        cuts = [lo for lo, _ in bounds] + [n]
-        for t in sorted(range(S), key=lambda t: (abs(t - c), t)):
-            span = range(c + 1, t + 1) if t > c else range(t + 1, c + 1)
-            if abs(t - c) < 2 or any(k in fixed for k in span):
-                continue
-            new_cuts = [x - 1 if k in span and t > c else x + 1 if k in span else x for k, x in enumerate(cuts)]
-            out.append([(new_cuts[k], new_cuts[k + 1]) for k in range(S)])
+    for t in sorted(range(S), key=lambda t: (abs(t - c), t)):  # a layer of c to a farther stage
+        if abs(t - c) > 1 and (moved := pass_layer(bounds, c, t, fixed)) is not None:
+            out.append(moved)
     unique: dict[tuple, Bounds] = {}
     for m in out:
         if m != bounds:
