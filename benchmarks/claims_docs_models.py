@@ -265,7 +265,7 @@ STALE_PAGES = [
             "", r"^Run on (\d{4}-\d\d-\d\d) 13:42", command="python benchmarks/published.py --json",
             why="history: made under the constants fitted on those eight rows; 3 min of planning"),
     history("published-validation", "docs/published-validation.md", "every table of the 101-row validation", "",
-            r"^Run on (\d{4}-\d\d-\d\d) 15:50", command="python benchmarks/published.py --fit --jobs 2 --json",
+            r"^Run on (\d{4}-\d\d-\d\d) 23:15", command="python benchmarks/published.py --fit --jobs 2 --json",
             why="51 min of planning 101 rows three ways plus the held-out folds"),
     history("overlap-emulated", "docs/overlap.md", "the eight emulated-link runs (a) and (b)",
             "## Emulated link", r"all (\d{4}-\d\d-\d\d)\)",

@@ -221,7 +221,7 @@ HEADLINE = [
                          r"planned rows \((\d+) refused\), ratios ([\d.]+-[\d.]+), (\d+) rows outside"),
           measured=_held_out_headline,
           stale=Stale(why="51 min of planning 101 rows three ways plus the held-out folds",
-                      date=_date("docs/published-validation.md", r"^Run on (\d{4}-\d\d-\d\d) 15:50"))),
+                      date=_date("docs/published-validation.md", r"^Run on (\d{4}-\d\d-\d\d) 23:15"))),
     Claim(id="readme-published-careful", where="Headline figures: published runs after this round's settings",
           command="python benchmarks/published.py --ways careful --no-held-out --jobs 2 --json",
           figure=_readme(r"no held-out fold, (\d{4}-\d\d-\d\d)\): (\d+) of (\d+) refused, median \\\|ln\\\| ([\d.]+), "
@@ -243,7 +243,7 @@ HEADLINE = [
                          r"\([\d.]+ -> ([\d.]+);"),
           measured=lambda run: tuple(f"{by(run.json()['rows'], id=i)['careful']['ratio']:.2f}" for i in _EDGE),
           stale=Stale(why="4-9 min of planning 101 rows",
-                      date=_date("docs/published-validation.md", r"^Run on (\d{4}-\d\d-\d\d) 15:50"))),
+                      date=_date("docs/published-validation.md", r"^Run on (\d{4}-\d\d-\d\d) 23:15"))),
     Claim(id="readme-degrees", where="Headline figures: degree search wall time", command=DEGREES,
           figure=_readme(r"^\| degree search \| DeepSeek-V3 on 1024 GPUs planned in ([\d.]+) s"),
           measured=lambda run: run.wall_s, compare=WALL),

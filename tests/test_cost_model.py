@@ -18,7 +18,7 @@ from planner.core.layer_math import layer_params
 from planner.core.stage_costs import stage_costs
 from planner.planning.estimate import estimate_step
 from profiler.analytical import analytical_costs
-from profiler.cost_model.fitted import FITTED, GEMM_DIM_HALF, GEMM_FP8_DIM_HALF, GEMM_FP8_SCALE, FittedConstants
+from profiler.cost_model.fitted import BOUNDS, FITTED, GEMM_DIM_HALF, GEMM_FP8_DIM_HALF, GEMM_FP8_SCALE, FittedConstants
 from profiler.cost_model.comm import a2a_seconds, remote_nodes_per_token
 from profiler.cost_model.context import EAGER_SLOWDOWN
 from profiler.cost_model.gemm import gemm_efficiency
@@ -305,3 +305,17 @@ def test_torchao_fp8_keeps_bf16_inputs_and_pays_its_amax_pass():
     bf16 = analytical_costs(spec, _cluster(parallel__ep=1))
     assert ao.layers[1].act_bytes == bf16.layers[1].act_bytes > te.layers[1].act_bytes
     assert te.layers[1].w < ao.layers[1].w < bf16.layers[1].w  # still faster than BF16
+
+
+def test_element_wise_work_runs_at_the_fitted_share_of_hbm_bandwidth_and_gemms_do_not():
+    """``elementwise_eff`` prices the layer's memory-bound kernels only: halving it doubles the
+    element-wise part of a dense layer's forward and leaves its weight gradient (GEMMs) alone."""
+    spec = load_model("llama3-8b")
+    cluster = _cluster(parallel__ep=1)
+    at = {e: analytical_costs(spec, cluster, constants=FittedConstants(
+        gemm_eff_max=0.8, gemm_dim_half=GEMM_DIM_HALF, grouped_gemm_eff=1.0, moe_layer_overhead_s=1e-3,
+        elementwise_eff=e), size_curve_sizes=()).layers[1] for e in (0.8, 0.4, 0.2)}
+    assert at[0.8].w == pytest.approx(at[0.4].w) == pytest.approx(at[0.2].w)
+    step = at[0.4].f - at[0.8].f
+    assert step > 0 and at[0.2].f - at[0.4].f == pytest.approx(2 * step)
+    assert FITTED.elementwise_eff <= BOUNDS["elementwise_eff"][1]

@@ -16,15 +16,12 @@ from dataclasses import dataclass
 
 from planner.core.cluster import ClusterSpec
 from planner.core.model import ModelSpec
-from profiler.cost_model.fitted import FittedConstants
+from profiler.cost_model.fitted import HBM_EFF, FittedConstants
 from profiler.cost_model.comm import a2a_seconds, link_bandwidth, ring_seconds
 from profiler.cost_model.gemm import FP8_CAST_BYTES, gemm_seconds, rowwise_seconds
 
 __all__ = ["CostContext", "HBM_EFF", "FP8_SCALE_BYTES", "EAGER_SLOWDOWN"]
 
-HBM_EFF = 0.8
-"""Share of HBM bandwidth element-wise kernels reach (STREAM-like copies on H100 reach
-about 80-90% of the 3.35 TB/s datasheet figure)."""
 EAGER_SLOWDOWN = 6667 / 5762
 """Compute time of PyTorch eager mode over fused kernels (``training.kernels: eager``): the
 measured step-time ratio of Llama 3.1 8B on 8 H100 with FSDP, eager vs torch.compile, the
@@ -115,8 +112,9 @@ class CostContext:
         return self.compute_scale * bf16
 
     def mem(self, nbytes: float) -> float:
-        """Seconds of memory-bound work moving ``nbytes``."""
-        return self.compute_scale * nbytes / (self.cluster.gpu.hbm_bandwidth * HBM_EFF)
+        """Seconds of memory-bound work moving ``nbytes``, at ``FittedConstants.elementwise_eff``
+        of the HBM bandwidth."""
+        return self.compute_scale * nbytes / (self.cluster.gpu.hbm_bandwidth * self.cal.elementwise_eff)
 
     def dispatch(self, tokens: float) -> float:
         """One dispatch all-to-all of ``tokens`` local tokens (FP8 when the dispatcher can)."""
