@@ -257,6 +257,7 @@ def run(*, work: float, ways: tuple[str, ...] = WAYS, only: set[str] | None = No
         res["families"] = {fam: {**fold, **_way_summary([e["held_out"] for e in out if e["family"] == fam])}
                            for fam, fold in ho["folds"].items()}
         res["fit_all_rows"] = ho["fit_all_rows"]
+        res["linearised_at"] = ho["linearised_at"]
     return res
 
 

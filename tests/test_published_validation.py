@@ -125,7 +125,7 @@ def test_held_out_fit_is_linearised_again_where_the_first_round_landed(monkeypat
     rows = [{"id": rid, "family": f"f{k % 2}"} for k, rid in enumerate(shares)]
     careful = {r["id"]: fake(r, "careful", work=0, folder=None) for r in rows}
     got = {n: bench.held_out(rows, careful, work=0, jobs=1, rounds=n) for n in (1, 2)}
-    assert got[1].get("linearised_at", {}).get("gemm_eff_max", FITTED.gemm_eff_max) == FITTED.gemm_eff_max
+    assert got[1]["linearised_at"]["gemm_eff_max"] == FITTED.gemm_eff_max
     assert got[2]["linearised_at"]["gemm_eff_max"] != FITTED.gemm_eff_max  # where round 1 landed
 
     def miss(res):

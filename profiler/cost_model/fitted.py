@@ -70,7 +70,7 @@ class FittedConstants:
     reaches ``HBM_EFF``; a training step's many small unfused kernels, their launches and
     the framework's work between them reach less. This time grows with tokens x width, not
     with FLOPs, so a constant of its own keeps ``gemm_eff_max`` from charging a wide layer's
-    GEMMs for it (issue 39: large dense runs predicted slow while small ones fitted)."""
+    GEMMs for it (held out, large dense runs came out slow while small ones fitted)."""
 
     def as_tuple(self) -> tuple[float, ...]:
         """The constants in field order (the fit's parameter vector)."""
